@@ -1,0 +1,73 @@
+"""The run's tmux session on the machine the job runs on, through libtmux."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import libtmux
+from libtmux.exc import LibTmuxException
+
+SESSION_PREFIX = "spotrun-"
+
+
+def session_name(run_id: str) -> str:
+    return f"{SESSION_PREFIX}{run_id}"
+
+
+def socket_path() -> Path:
+    """tmux's default server socket, named explicitly.
+
+    Plain `tmux` inside a tmux pane talks to the server in $TMUX, which may be another one; the
+    explicit path makes spotrun find its sessions from anywhere, and `tmux ls` still shows them.
+    """
+    base = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    return Path(base) / f"tmux-{os.getuid()}" / "default"
+
+
+def tmux_argv() -> list[str]:
+    return ["tmux", "-S", str(socket_path())]
+
+
+def _server() -> libtmux.Server:
+    return libtmux.Server(socket_path=socket_path())
+
+
+def session_exists(name: str) -> bool:
+    try:
+        return bool(_server().has_session(name, exact=True))
+    except LibTmuxException:
+        return False
+
+
+def start_session(name: str, command: str, cwd: str, env: dict[str, str]) -> None:
+    # tmux makes its socket folder itself only when it picks the path; with -S we make it.
+    socket_path().parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _server().new_session(
+        session_name=name,
+        window_name="job",
+        window_command=command,
+        start_directory=cwd,
+        environment=env or None,
+        attach=False,
+        x=200,
+        y=50,
+    )
+
+
+def kill_session(name: str) -> bool:
+    """Kill the session if it exists; True if it did."""
+    if not session_exists(name):
+        return False
+    try:
+        _server().kill_session(name)
+    except LibTmuxException:
+        return session_exists(name) is False
+    return True
+
+
+def capture(name: str, lines: int = 2000) -> str:
+    """The session's visible history (the last `lines` lines)."""
+    server = _server()
+    result = server.cmd("capture-pane", "-p", "-t", f"={name}:", "-S", f"-{lines}")
+    return "\n".join(result.stdout)

@@ -1,0 +1,366 @@
+"""The `spotrun` command: parse, call spotrun.api, render. No cloud SDKs here."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from spotrun import api
+from spotrun.config import load_settings
+from spotrun.errors import SpotrunError
+from spotrun.exitcodes import CHECKPOINTED, FAILURE, SUCCESS
+from spotrun.runs import RunState
+
+try:  # typer >= 0.20 carries its own copy of click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
+
+app = typer.Typer(
+    name="spotrun",
+    help="Train deep-learning models fast and cheaply on AWS spot GPUs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+recipes_app = typer.Typer(help="List recipes, or show one in full.", rich_markup_mode=None)
+app.add_typer(recipes_app, name="recipes")
+
+# Wide when piped, so tables and log lines are not folded at 80 columns.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class Cloud(str, Enum):
+    local = "local"
+    aws = "aws"
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _fmt_metrics(metrics: dict[str, Any]) -> str:
+    parts = []
+    if "test_acc" in metrics:
+        parts.append(f"acc {100 * float(metrics['test_acc']):.1f}%")
+    if "train_loss" in metrics:
+        parts.append(f"loss {float(metrics['train_loss']):.3f}")
+    if "step" in metrics:
+        parts.append(f"step {metrics['step']}")
+    return "  ".join(parts)
+
+
+def _fmt_duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+# -------------------------------------------------------------------- launch
+@app.command()
+def launch(
+    recipe: str = typer.Argument(..., help="recipe name (see `spotrun recipes`)"),
+    cloud: Optional[Cloud] = typer.Option(None, "--cloud", help="where to run; default from config (local)"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs per node (default: the recipe's)"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a recipe key"),
+    name: Optional[str] = typer.Option(None, "--name", help="a name to refer to the run by"),
+    detach: bool = typer.Option(False, "--detach", "-d", help="print the run id and return at once"),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", metavar="USD", help="budget cap"),
+    max_hours: Optional[float] = typer.Option(None, "--max-hours", help="wall-time cap"),
+) -> None:
+    """Launch RECIPE on the cheapest capacity that fits and follow it to the end."""
+    settings = load_settings()
+    ledger = api.open_ledger(settings)
+    prepared = api.prepare_launch(
+        settings,
+        recipe,
+        overrides=set_,
+        cloud=cloud.value if cloud else None,
+        gpus=gpus,
+        name=name,
+        max_cost_usd=max_cost,
+        max_hours=max_hours,
+    )
+    run = api.launch(ledger, prepared)
+    if detach:
+        sys.stdout.write(run.id + "\n")
+        err.print(
+            f"launched {run.name} ({run.id}) on {run.cloud}: {prepared.plan.reason}\n"
+            f"follow it with `spotrun logs -f {run.name}`, stop it with `spotrun stop {run.name}`"
+        )
+        return
+    out.print(f"run {run.id}  {run.name}  on {run.cloud}")
+    raise typer.Exit(_follow(ledger, run.id))
+
+
+def _follow(ledger: Any, run_id: str) -> int:
+    run = ledger.get_run(run_id)
+    t0 = run.created_at
+    try:
+        for update in api.follow(ledger, run_id):
+            stamp = f"[{_fmt_duration(max(0.0, update.at - t0)):>7}]"
+            if update.kind == "state":
+                out.print(f"{stamp} {update.state.value:<13} {update.text}")
+            elif update.kind == "event":
+                out.print(f"{stamp} {'':<13} {update.text}")
+            elif update.kind == "metrics":
+                m = update.metrics
+                line = f"epoch {m.get('epoch', '?')}  {_fmt_metrics(m)}"
+                if "elapsed_s" in m:
+                    line += f"  ({_fmt_duration(float(m['elapsed_s']))} training)"
+                out.print(f"{stamp} {'':<13} {line}")
+            else:
+                final = ledger.get_run(run_id)
+                cost = ledger.run_cost_usd(run_id)
+                summary = _fmt_metrics(final.last_metrics)
+                out.print(
+                    f"{final.state.value} in {_fmt_duration(final.duration_s())}"
+                    + (f": {summary}" if summary else "")
+                    + f"  cost ${cost:.2f}"
+                    + (f"\n{final.message}" if final.state is not RunState.SUCCEEDED and final.message else "")
+                )
+                return SUCCESS if final.state is RunState.SUCCEEDED else FAILURE
+    except KeyboardInterrupt:
+        run = ledger.get_run(run_id)
+        err.print(
+            f"\ndetached from {run.name}; it goes on under its supervisor. "
+            f"`spotrun stop {run.name}` stops it."
+        )
+        return 130
+    return FAILURE
+
+
+# ------------------------------------------------------------------ ls/status
+@app.command("ls")
+def list_runs(
+    all_: bool = typer.Option(False, "--all", "-a", help="every run, not only live and recent ones"),
+    as_json: bool = typer.Option(False, "--json", help="a JSON list of runs"),
+) -> None:
+    """List runs: live ones and the most recent finished ones."""
+    ledger = api.open_ledger()
+    runs = ledger.list_runs(include_all=all_)
+    rows = [api.run_summary(ledger, r) for r in runs]
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        out.print("no runs yet; start one with `spotrun launch digits-fast`")
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("ID", "NAME", "RECIPE", "CLOUD", "STATE", "STARTED", "DURATION", "COST", "METRICS"):
+        table.add_column(col, no_wrap=col in ("ID", "STATE"))
+    for row in rows:
+        table.add_row(
+            row["id"],
+            row["name"],
+            row["recipe"],
+            row["cloud"],
+            row["state"],
+            (row["started"] or row["created"] or "").replace("T", " ").rstrip("Z"),
+            _fmt_duration(row["duration_s"]),
+            f"${row['cost_usd']:.2f}",
+            _fmt_metrics(row["metrics"]),
+        )
+    out.print(table)
+
+
+@app.command()
+def status(
+    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Show one run: state history, instances, events, metrics, cost."""
+    ledger = api.open_ledger()
+    st = api.run_status(ledger, run)
+    summary = api.run_summary(ledger, st.run)
+    if as_json:
+        _print_json(
+            {
+                **summary,
+                "supervised": st.supervised,
+                "run_dir": str(st.run.run_dir),
+                "plan": st.run.plan,
+                "transitions": [
+                    {"from": t.from_state.value if t.from_state else None, "to": t.to_state.value,
+                     "at": t.at, "reason": t.reason}
+                    for t in st.transitions
+                ],
+                "instances": [i.__dict__ for i in st.instances],
+                "events": [e.__dict__ for e in st.events],
+                "cost_lines": [c.__dict__ for c in st.cost_lines],
+            }
+        )
+        return
+    r = st.run
+    out.print(f"{r.name} ({r.id})  recipe {r.recipe}  on {r.cloud}")
+    out.print(f"state     {r.state.value}" + (f"  ({r.message})" if r.message else ""))
+    out.print(f"duration  {_fmt_duration(r.duration_s())}   cost ${st.cost_usd:.2f}")
+    if r.last_metrics:
+        out.print(f"metrics   {_fmt_metrics(r.last_metrics)}")
+    out.print(f"run dir   {r.run_dir}")
+    out.print("history:")
+    for t in st.transitions:
+        out.print(f"  {_fmt_duration(t.at - r.created_at):>7}  {t.to_state.value:<13} {t.reason or ''}")
+    if st.instances:
+        out.print("instances:")
+        for i in st.instances:
+            out.print(f"  {i.id}  {i.instance_type}  {i.zone}  {i.market}  {i.state}  {i.address or ''}")
+    if st.events:
+        out.print("events:")
+        for e in st.events[-10:]:
+            out.print(f"  {_fmt_duration(e.at - r.created_at):>7}  {e.kind}: {e.message}")
+
+
+@app.command()
+def logs(
+    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the run ends"),
+) -> None:
+    """Print the job's output (what its tmux session shows)."""
+    ledger = api.open_ledger()
+    try:
+        for chunk in api.read_log(ledger, run, follow_log=follow):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def attach(run: str = typer.Argument(..., help="run name or a unique prefix of its id")) -> None:
+    """Put this terminal into the run's live tmux session (detach with Ctrl-b d)."""
+    ledger = api.open_ledger()
+    argv = api.attach_command(ledger, run)
+    env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # allow attaching from inside tmux
+    os.execvpe(argv[0], argv, env)
+
+
+@app.command()
+def stop(run: str = typer.Argument(..., help="run name or a unique prefix of its id")) -> None:
+    """Stop a run: the job checkpoints, results are synced, instances terminated."""
+    ledger = api.open_ledger()
+    target = ledger.resolve(run)
+    err.print(f"stopping {target.name} ({target.id}) ...")
+    final = api.stop(ledger, target.id)
+    out.print(f"{final.name} {final.state.value}")
+
+
+@app.command()
+def cost(
+    run: Optional[str] = typer.Argument(None, help="one run; default every run"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """What runs cost."""
+    ledger = api.open_ledger()
+    rows = api.cost_rows(ledger, run)
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("NAME", "CLOUD", "STATE", "INSTANCE-H", "COST", "ON-DEMAND"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["cloud"],
+            row["state"],
+            f"{row['instance_hours']:.4f}",
+            f"${row['cost_usd']:.2f}",
+            f"${row['on_demand_usd']:.2f}",
+        )
+    out.print(table)
+    methods = sorted({m for row in rows for m in row["method"]})
+    for method in methods:
+        out.print(f"method: {method}")
+
+
+# ------------------------------------------------------------------- recipes
+@recipes_app.callback(invoke_without_command=True)
+def recipes_list(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json")
+) -> None:
+    """The recipes you can launch, with what each was measured to reach."""
+    if ctx.invoked_subcommand is not None:
+        return
+    items = api.recipes()
+    if as_json:
+        _print_json([r.summary() for r in items])
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("NAME", "DESCRIPTION", "RESULT"):
+        table.add_column(col)
+    for r in items:
+        table.add_row(r.name, r.description, r.result)
+    out.print(table)
+
+
+@recipes_app.command("show")
+def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """A recipe in full: hyperparameters, methods, resources, stated result."""
+    from spotrun.recipes import get_recipe
+
+    recipe = get_recipe(name)
+    data = recipe.model_dump(mode="json")
+    if as_json:
+        _print_json(data)
+        return
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out.print(f"{key}:")
+            for sub, subvalue in value.items():
+                out.print(f"  {sub}: {json.dumps(subvalue)}")
+        else:
+            out.print(f"{key}: {json.dumps(value)}")
+
+
+# --------------------------------------------------------------------- train
+@app.command()
+def train(
+    recipe: str = typer.Argument(..., help="recipe name"),
+    run_dir: Path = typer.Option(..., "--run-dir", help="checkpoints, metrics.jsonl, recipe.json"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE"),
+) -> None:
+    """Train in the foreground (what runs inside a run's tmux session); resumes in RUN_DIR."""
+    from spotrun.recipes import get_recipe
+    from spotrun.train.build import train_recipe
+
+    resolved = get_recipe(recipe, set_)
+    result = train_recipe(resolved, run_dir)
+    if result.interrupted:
+        print(f"checkpointed at step {result.step}; run the same command again to resume", flush=True)
+        raise typer.Exit(CHECKPOINTED)
+    raise typer.Exit(SUCCESS)
+
+
+# ---------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except click_exceptions.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `spotrun`: the help is the answer
+            err.print(exc.format_message(), markup=False)
+        else:
+            err.print(f"error: {exc.format_message()}", markup=False)
+        sys.exit(2)
+    except typer.Abort:
+        sys.exit(130)
+    except SpotrunError as exc:
+        err.print(f"error: {exc.user_message()}", markup=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,26 @@
+"""Cloud providers: where a run's instances come from."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spotrun.errors import UsageError
+
+if TYPE_CHECKING:
+    from spotrun.cloud.base import Provider
+    from spotrun.config import Settings
+
+CLOUDS = ("local", "aws")
+
+
+def get_provider(name: str, settings: Settings) -> Provider:
+    """The provider for a cloud name; AWS code is imported only when it is asked for."""
+    if name == "local":
+        from spotrun.cloud.local import LocalProvider
+
+        return LocalProvider(settings)
+    if name == "aws":
+        from spotrun.cloud.aws import AwsProvider
+
+        return AwsProvider(settings)
+    raise UsageError(f"unknown cloud '{name}'; choose one of: {', '.join(CLOUDS)}")

@@ -1,0 +1,169 @@
+"""What every cloud provider offers the rest of spotrun, as typed dataclasses and protocols.
+
+Provider methods are batch-shaped and idempotent, keyed by the run id: `launch` finds what a run
+already has before it creates the shortfall, `terminate` may be called any number of times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+from spotrun.config import Resources
+from spotrun.errors import RemoteError
+
+Market = Literal["spot", "on-demand", "local"]
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One way to get capacity: an instance type in a zone at a price."""
+
+    provider: str
+    instance_type: str
+    region: str
+    zone: str
+    gpus: int
+    gpu_model: str | None
+    gpu_memory_gb: float | None
+    vcpus: int
+    memory_gb: float
+    spot_usd_per_hour: float | None
+    on_demand_usd_per_hour: float | None
+    market: Market = "spot"
+
+    @property
+    def usd_per_hour(self) -> float:
+        price = self.spot_usd_per_hour if self.market == "spot" else self.on_demand_usd_per_hour
+        return price if price is not None else float("inf")
+
+    @property
+    def saving_pct(self) -> float | None:
+        if not self.spot_usd_per_hour or not self.on_demand_usd_per_hour:
+            return None
+        return 100.0 * (1.0 - self.spot_usd_per_hour / self.on_demand_usd_per_hour)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "provider": self.provider,
+            "instance_type": self.instance_type,
+            "region": self.region,
+            "zone": self.zone,
+            "gpus": self.gpus,
+            "gpu_model": self.gpu_model,
+            "gpu_memory_gb": self.gpu_memory_gb,
+            "vcpus": self.vcpus,
+            "memory_gb": self.memory_gb,
+            "spot_usd_per_hour": self.spot_usd_per_hour,
+            "on_demand_usd_per_hour": self.on_demand_usd_per_hour,
+            "market": self.market,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> Offer:
+        return cls(**data)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class InstanceRequest:
+    """Ask for `count` instances of `offer` for run `run_id`."""
+
+    run_id: str
+    offer: Offer
+    count: int = 1
+    disk_gb: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Instance:
+    id: str
+    run_id: str
+    provider: str
+    instance_type: str
+    region: str
+    zone: str
+    market: Market
+    state: str  # EC2 vocabulary: pending, running, shutting-down, terminated, stopping, stopped
+    address: str | None = None
+    launched_at: float | None = None
+    node_index: int = 0
+    state_reason: str | None = None  # why it is ending, e.g. a spot interruption
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in ("pending", "running")
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def check(self, what: str) -> CommandResult:
+        if not self.ok:
+            tail = (self.stderr or self.stdout).strip().splitlines()[-5:]
+            raise RemoteError(
+                f"{what} failed with exit code {self.exit_code}: " + " | ".join(tail)
+            )
+        return self
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """Runs shell commands and moves files on one instance."""
+
+    def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult: ...
+
+    def put(self, local: Path, remote: str) -> None: ...
+
+    def get(self, remote: str, local: Path) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Provider(Protocol):
+    name: str
+    # True when the instance sees the controller's files (the local cloud): no syncing needed.
+    shares_filesystem: bool
+
+    def offers(self, resources: Resources) -> list[Offer]:
+        """Offers that fit `resources`, cheapest first. Raises UsageError when none can fit."""
+        ...
+
+    def launch(self, request: InstanceRequest) -> list[Instance]:
+        """The run's live instances, creating only the shortfall up to `request.count`."""
+        ...
+
+    def describe(self, run_id: str) -> list[Instance]:
+        """Every instance the cloud knows for the run, live or ended."""
+        ...
+
+    def wait_ready(self, instances: list[Instance], timeout_s: float) -> list[Instance]:
+        """Block until each instance runs and answers its runner; terminate them on timeout."""
+        ...
+
+    def terminate(self, run_id: str) -> list[Instance]:
+        """Terminate everything the run owns; safe to repeat. Returns what was terminated."""
+        ...
+
+    def runner(self, instance: Instance) -> Runner: ...
+
+    def run_dir(self, instance: Instance, run_id: str) -> str:
+        """Where the run's files live on the instance."""
+        ...
+
+    def spotrun_command(self, instance: Instance) -> list[str]:
+        """argv prefix that runs spotrun on the instance (e.g. [python3, -m, spotrun])."""
+        ...
+
+    def bootstrap(self, instance: Instance, runner: Runner) -> None:
+        """Make the instance able to run spotrun jobs (push code, provision); idempotent."""
+        ...

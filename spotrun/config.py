@@ -1,0 +1,143 @@
+"""Typed configuration: user settings, the resources a job asks for, and a launch spec.
+
+Every model forbids unknown keys, so a typo in config.toml or a task file is an error that names
+the key instead of a setting silently ignored.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from spotrun.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+# The AWS Deep Learning Base AMI (NVIDIA driver, CUDA, Ubuntu 22.04), published by AWS in SSM.
+DEFAULT_IMAGE_SSM_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+)
+
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+CloudName = Literal["local", "aws"]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AwsSettings(StrictModel):
+    region: str = "us-east-1"
+    regions: list[str] = Field(default_factory=list, description="regions `gc` sweeps; [] = region")
+    image_id: str | None = Field(None, description="an AMI id; wins over image_ssm_parameter")
+    image_ssm_parameter: str = DEFAULT_IMAGE_SSM_PARAMETER
+    bucket: str | None = Field(None, description="S3 bucket for checkpoints (durable store)")
+    ssh_address: Literal["public", "private"] = "public"
+    ssh_user: str = "ubuntu"
+    ssh_port: int = 22
+    ssh_timeout_s: float = Field(600.0, gt=0, description="boot + SSH banner wait, then terminate")
+    root_volume_gb: int = Field(200, ge=8)
+    subnet_id: str | None = None
+    instance_profile: str | None = Field(None, description="IAM instance profile name")
+    python: str = Field("python3", description="python on the instance that runs spotrun")
+    metadata_url: str = "http://169.254.169.254"
+
+
+class Settings(StrictModel):
+    home: Path
+    default_cloud: CloudName = "local"
+    owner: str = Field(default_factory=getpass.getuser)
+    max_cost_usd: float | None = Field(None, gt=0, description="default budget for every launch")
+    heartbeat_timeout_s: float = Field(1800.0, gt=0)
+    aws: AwsSettings = Field(default_factory=AwsSettings)
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.home / "ledger.db"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.home / "runs"
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / "config.toml"
+
+
+def default_home() -> Path:
+    env = os.environ.get("SPOTRUN_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".spotrun"
+
+
+def load_settings(home: Path | None = None) -> Settings:
+    """Settings from SPOTRUN_HOME/config.toml (all keys optional)."""
+    home = (home or default_home()).absolute()
+    data: dict[str, object] = {}
+    config_path = home / "config.toml"
+    if config_path.exists():
+        try:
+            data = tomllib.loads(config_path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise UsageError(f"cannot read {config_path}: {exc}") from exc
+    try:
+        return Settings(home=home, **data)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise UsageError(f"{config_path}: {describe_validation_error(exc)}") from exc
+
+
+class Resources(StrictModel):
+    """What a job needs from an instance."""
+
+    gpus: int = Field(0, ge=0, description="GPUs per node")
+    gpu_model: str | None = Field(None, description="e.g. A100, H100, L4 (case-insensitive)")
+    gpu_memory_gb: float | None = Field(None, gt=0, description="at least this much per GPU")
+    instance_type: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    spot: bool = True
+    disk_gb: int | None = Field(None, ge=8, description="root volume; None = settings")
+    nodes: int = Field(1, ge=1)
+
+
+class LaunchSpec(StrictModel):
+    """Everything `launch` was asked for, resolved and validated; stored with the run."""
+
+    recipe: str
+    overrides: list[str] = Field(default_factory=list)
+    resources: Resources = Field(default_factory=Resources)
+    name: str | None = None
+    cloud: CloudName = "local"
+    max_cost_usd: float | None = Field(None, gt=0)
+    max_hours: float | None = Field(None, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_safe(cls, value: str | None) -> str | None:
+        if value is not None and not NAME_PATTERN.match(value):
+            raise ValueError(
+                "a run name is 1-63 characters of a-z, 0-9, '-' and '_', starting with a "
+                "letter or digit"
+            )
+        return value
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line naming each bad key and what was expected of it."""
+    parts = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "value"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown key '{key}'")
+        else:
+            parts.append(f"{key}: {err['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,280 @@
+"""The run controller: drives one run from whatever state it is in to its end.
+
+Each state has one step function; each step is safe to run again after a crash, because the
+provider reconciles by the run's tags and every state move is a compare-and-set in the ledger.
+The supervisor process runs `drive`; `stop` runs it inline when no supervisor is alive.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from spotrun.agent.session import session_name
+from spotrun.agent.wrapper import EXIT_FILE
+from spotrun.cloud import get_provider
+from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
+from spotrun.cost import local_cost_lines
+from spotrun.errors import CapacityError, SpotrunError, StateError
+from spotrun.exitcodes import CHECKPOINTED
+from spotrun.ledger import InstanceRecord, Ledger, RunRecord
+from spotrun.metrics import MetricsTail
+from spotrun.remote.job import JobDriver, JobStatus
+from spotrun.runs import RunState
+
+log = logging.getLogger(__name__)
+
+# Training processes on CPU spend much of their time in glibc handing large buffers back to
+# the OS and asking for them again; these settings keep them (measured: 29 s -> 16 s/epoch).
+TRAINING_ENV = {
+    "GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def job_argv(run: RunRecord, spotrun_argv: list[str], remote_run_dir: str) -> list[str]:
+    argv = [*spotrun_argv, "train", run.spec.recipe, "--run-dir", remote_run_dir]
+    for item in run.spec.overrides:
+        argv += ["--set", item]
+    return argv
+
+
+def to_record(instance: Instance, **changes: object) -> InstanceRecord:
+    return InstanceRecord(
+        id=instance.id,
+        run_id=instance.run_id,
+        provider=instance.provider,
+        instance_type=instance.instance_type,
+        market=instance.market,
+        state=instance.state,
+        region=instance.region,
+        zone=instance.zone,
+        node_index=instance.node_index,
+        address=instance.address,
+        launched_at=instance.launched_at,
+        **changes,  # type: ignore[arg-type]
+    )
+
+
+class RunController:
+    def __init__(
+        self,
+        ledger: Ledger,
+        run_id: str,
+        *,
+        provider: Provider | None = None,
+        poll_s: float | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.run_id = run_id
+        run = ledger.get_run(run_id)
+        self.provider = provider or get_provider(run.cloud, ledger.settings)
+        self.poll_s = poll_s if poll_s is not None else (0.5 if self.provider.shares_filesystem else 2.0)
+        self.metrics = MetricsTail(run.run_dir / "metrics.jsonl")
+        self.session = session_name(run_id)
+
+    # ------------------------------------------------------------------ drive
+    def drive(self) -> RunRecord:
+        run = self.ledger.get_run(self.run_id)
+        steps: dict[RunState, Callable[[RunRecord], RunRecord]] = {
+            RunState.PLANNED: self._request,
+            RunState.REQUESTED: self._request,
+            RunState.PROVISIONING: self._provision,
+            RunState.BOOTSTRAPPING: self._bootstrap,
+            RunState.RUNNING: self._monitor,
+            RunState.SYNCING: self._finish,
+            RunState.INTERRUPTED: self._request,
+        }
+        while not run.is_terminal:
+            try:
+                run = self._stop(run) if run.stop_requested else steps[run.state](run)
+            except StateError:
+                run = self.ledger.get_run(self.run_id)  # another process moved it; look again
+                continue
+            except SpotrunError as exc:
+                return self._fail(exc.user_message())
+            except Exception as exc:
+                # A bug must not leave capacity billing: tear down, record, then let it surface.
+                self._fail(f"internal error: {type(exc).__name__}: {exc} (see supervisor.log)")
+                raise
+        return run
+
+    def _move(self, target: RunState, reason: str | None = None) -> RunRecord:
+        return self.ledger.transition(self.run_id, target, reason)
+
+    # ------------------------------------------------------------------ steps
+    def _request(self, run: RunRecord) -> RunRecord:
+        if run.state is not RunState.REQUESTED:
+            run = self._move(RunState.REQUESTED, "requesting capacity")
+        offers = [Offer.from_dict(o) for o in (run.plan or {}).get("offers", [])]
+        if not offers:
+            raise CapacityError("the run has no offers to request; launch it again")
+        tried = []
+        for offer in offers:
+            request = InstanceRequest(run.id, offer, count=run.spec.resources.nodes,
+                                      disk_gb=run.spec.resources.disk_gb)
+            try:
+                instances = self.provider.launch(request)
+            except CapacityError as exc:
+                tried.append(f"{offer.instance_type} in {offer.zone}: {exc.message}")
+                self.ledger.add_event(run.id, "capacity", tried[-1])
+                continue
+            for inst in instances:
+                self.ledger.upsert_instance(to_record(inst))
+            self.ledger.add_event(
+                run.id, "capacity", f"got {len(instances)} x {offer.instance_type} in {offer.zone}"
+            )
+            return self._move(RunState.PROVISIONING, f"{offer.instance_type} in {offer.zone}")
+        raise CapacityError("no offer could be filled; tried " + "; ".join(tried))
+
+    def _live_instances(self) -> list[Instance]:
+        return [i for i in self.provider.describe(self.run_id) if i.is_live]
+
+    def _provision(self, run: RunRecord) -> RunRecord:
+        live = self._live_instances()
+        if not live:
+            return self._move(RunState.INTERRUPTED, "the instance went away while provisioning")
+        ready = self.provider.wait_ready(live, self.ledger.settings.aws.ssh_timeout_s)
+        for inst in ready:
+            self.ledger.upsert_instance(to_record(inst))
+        return self._move(RunState.BOOTSTRAPPING, "instance ready")
+
+    def _driver(self, instance: Instance) -> JobDriver:
+        return JobDriver(
+            self.provider.runner(instance),
+            self.provider.spotrun_command(instance),
+            self.provider.run_dir(instance, self.run_id),
+            self.session,
+        )
+
+    def _bootstrap(self, run: RunRecord) -> RunRecord:
+        live = self._live_instances()
+        if not live:
+            return self._move(RunState.INTERRUPTED, "the instance went away while bootstrapping")
+        head = live[0]
+        runner = self.provider.runner(head)
+        self.provider.bootstrap(head, runner)
+        remote_dir = self.provider.run_dir(head, run.id)
+        env = {**TRAINING_ENV, "SPOTRUN_RUN_ID": run.id, "SPOTRUN_RUN_DIR": remote_dir}
+        started = self._driver(head).start(
+            job_argv(run, self.provider.spotrun_command(head), remote_dir), env
+        )
+        self.ledger.add_event(
+            run.id, "job", f"job {'started' if started else 'already running'} in tmux session {self.session}"
+        )
+        return self._move(RunState.RUNNING, f"job running in tmux session {self.session}")
+
+    def _monitor(self, run: RunRecord) -> RunRecord:
+        live = self._live_instances()
+        if not live:
+            return self._move(RunState.INTERRUPTED, "the instance is gone")
+        driver = self._driver(live[0])
+        while True:
+            run = self.ledger.get_run(self.run_id)
+            if run.is_terminal or run.stop_requested or run.state is not RunState.RUNNING:
+                return run
+            status = driver.status()
+            self._pull_metrics(run)
+            if status.finished:
+                return self._job_ended(run, status)
+            if status.lost:
+                if self._live_instances():
+                    self._write_exit(run, 137)  # session killed with no exit code written
+                    return self._job_ended(run, JobStatus(False, 137))
+                return self._move(RunState.INTERRUPTED, "the instance is gone")
+            time.sleep(self.poll_s)
+
+    def _job_ended(self, run: RunRecord, status: JobStatus) -> RunRecord:
+        self.ledger.add_event(run.id, "job", f"job exited with code {status.exit_code}")
+        if status.exit_code == CHECKPOINTED and not run.stop_requested:
+            return self._move(RunState.INTERRUPTED, "the job checkpointed and stopped on a signal")
+        return self._move(RunState.SYNCING, f"job exited with code {status.exit_code}")
+
+    def _write_exit(self, run: RunRecord, code: int) -> None:
+        (run.run_dir / EXIT_FILE).write_text(json.dumps({"exit_code": code, "ended_at": time.time()}))
+
+    def _pull_metrics(self, run: RunRecord) -> None:
+        new = self.metrics.read_new()
+        if new:
+            self.ledger.set_metrics(run.id, new[-1])
+
+    def _exit_code(self, run: RunRecord) -> int | None:
+        try:
+            code = json.loads((run.run_dir / EXIT_FILE).read_text()).get("exit_code")
+        except (OSError, ValueError):
+            return None
+        return code if isinstance(code, int) else None
+
+    def _finish(self, run: RunRecord) -> RunRecord:
+        self._pull_metrics(run)
+        self._teardown(run, "job finished")
+        code = self._exit_code(run)
+        if code == 0:
+            return self._move(RunState.SUCCEEDED, "job exited with code 0")
+        return self._move(RunState.FAILED, self._failure_message(run, code))
+
+    def _failure_message(self, run: RunRecord, code: int | None) -> str:
+        tail = _log_tail(run.run_dir / "job.log", 3)
+        what = f"job exited with code {code}" if code is not None else "job ended without an exit code"
+        return f"{what}: {tail}" if tail else what
+
+    def _stop(self, run: RunRecord) -> RunRecord:
+        for inst in self._live_instances():
+            try:
+                self._driver(inst).stop(grace_s=15.0)
+            except SpotrunError as exc:
+                self.ledger.add_event(run.id, "stop", f"could not stop the job cleanly: {exc.message}")
+        self._pull_metrics(run)
+        self._teardown(run, "stopped by the user")
+        return self._move(RunState.STOPPED, "stopped by the user")
+
+    def _fail(self, message: str) -> RunRecord:
+        run = self.ledger.get_run(self.run_id)
+        if run.is_terminal:
+            return run
+        try:
+            self._teardown(run, "run failed")
+        except SpotrunError as exc:
+            message += f"; teardown also failed: {exc.message} (run `spotrun gc`)"
+        try:
+            return self._move(RunState.FAILED, message)
+        except StateError:
+            return self.ledger.get_run(self.run_id)
+
+    # --------------------------------------------------------------- teardown
+    def _teardown(self, run: RunRecord, reason: str) -> None:
+        """Terminate every instance of the run, record their ends and the run's cost."""
+        ended = self.provider.terminate(run.id)
+        ended_ids = {i.id for i in ended}
+        now = time.time()
+        for inst in self.provider.describe(run.id):
+            if inst.is_live:
+                continue
+            known = {r.id: r for r in self.ledger.instances(run.id)}
+            prior = known.get(inst.id)
+            if prior is not None and prior.terminated_at is not None:
+                continue
+            self.ledger.upsert_instance(
+                to_record(
+                    inst,
+                    terminated_at=now,
+                    end_reason=reason if inst.id in ended_ids else (inst.state_reason or reason),
+                )
+            )
+        self.record_cost(run)
+
+    def record_cost(self, run: RunRecord) -> None:
+        instances = self.ledger.instances(run.id)
+        self.ledger.replace_cost_lines(run.id, local_cost_lines(run.id, instances, time.time()))
+
+
+def _log_tail(path: Path, lines: int) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(kept)

@@ -1,0 +1,623 @@
+"""The ledger: spotrun's one store of local state (SQLite in WAL mode under SPOTRUN_HOME).
+
+Runs, every state transition with its time, instances, run events, cost lines and cached spot
+price points. Several spotrun processes (the CLI, run supervisors) share it; every state change
+is a compare-and-set inside one IMMEDIATE transaction, so two writers never both win a move.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spotrun.config import LaunchSpec, Settings
+from spotrun.errors import LedgerError, NotFoundError, UsageError
+from spotrun.runs import TERMINAL, RunState, check_transition
+
+SCHEMA_VERSION = 1
+APP_ID = "spotrun-ledger"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    recipe TEXT NOT NULL,
+    cloud TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    spec_json TEXT NOT NULL,
+    plan_json TEXT,
+    run_dir TEXT NOT NULL,
+    last_metrics_json TEXT,
+    message TEXT,
+    sweep_id TEXT,
+    supervisor_pid INTEGER,
+    stop_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS transitions (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    from_state TEXT,
+    to_state TEXT NOT NULL,
+    at REAL NOT NULL,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS transitions_by_run ON transitions(run_id, id);
+CREATE TABLE IF NOT EXISTS instances (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    provider TEXT NOT NULL,
+    region TEXT,
+    zone TEXT,
+    instance_type TEXT NOT NULL,
+    market TEXT NOT NULL,
+    node_index INTEGER NOT NULL DEFAULT 0,
+    address TEXT,
+    state TEXT NOT NULL,
+    launched_at REAL,
+    terminated_at REAL,
+    end_reason TEXT,
+    details_json TEXT
+);
+CREATE INDEX IF NOT EXISTS instances_by_run ON instances(run_id);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
+CREATE TABLE IF NOT EXISTS cost_lines (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    instance_id TEXT,
+    kind TEXT NOT NULL,
+    quantity REAL NOT NULL,
+    unit TEXT NOT NULL,
+    usd REAL NOT NULL,
+    on_demand_usd REAL,
+    method TEXT NOT NULL,
+    computed_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS cost_lines_by_run ON cost_lines(run_id);
+CREATE TABLE IF NOT EXISTS price_points (
+    region TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    at REAL NOT NULL,
+    usd_per_hour REAL NOT NULL,
+    PRIMARY KEY (region, zone, instance_type, at)
+);
+"""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    name: str
+    recipe: str
+    cloud: str
+    state: RunState
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    spec: LaunchSpec
+    plan: dict[str, Any] | None
+    run_dir: Path
+    last_metrics: dict[str, Any]
+    message: str | None
+    sweep_id: str | None
+    supervisor_pid: int | None
+    stop_requested: bool
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    def duration_s(self, now: float | None = None) -> float:
+        start = self.started_at or self.created_at
+        end = self.ended_at if self.ended_at is not None else (now or time.time())
+        return max(0.0, end - start)
+
+
+@dataclass(frozen=True)
+class Transition:
+    from_state: RunState | None
+    to_state: RunState
+    at: float
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    id: str
+    run_id: str
+    provider: str
+    instance_type: str
+    market: str
+    state: str
+    region: str | None = None
+    zone: str | None = None
+    node_index: int = 0
+    address: str | None = None
+    launched_at: float | None = None
+    terminated_at: float | None = None
+    end_reason: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CostLine:
+    run_id: str
+    kind: str  # "compute", "storage", "staging", ...
+    quantity: float
+    unit: str  # "instance-s", "GB-month", ...
+    usd: float
+    method: str
+    instance_id: str | None = None
+    on_demand_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    at: float
+    kind: str
+    message: str
+
+
+def new_run_id() -> str:
+    """12 lowercase hex characters: short enough to type a prefix of, unique in practice."""
+    return secrets.token_hex(6)
+
+
+class Ledger:
+    """Handle on the ledger database. Cheap to open; open one per process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.path = settings.ledger_path
+        _ensure_writable_home(settings.home)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA busy_timeout = 30000")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc) or "unable to open" in str(exc):
+                raise LedgerError(
+                    f"cannot write the ledger at {self.path} ({exc})",
+                    hint="fix its permissions or set SPOTRUN_HOME to a folder you can write",
+                ) from exc
+            raise LedgerError(f"cannot use the ledger at {self.path} ({exc})") from exc
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(
+                f"{self.path} is not a readable spotrun ledger ({exc})",
+                hint=f"move it aside (mv {self.path} {self.path}.bad) and spotrun starts a new one",
+            ) from exc
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- schema
+    def _migrate(self) -> None:
+        with self._write():
+            has_meta = self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+            ).fetchone()
+            if has_meta:
+                rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+                if rows and rows.get("app") != APP_ID:
+                    raise LedgerError(
+                        f"{self.path} is an SQLite file but not a spotrun ledger",
+                        hint="point SPOTRUN_HOME elsewhere or move the file aside",
+                    )
+                version = int(rows.get("schema_version", "0"))
+                if version > SCHEMA_VERSION:
+                    raise LedgerError(
+                        f"{self.path} was written by a newer spotrun (ledger schema v{version}; "
+                        f"this spotrun reads up to v{SCHEMA_VERSION})",
+                        hint="upgrade spotrun (pip install -U spotrun)",
+                    )
+                if version == SCHEMA_VERSION:
+                    return
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('app', ?)", (APP_ID,))
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: readers go on, other writers wait for it."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    # ------------------------------------------------------------------- runs
+    def create_run(
+        self,
+        spec: LaunchSpec,
+        *,
+        run_id: str | None = None,
+        plan: dict[str, Any] | None = None,
+        sweep_id: str | None = None,
+    ) -> RunRecord:
+        run_id = run_id or new_run_id()
+        name = spec.name or f"{spec.recipe}-{run_id[:6]}"
+        run_dir = self.settings.runs_dir / run_id
+        now = time.time()
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone():
+                if spec.name is not None:
+                    raise UsageError(
+                        f"a run named '{name}' already exists", hint="choose another --name"
+                    )
+                name = f"{spec.recipe}-{run_id}"  # the short default is taken; the id is unique
+            db.execute(
+                "INSERT INTO runs (id, name, recipe, cloud, state, created_at, spec_json, "
+                "plan_json, run_dir, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    name,
+                    spec.recipe,
+                    spec.cloud,
+                    RunState.PLANNED.value,
+                    now,
+                    spec.model_dump_json(),
+                    json.dumps(plan) if plan is not None else None,
+                    str(run_dir),
+                    sweep_id,
+                ),
+            )
+            db.execute(
+                "INSERT INTO transitions (run_id, from_state, to_state, at, reason) "
+                "VALUES (?, NULL, ?, ?, ?)",
+                (run_id, RunState.PLANNED.value, now, "launch"),
+            )
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return self.get_run(run_id)
+
+    def get_run(self, run_id: str) -> RunRecord:
+        row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no run with id '{run_id}'")
+        return _run_from_row(row)
+
+    def resolve(self, ref: str) -> RunRecord:
+        """A run by exact name, exact id, or unique id prefix."""
+        ref = ref.strip()
+        if not ref:
+            raise NotFoundError("an empty run reference matches no run")
+        row = self._db.execute(
+            "SELECT * FROM runs WHERE name = ? OR id = ?", (ref, ref)
+        ).fetchone()
+        if row is not None:
+            return _run_from_row(row)
+        rows = self._db.execute(
+            "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at",
+            (_like_prefix(ref),),
+        ).fetchall()
+        if not rows:
+            raise NotFoundError(
+                f"no run named '{ref}' and no run id starts with it",
+                hint="`spotrun ls --all` lists every run",
+            )
+        if len(rows) > 1:
+            ids = ", ".join(f"{r['id']} ({r['name']})" for r in rows[:5])
+            raise NotFoundError(
+                f"'{ref}' is ambiguous: it starts {len(rows)} run ids: {ids}",
+                hint="type more of the id",
+            )
+        return _run_from_row(rows[0])
+
+    def list_runs(
+        self, *, include_all: bool = True, sweep_id: str | None = None, since: float | None = None
+    ) -> list[RunRecord]:
+        query = "SELECT * FROM runs"
+        clauses: list[str] = []
+        params: list[Any] = []
+        if sweep_id is not None:
+            clauses.append("sweep_id = ?")
+            params.append(sweep_id)
+        if since is not None:
+            clauses.append("created_at >= ?")
+            params.append(since)
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        rows = [_run_from_row(r) for r in self._db.execute(query + " ORDER BY created_at", params)]
+        if include_all:
+            return rows
+        # Without --all: every live run, plus the most recent finished ones.
+        finished = [r for r in rows if r.is_terminal][-20:]
+        keep = {r.id for r in finished}
+        return [r for r in rows if not r.is_terminal or r.id in keep]
+
+    def active_runs(self) -> list[RunRecord]:
+        terminal = tuple(s.value for s in TERMINAL)
+        rows = self._db.execute(
+            f"SELECT * FROM runs WHERE state NOT IN ({','.join('?' * len(terminal))}) "
+            "ORDER BY created_at",
+            terminal,
+        )
+        return [_run_from_row(r) for r in rows]
+
+    def transition(self, run_id: str, target: RunState, reason: str | None = None) -> RunRecord:
+        """Move a run to `target`, or raise StateError if its current state does not allow it."""
+        now = time.time()
+        with self._write() as db:
+            row = db.execute("SELECT state, started_at FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"no run with id '{run_id}'")
+            current = RunState(row["state"])
+            check_transition(current, target)
+            started_at = row["started_at"]
+            if target is RunState.RUNNING and started_at is None:
+                started_at = now
+            ended_at = now if target in TERMINAL else None
+            db.execute(
+                "UPDATE runs SET state = ?, started_at = ?, ended_at = ?, "
+                "message = COALESCE(?, message) WHERE id = ?",
+                (target.value, started_at, ended_at, reason if target in TERMINAL else None, run_id),
+            )
+            db.execute(
+                "INSERT INTO transitions (run_id, from_state, to_state, at, reason) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (run_id, current.value, target.value, now, reason),
+            )
+        return self.get_run(run_id)
+
+    def transitions(self, run_id: str) -> list[Transition]:
+        rows = self._db.execute(
+            "SELECT from_state, to_state, at, reason FROM transitions WHERE run_id = ? ORDER BY id",
+            (run_id,),
+        )
+        return [
+            Transition(
+                RunState(r["from_state"]) if r["from_state"] else None,
+                RunState(r["to_state"]),
+                r["at"],
+                r["reason"],
+            )
+            for r in rows
+        ]
+
+    def set_plan(self, run_id: str, plan: dict[str, Any]) -> None:
+        self._update(run_id, plan_json=json.dumps(plan))
+
+    def set_metrics(self, run_id: str, metrics: dict[str, Any]) -> None:
+        self._update(run_id, last_metrics_json=json.dumps(metrics))
+
+    def set_message(self, run_id: str, message: str | None) -> None:
+        self._update(run_id, message=message)
+
+    def set_supervisor(self, run_id: str, pid: int | None) -> None:
+        self._update(run_id, supervisor_pid=pid)
+
+    def request_stop(self, run_id: str) -> None:
+        self._update(run_id, stop_requested=1)
+
+    def _update(self, run_id: str, **columns: Any) -> None:
+        assignments = ", ".join(f"{name} = ?" for name in columns)
+        with self._write() as db:
+            cur = db.execute(
+                f"UPDATE runs SET {assignments} WHERE id = ?", (*columns.values(), run_id)
+            )
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no run with id '{run_id}'")
+
+    # -------------------------------------------------------------- instances
+    def upsert_instance(self, inst: InstanceRecord) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO instances (id, run_id, provider, region, zone, instance_type, market, "
+                "node_index, address, state, launched_at, terminated_at, end_reason, details_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET address = COALESCE(excluded.address, address), "
+                "state = excluded.state, "
+                "launched_at = COALESCE(excluded.launched_at, launched_at), "
+                "terminated_at = COALESCE(excluded.terminated_at, terminated_at), "
+                "end_reason = COALESCE(excluded.end_reason, end_reason), "
+                "details_json = excluded.details_json",
+                (
+                    inst.id,
+                    inst.run_id,
+                    inst.provider,
+                    inst.region,
+                    inst.zone,
+                    inst.instance_type,
+                    inst.market,
+                    inst.node_index,
+                    inst.address,
+                    inst.state,
+                    inst.launched_at,
+                    inst.terminated_at,
+                    inst.end_reason,
+                    json.dumps(inst.details),
+                ),
+            )
+
+    def instances(self, run_id: str | None = None) -> list[InstanceRecord]:
+        if run_id is None:
+            rows = self._db.execute("SELECT * FROM instances ORDER BY launched_at")
+        else:
+            rows = self._db.execute(
+                "SELECT * FROM instances WHERE run_id = ? ORDER BY launched_at, node_index",
+                (run_id,),
+            )
+        return [
+            InstanceRecord(
+                id=r["id"],
+                run_id=r["run_id"],
+                provider=r["provider"],
+                instance_type=r["instance_type"],
+                market=r["market"],
+                state=r["state"],
+                region=r["region"],
+                zone=r["zone"],
+                node_index=r["node_index"],
+                address=r["address"],
+                launched_at=r["launched_at"],
+                terminated_at=r["terminated_at"],
+                end_reason=r["end_reason"],
+                details=json.loads(r["details_json"] or "{}"),
+            )
+            for r in rows
+        ]
+
+    # ----------------------------------------------------------------- events
+    def add_event(self, run_id: str, kind: str, message: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO events (run_id, at, kind, message) VALUES (?, ?, ?, ?)",
+                (run_id, time.time(), kind, message),
+            )
+
+    def events(self, run_id: str) -> list[RunEvent]:
+        rows = self._db.execute(
+            "SELECT at, kind, message FROM events WHERE run_id = ? ORDER BY id", (run_id,)
+        )
+        return [RunEvent(r["at"], r["kind"], r["message"]) for r in rows]
+
+    # ------------------------------------------------------------------ costs
+    def replace_cost_lines(self, run_id: str, lines: Sequence[CostLine]) -> None:
+        """Store a run's cost lines, replacing the previous computation (costs are recomputed)."""
+        now = time.time()
+        with self._write() as db:
+            db.execute("DELETE FROM cost_lines WHERE run_id = ?", (run_id,))
+            db.executemany(
+                "INSERT INTO cost_lines (run_id, instance_id, kind, quantity, unit, usd, "
+                "on_demand_usd, method, computed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        line.run_id,
+                        line.instance_id,
+                        line.kind,
+                        line.quantity,
+                        line.unit,
+                        line.usd,
+                        line.on_demand_usd,
+                        line.method,
+                        now,
+                    )
+                    for line in lines
+                ],
+            )
+
+    def cost_lines(self, run_id: str) -> list[CostLine]:
+        rows = self._db.execute(
+            "SELECT * FROM cost_lines WHERE run_id = ? ORDER BY id", (run_id,)
+        )
+        return [
+            CostLine(
+                run_id=r["run_id"],
+                kind=r["kind"],
+                quantity=r["quantity"],
+                unit=r["unit"],
+                usd=r["usd"],
+                method=r["method"],
+                instance_id=r["instance_id"],
+                on_demand_usd=r["on_demand_usd"],
+            )
+            for r in rows
+        ]
+
+    def run_cost_usd(self, run_id: str) -> float:
+        row = self._db.execute(
+            "SELECT COALESCE(SUM(usd), 0) AS usd FROM cost_lines WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return float(row["usd"])
+
+    # ----------------------------------------------------------- price cache
+    def store_price_points(
+        self, region: str, zone: str, instance_type: str, points: Sequence[tuple[float, float]]
+    ) -> None:
+        with self._write() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO price_points VALUES (?, ?, ?, ?, ?)",
+                [(region, zone, instance_type, at, usd) for at, usd in points],
+            )
+
+    def price_points(
+        self, region: str, zone: str, instance_type: str
+    ) -> list[tuple[float, float]]:
+        rows = self._db.execute(
+            "SELECT at, usd_per_hour FROM price_points WHERE region = ? AND zone = ? "
+            "AND instance_type = ? ORDER BY at",
+            (region, zone, instance_type),
+        )
+        return [(r["at"], r["usd_per_hour"]) for r in rows]
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+def _run_from_row(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        id=row["id"],
+        name=row["name"],
+        recipe=row["recipe"],
+        cloud=row["cloud"],
+        state=RunState(row["state"]),
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        spec=LaunchSpec.model_validate_json(row["spec_json"]),
+        plan=json.loads(row["plan_json"]) if row["plan_json"] else None,
+        run_dir=Path(row["run_dir"]),
+        last_metrics=json.loads(row["last_metrics_json"] or "{}"),
+        message=row["message"],
+        sweep_id=row["sweep_id"],
+        supervisor_pid=row["supervisor_pid"],
+        stop_requested=bool(row["stop_requested"]),
+    )
+
+
+def _ensure_writable_home(home: Path) -> None:
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "runs").mkdir(exist_ok=True)
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot create SPOTRUN_HOME at {home}: {exc.strerror or exc}",
+            hint="set SPOTRUN_HOME to a folder you can write",
+        ) from exc
+    # A real write, not os.access: root passes os.access on a read-only mount.
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=home)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise LedgerError(
+            f"SPOTRUN_HOME at {home} is not writable: {exc.strerror or exc}",
+            hint="fix its permissions or set SPOTRUN_HOME to a folder you can write",
+        ) from exc

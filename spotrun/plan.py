@@ -1,0 +1,71 @@
+"""Planning, a pure function: which offers fit a job, in the order to try them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spotrun.cloud.base import Offer
+from spotrun.config import Resources
+from spotrun.errors import UsageError
+
+MAX_FALLBACK_OFFERS = 12
+
+
+@dataclass(frozen=True)
+class Plan:
+    offers: list[Offer]  # cheapest first; the controller falls back along this list
+    reason: str
+
+    @property
+    def chosen(self) -> Offer:
+        return self.offers[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"offers": [o.to_dict() for o in self.offers], "reason": self.reason}
+
+
+def fits(offer: Offer, resources: Resources) -> bool:
+    if offer.gpus < resources.gpus:
+        return False
+    if resources.gpus and resources.gpu_model:
+        if (offer.gpu_model or "").lower() != resources.gpu_model.lower():
+            return False
+    if resources.gpu_memory_gb and (offer.gpu_memory_gb or 0) < resources.gpu_memory_gb:
+        return False
+    if resources.instance_type and offer.instance_type != resources.instance_type:
+        return False
+    if resources.region and offer.region != resources.region:
+        return False
+    return not (resources.zone and offer.zone != resources.zone)
+
+
+def sort_key(offer: Offer) -> tuple[float, int, str, str]:
+    # Cheapest first; at equal price fewer surplus GPUs, then a stable name order.
+    return (offer.usd_per_hour, offer.gpus, offer.instance_type, offer.zone)
+
+
+def make_plan(resources: Resources, offers: list[Offer]) -> Plan:
+    fitting = sorted((o for o in offers if fits(o, resources)), key=sort_key)
+    if not fitting:
+        raise UsageError(_nothing_fits(resources, offers))
+    chosen = fitting[0]
+    price = "free" if chosen.usd_per_hour == 0 else f"${chosen.usd_per_hour:.4f}/h"
+    reason = (
+        f"cheapest of {len(fitting)} fitting offer(s): {chosen.instance_type} in {chosen.zone} "
+        f"({chosen.gpus} GPU, {price})"
+    )
+    return Plan(fitting[:MAX_FALLBACK_OFFERS], reason)
+
+
+def _nothing_fits(resources: Resources, offers: list[Offer]) -> str:
+    wanted = [f"{resources.gpus} GPU(s)"]
+    if resources.gpu_model:
+        wanted.append(f"model {resources.gpu_model}")
+    if resources.instance_type:
+        wanted.append(f"type {resources.instance_type}")
+    if resources.zone:
+        wanted.append(f"zone {resources.zone}")
+    counts = sorted({o.gpus for o in offers if o.gpus})
+    have = f"; offered GPU counts: {', '.join(map(str, counts))}" if counts else ""
+    return f"no offer has {', '.join(wanted)}{have}"

@@ -1,0 +1,1 @@
+"""Driving instances from the controller: runners (local, SSH), the job in tmux, file sync."""

@@ -1,0 +1,65 @@
+"""The controller's handle on a run's job: start, poll and stop it through a Runner.
+
+The same calls drive the local cloud (LocalRunner) and instances (SSH), because each one runs
+`spotrun agent ...` on the machine the job lives on and reads its JSON answer.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from spotrun.cloud.base import Runner
+from spotrun.errors import RemoteError
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    alive: bool
+    exit_code: int | None
+
+    @property
+    def finished(self) -> bool:
+        return self.exit_code is not None
+
+    @property
+    def lost(self) -> bool:
+        """The session is gone and never wrote an exit code (killed, or its machine died)."""
+        return not self.alive and self.exit_code is None
+
+
+class JobDriver:
+    def __init__(self, runner: Runner, spotrun_argv: list[str], run_dir: str, session: str) -> None:
+        self.runner = runner
+        self.spotrun_argv = spotrun_argv
+        self.run_dir = run_dir
+        self.session = session
+
+    def _agent(self, op: str, *args: str, timeout_s: float = 60.0) -> dict[str, object]:
+        argv = [*self.spotrun_argv, "agent", op, "--session", self.session, "--run-dir", self.run_dir]
+        command = shlex.join([*argv, *args])
+        result = self.runner.run(command, timeout_s=timeout_s).check(f"spotrun agent {op}")
+        try:
+            answer = json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError) as exc:
+            raise RemoteError(f"spotrun agent {op} gave no answer: {result.stdout[-300:]!r}") from exc
+        if not isinstance(answer, dict):
+            raise RemoteError(f"spotrun agent {op} answered {answer!r}")
+        return answer
+
+    def start(self, argv: list[str], env: dict[str, str]) -> bool:
+        """Start the job in its tmux session unless it already runs; True if it was started."""
+        env_args = [f"--env={key}={value}" for key, value in env.items()]
+        answer = self._agent("start", *env_args, "--", *argv)
+        return bool(answer.get("started"))
+
+    def status(self) -> JobStatus:
+        answer = self._agent("status")
+        code = answer.get("exit_code")
+        return JobStatus(alive=bool(answer.get("alive")), exit_code=code if isinstance(code, int) else None)
+
+    def stop(self, grace_s: float = 15.0) -> JobStatus:
+        answer = self._agent("stop", f"--grace={grace_s}", timeout_s=grace_s + 30)
+        code = answer.get("exit_code")
+        return JobStatus(alive=bool(answer.get("alive")), exit_code=code if isinstance(code, int) else None)

@@ -1,0 +1,115 @@
+"""The run supervisor: a detached process per run that drives it to the end.
+
+`launch` starts one and returns (or follows along); it outlives the terminal. A supervisor
+holds an exclusive lock on its run's folder for its whole life, so there is never more than one
+per run, and any spotrun command can tell whether one is alive by trying that lock: the next
+command after a crash (or a reboot) starts a new one, which picks the run up where it was.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from spotrun.config import Settings, load_settings
+from spotrun.ledger import Ledger, RunRecord
+
+LOCK_FILE = "supervisor.lock"
+LOG_FILE = "supervisor.log"
+
+
+def _try_lock(path: Path, wait_s: float = 0.0) -> IO[str] | None:
+    """The lock held open (keep the handle), or None if another process holds it."""
+    fh = open(path, "a")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fh
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                fh.close()
+                return None
+            time.sleep(0.05)
+
+
+def is_supervised(run: RunRecord) -> bool:
+    lock_path = run.run_dir / LOCK_FILE
+    if not lock_path.exists():
+        return False
+    fh = _try_lock(lock_path)
+    if fh is None:
+        return True
+    fh.close()  # we got it, so nobody holds it; closing releases it
+    return False
+
+
+def spawn(settings: Settings, run: RunRecord) -> int:
+    """Start a detached supervisor for `run`; returns its pid."""
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    log_fh = open(run.run_dir / LOG_FILE, "ab")
+    env = {**os.environ, "SPOTRUN_HOME": str(settings.home)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spotrun.supervisor", run.id],
+        stdin=subprocess.DEVNULL,
+        stdout=log_fh,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # not in the terminal's process group: Ctrl-C does not reach it
+        env=env,
+        close_fds=True,
+    )
+    log_fh.close()
+    return proc.pid
+
+
+def ensure_supervised(ledger: Ledger) -> list[str]:
+    """Start a supervisor for every live run that has none; returns the run ids restarted."""
+    restarted = []
+    for run in ledger.active_runs():
+        if not is_supervised(run):
+            pid = spawn(ledger.settings, run)
+            ledger.set_supervisor(run.id, pid)
+            ledger.add_event(run.id, "supervisor", f"supervisor was not running; restarted (pid {pid})")
+            restarted.append(run.id)
+    return restarted
+
+
+def _raise_exit(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str]) -> int:
+    from spotrun.controller import RunController
+
+    run_id = argv[0]
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout
+    )
+    settings = load_settings()
+    ledger = Ledger(settings)
+    run = ledger.get_run(run_id)
+    lock = _try_lock(run.run_dir / LOCK_FILE, wait_s=3.0)
+    if lock is None:
+        logging.info("another supervisor holds run %s; leaving it to that one", run_id)
+        return 0
+    # SIGTERM/SIGHUP end the supervisor only; the run goes on and the next command restarts it.
+    signal.signal(signal.SIGTERM, _raise_exit)
+    signal.signal(signal.SIGHUP, _raise_exit)
+    ledger.set_supervisor(run_id, os.getpid())
+    logging.info("supervising run %s (pid %d) from state %s", run_id, os.getpid(), run.state)
+    final = RunController(ledger, run_id).drive()
+    logging.info("run %s ended: %s %s", run_id, final.state, final.message or "")
+    lock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

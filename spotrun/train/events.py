@@ -1,0 +1,37 @@
+"""The points in training where algorithms and callbacks run."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Event(str, Enum):
+    FIT_START = "fit_start"
+    EPOCH_START = "epoch_start"
+    BATCH_START = "batch_start"
+    AFTER_DATALOADER = "after_dataloader"
+    BEFORE_FORWARD = "before_forward"
+    AFTER_FORWARD = "after_forward"
+    BEFORE_LOSS = "before_loss"
+    AFTER_LOSS = "after_loss"
+    BEFORE_BACKWARD = "before_backward"
+    AFTER_BACKWARD = "after_backward"
+    BEFORE_OPTIMIZER_STEP = "before_optimizer_step"
+    AFTER_OPTIMIZER_STEP = "after_optimizer_step"
+    BATCH_END = "batch_end"
+    EPOCH_END = "epoch_end"
+    EVAL_START = "eval_start"
+    EVAL_BEFORE_FORWARD = "eval_before_forward"
+    EVAL_AFTER_FORWARD = "eval_after_forward"
+    EVAL_END = "eval_end"
+    CHECKPOINT = "checkpoint"  # just before a checkpoint is written: flush state into it
+    INTERRUPT = "interrupt"  # a stop was asked for (SIGTERM, SIGUSR1, a spot notice)
+    FIT_END = "fit_end"
+
+    @property
+    def is_after(self) -> bool:
+        """After-events run algorithms in reverse order, so pairs nest like brackets."""
+        return self.value.startswith(("after_", "eval_after_")) or self.value.endswith("_end")
+
+    def __str__(self) -> str:
+        return self.value

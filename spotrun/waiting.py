@@ -1,0 +1,70 @@
+"""One way to wait: poll a probe with backoff until it answers or a deadline passes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+SYSTEM_CLOCK = SystemClock()
+
+
+@dataclass(frozen=True)
+class Backoff:
+    first_s: float = 0.1
+    factor: float = 1.5
+    max_s: float = 2.0
+
+
+class WaitTimeout(TimeoutError):
+    """The probe never answered in time; `last` holds its last answer."""
+
+    def __init__(self, what: str, timeout_s: float, last: object = None) -> None:
+        super().__init__(f"gave up waiting for {what} after {timeout_s:.0f} s")
+        self.what = what
+        self.timeout_s = timeout_s
+        self.last = last
+
+
+def wait_until(
+    probe: Callable[[], T | None],
+    *,
+    timeout_s: float,
+    what: str,
+    backoff: Backoff = Backoff(),
+    clock: Clock = SYSTEM_CLOCK,
+) -> T:
+    """Call `probe` until it returns something other than None/False; return that.
+
+    Raises WaitTimeout when `timeout_s` passes first. The probe is always called at least once,
+    and once more at the deadline, so a short timeout never skips the check it exists for.
+    """
+    deadline = clock.monotonic() + timeout_s
+    delay = backoff.first_s
+    while True:
+        result = probe()
+        if result is not None and result is not False:
+            return result
+        remaining = deadline - clock.monotonic()
+        if remaining <= 0:
+            raise WaitTimeout(what, timeout_s, result)
+        clock.sleep(min(delay, remaining))
+        delay = min(backoff.max_s, delay * backoff.factor)

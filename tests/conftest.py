@@ -1,0 +1,112 @@
+"""Shared fixtures: an isolated SPOTRUN_HOME and tmux server per test, and the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Env:
+    home: Path
+    tmux_dir: Path
+    vars: dict[str, str]
+
+    def cli(self, *args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """Run the real `spotrun` command line in a child process."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "spotrun", *args],
+            capture_output=True,
+            text=True,
+            env=self.vars,
+            timeout=timeout,
+            cwd=REPO,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"spotrun {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def popen(self, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "spotrun", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.vars,
+            cwd=REPO,
+            **kwargs,
+        )
+
+    def runs(self) -> list[dict[str, Any]]:
+        proc = self.cli("ls", "--all", "--json", check=True)
+        return json.loads(proc.stdout)
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", *args], capture_output=True, text=True, env=self.vars)
+
+    def sessions(self) -> list[str]:
+        proc = self.tmux("list-sessions", "-F", "#{session_name}")
+        return proc.stdout.split() if proc.returncode == 0 else []
+
+
+def _kill_supervisors(home: Path) -> None:
+    ledger = home / "ledger.db"
+    if not ledger.exists():
+        return
+    import sqlite3
+
+    try:
+        with sqlite3.connect(ledger) as db:
+            pids = [r[0] for r in db.execute("SELECT supervisor_pid FROM runs WHERE supervisor_pid IS NOT NULL")]
+    except sqlite3.DatabaseError:
+        return
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    home = tmp_path / "home"
+    # tmux sockets live in TMUX_TMPDIR; unix socket paths must stay short, so not under tmp_path.
+    tmux_dir = Path(tempfile.mkdtemp(prefix="sr-tmux-", dir="/tmp"))
+    variables = {
+        **os.environ,
+        "SPOTRUN_HOME": str(home),
+        "TMUX_TMPDIR": str(tmux_dir),
+        "PYTHONPATH": str(REPO),
+        "COLUMNS": "200",
+    }
+    variables.pop("TMUX", None)
+    e = Env(home, tmux_dir, variables)
+    old = {k: os.environ.get(k) for k in ("SPOTRUN_HOME", "TMUX_TMPDIR", "TMUX")}
+    os.environ["SPOTRUN_HOME"] = str(home)
+    os.environ["TMUX_TMPDIR"] = str(tmux_dir)
+    os.environ.pop("TMUX", None)
+    try:
+        yield e
+    finally:
+        _kill_supervisors(home)
+        e.tmux("kill-server")
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(tmux_dir, ignore_errors=True)

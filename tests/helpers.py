@@ -1,0 +1,17 @@
+"""Small helpers for tests."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def wait_for(predicate: Any, timeout: float = 60.0, interval: float = 0.2, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spotrun.cloud.base import Offer
+from spotrun.config import Resources
+from spotrun.errors import UsageError
+from spotrun.metrics import MetricsTail
+from spotrun.plan import make_plan
+from spotrun.waiting import WaitTimeout, wait_until
+
+
+def offer(itype: str, zone: str, gpus: int, price: float, model: str = "A10G") -> Offer:
+    return Offer("aws", itype, "us-east-1", zone, gpus, model, 24.0, 8 * gpus, 32.0 * gpus, price, price * 3)
+
+
+OFFERS = [
+    offer("g5.xlarge", "us-east-1a", 1, 0.40),
+    offer("g5.xlarge", "us-east-1b", 1, 0.35),
+    offer("g5.12xlarge", "us-east-1a", 4, 2.10),
+    offer("p4d.24xlarge", "us-east-1a", 8, 9.80, "A100"),
+    offer("g5.48xlarge", "us-east-1c", 8, 6.50),
+]
+
+
+def test_cheapest_fitting_offer_first() -> None:
+    plan = make_plan(Resources(gpus=1), OFFERS)
+    assert [(o.instance_type, o.zone) for o in plan.offers[:2]] == [
+        ("g5.xlarge", "us-east-1b"), ("g5.xlarge", "us-east-1a"),
+    ]
+    assert "cheapest of 5" in plan.reason
+
+
+def test_filters() -> None:
+    assert make_plan(Resources(gpus=8), OFFERS).chosen.instance_type == "g5.48xlarge"
+    assert make_plan(Resources(gpus=8, gpu_model="a100"), OFFERS).chosen.instance_type == "p4d.24xlarge"
+    assert make_plan(Resources(gpus=1, zone="us-east-1c"), OFFERS).chosen.gpus == 8
+
+
+def test_nothing_fits_names_what_exists() -> None:
+    with pytest.raises(UsageError, match="no offer has 16 GPU.*1, 4, 8"):
+        make_plan(Resources(gpus=16), OFFERS)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_wait_until_backs_off_and_times_out() -> None:
+    clock = FakeClock()
+    calls = []
+    with pytest.raises(WaitTimeout, match="gave up waiting for thing after 10 s"):
+        wait_until(lambda: calls.append(1), timeout_s=10, what="thing", clock=clock)
+    assert clock.sleeps[0] == pytest.approx(0.1) and max(clock.sleeps) <= 2.0
+    assert sum(clock.sleeps) == pytest.approx(10.0)
+
+
+def test_wait_until_returns_the_answer() -> None:
+    answers = iter([None, False, "ready"])
+    assert wait_until(lambda: next(answers), timeout_s=5, what="x", clock=FakeClock()) == "ready"
+
+
+def test_metrics_tail_reads_complete_lines_only(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    tail = MetricsTail(path)
+    assert tail.read_new() == []
+    path.write_text('{"step": 1}\n{"step": 2')
+    assert tail.read_new() == [{"step": 1}]
+    with open(path, "a") as fh:
+        fh.write('}\n')
+    assert tail.read_new() == [{"step": 2}]
+    path.write_text('{"step": 1}\n')  # rewritten shorter by a resume
+    assert tail.read_new() == [{"step": 1}]
