@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from spotrun import supervisor
 from spotrun.agent.session import session_exists, session_name, tmux_argv
 from spotrun.agent.wrapper import LOG_FILE
 from spotrun.cloud import get_provider
-from pydantic import ValidationError
-
 from spotrun.config import (
     CloudName,
     LaunchSpec,
@@ -126,7 +126,9 @@ def follow(ledger: Ledger, run_id: str, *, poll_s: float = 0.25) -> Iterator[Upd
         fresh = [
             Update("state", t.at, t.to_state, t.reason or "")
             for t in transitions[seen_transitions:]
-        ] + [Update("event", e.at, run.state, f"{e.kind}: {e.message}") for e in events[seen_events:]]
+        ] + [
+            Update("event", e.at, run.state, f"{e.kind}: {e.message}") for e in events[seen_events:]
+        ]
         yield from sorted(fresh, key=lambda u: u.at)
         seen_transitions, seen_events = len(transitions), len(events)
         for record in tail.read_new():
@@ -192,7 +194,9 @@ def log_path(run: RunRecord) -> Path:
     return run.run_dir / LOG_FILE
 
 
-def read_log(ledger: Ledger, ref: str, *, follow_log: bool = False, poll_s: float = 0.25) -> Iterator[str]:
+def read_log(
+    ledger: Ledger, ref: str, *, follow_log: bool = False, poll_s: float = 0.25
+) -> Iterator[str]:
     """The job's output; with follow_log, keeps yielding new output until the run ends."""
     run = ledger.resolve(ref)
     path = log_path(run)
@@ -255,7 +259,9 @@ def stop(ledger: Ledger, ref: str, *, timeout_s: float = 120.0) -> RunRecord:
             )
         except WaitTimeout:
             ledger.add_event(
-                run.id, "stop", f"supervisor did not stop the run in {timeout_s:.0f} s; stopping it here"
+                run.id,
+                "stop",
+                f"supervisor did not stop the run in {timeout_s:.0f} s; stopping it here",
             )
     return RunController(ledger, run.id).drive()
 
@@ -291,4 +297,3 @@ def cost_rows(ledger: Ledger, ref: str | None = None) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------- recipes
 def recipes() -> list[Recipe]:
     return [get_recipe(name) for name in recipe_names()]
-

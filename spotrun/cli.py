@@ -7,7 +7,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -74,13 +74,17 @@ def _fmt_duration(seconds: float) -> str:
 @app.command()
 def launch(
     recipe: str = typer.Argument(..., help="recipe name (see `spotrun recipes`)"),
-    cloud: Optional[Cloud] = typer.Option(None, "--cloud", help="where to run; default from config (local)"),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs per node (default: the recipe's)"),
+    cloud: Cloud | None = typer.Option(
+        None, "--cloud", help="where to run; default from config (local)"
+    ),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPUs per node (default: the recipe's)"),
     set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a recipe key"),
-    name: Optional[str] = typer.Option(None, "--name", help="a name to refer to the run by"),
-    detach: bool = typer.Option(False, "--detach", "-d", help="print the run id and return at once"),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", metavar="USD", help="budget cap"),
-    max_hours: Optional[float] = typer.Option(None, "--max-hours", help="wall-time cap"),
+    name: str | None = typer.Option(None, "--name", help="a name to refer to the run by"),
+    detach: bool = typer.Option(
+        False, "--detach", "-d", help="print the run id and return at once"
+    ),
+    max_cost: float | None = typer.Option(None, "--max-cost", metavar="USD", help="budget cap"),
+    max_hours: float | None = typer.Option(None, "--max-hours", help="wall-time cap"),
 ) -> None:
     """Launch RECIPE on the cheapest capacity that fits and follow it to the end."""
     settings = load_settings()
@@ -131,7 +135,11 @@ def _follow(ledger: Any, run_id: str) -> int:
                     f"{final.state.value} in {_fmt_duration(final.duration_s())}"
                     + (f": {summary}" if summary else "")
                     + f"  cost ${cost:.2f}"
-                    + (f"\n{final.message}" if final.state is not RunState.SUCCEEDED and final.message else "")
+                    + (
+                        f"\n{final.message}"
+                        if final.state is not RunState.SUCCEEDED and final.message
+                        else ""
+                    )
                 )
                 return SUCCESS if final.state is RunState.SUCCEEDED else FAILURE
     except KeyboardInterrupt:
@@ -147,7 +155,9 @@ def _follow(ledger: Any, run_id: str) -> int:
 # ------------------------------------------------------------------ ls/status
 @app.command("ls")
 def list_runs(
-    all_: bool = typer.Option(False, "--all", "-a", help="every run, not only live and recent ones"),
+    all_: bool = typer.Option(
+        False, "--all", "-a", help="every run, not only live and recent ones"
+    ),
     as_json: bool = typer.Option(False, "--json", help="a JSON list of runs"),
 ) -> None:
     """List runs: live ones and the most recent finished ones."""
@@ -195,8 +205,12 @@ def status(
                 "run_dir": str(st.run.run_dir),
                 "plan": st.run.plan,
                 "transitions": [
-                    {"from": t.from_state.value if t.from_state else None, "to": t.to_state.value,
-                     "at": t.at, "reason": t.reason}
+                    {
+                        "from": t.from_state.value if t.from_state else None,
+                        "to": t.to_state.value,
+                        "at": t.at,
+                        "reason": t.reason,
+                    }
                     for t in st.transitions
                 ],
                 "instances": [i.__dict__ for i in st.instances],
@@ -214,11 +228,15 @@ def status(
     out.print(f"run dir   {r.run_dir}")
     out.print("history:")
     for t in st.transitions:
-        out.print(f"  {_fmt_duration(t.at - r.created_at):>7}  {t.to_state.value:<13} {t.reason or ''}")
+        out.print(
+            f"  {_fmt_duration(t.at - r.created_at):>7}  {t.to_state.value:<13} {t.reason or ''}"
+        )
     if st.instances:
         out.print("instances:")
         for i in st.instances:
-            out.print(f"  {i.id}  {i.instance_type}  {i.zone}  {i.market}  {i.state}  {i.address or ''}")
+            out.print(
+                f"  {i.id}  {i.instance_type}  {i.zone}  {i.market}  {i.state}  {i.address or ''}"
+            )
     if st.events:
         out.print("events:")
         for e in st.events[-10:]:
@@ -261,7 +279,7 @@ def stop(run: str = typer.Argument(..., help="run name or a unique prefix of its
 
 @app.command()
 def cost(
-    run: Optional[str] = typer.Argument(None, help="one run; default every run"),
+    run: str | None = typer.Argument(None, help="one run; default every run"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """What runs cost."""
@@ -290,9 +308,7 @@ def cost(
 
 # ------------------------------------------------------------------- recipes
 @recipes_app.callback(invoke_without_command=True)
-def recipes_list(
-    ctx: typer.Context, as_json: bool = typer.Option(False, "--json")
-) -> None:
+def recipes_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
     """The recipes you can launch, with what each was measured to reach."""
     if ctx.invoked_subcommand is not None:
         return
@@ -341,7 +357,9 @@ def train(
     resolved = get_recipe(recipe, set_)
     result = train_recipe(resolved, run_dir)
     if result.interrupted:
-        print(f"checkpointed at step {result.step}; run the same command again to resume", flush=True)
+        print(
+            f"checkpointed at step {result.step}; run the same command again to resume", flush=True
+        )
         raise typer.Exit(CHECKPOINTED)
     raise typer.Exit(SUCCESS)
 

@@ -90,7 +90,7 @@ def load_settings(home: Path | None = None) -> Settings:
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise UsageError(f"cannot read {config_path}: {exc}") from exc
     try:
-        return Settings(home=home, **data)  # type: ignore[arg-type]
+        return Settings(home=home, **data)
     except ValidationError as exc:
         raise UsageError(f"{config_path}: {describe_validation_error(exc)}") from exc
 

@@ -72,7 +72,9 @@ class RunController:
         self.run_id = run_id
         run = ledger.get_run(run_id)
         self.provider = provider or get_provider(run.cloud, ledger.settings)
-        self.poll_s = poll_s if poll_s is not None else (0.5 if self.provider.shares_filesystem else 2.0)
+        self.poll_s = (
+            poll_s if poll_s is not None else (0.5 if self.provider.shares_filesystem else 2.0)
+        )
         self.metrics = MetricsTail(run.run_dir / "metrics.jsonl")
         self.session = session_name(run_id)
 
@@ -114,8 +116,9 @@ class RunController:
             raise CapacityError("the run has no offers to request; launch it again")
         tried = []
         for offer in offers:
-            request = InstanceRequest(run.id, offer, count=run.spec.resources.nodes,
-                                      disk_gb=run.spec.resources.disk_gb)
+            request = InstanceRequest(
+                run.id, offer, count=run.spec.resources.nodes, disk_gb=run.spec.resources.disk_gb
+            )
             try:
                 instances = self.provider.launch(request)
             except CapacityError as exc:
@@ -163,7 +166,9 @@ class RunController:
             job_argv(run, self.provider.spotrun_command(head), remote_dir), env
         )
         self.ledger.add_event(
-            run.id, "job", f"job {'started' if started else 'already running'} in tmux session {self.session}"
+            run.id,
+            "job",
+            f"job {'started' if started else 'already running'} in tmux session {self.session}",
         )
         return self._move(RunState.RUNNING, f"job running in tmux session {self.session}")
 
@@ -177,6 +182,7 @@ class RunController:
             if run.is_terminal or run.stop_requested or run.state is not RunState.RUNNING:
                 return run
             status = driver.status()
+            self._sync(run, live[0], final=False)
             self._pull_metrics(run)
             if status.finished:
                 return self._job_ended(run, status)
@@ -194,7 +200,22 @@ class RunController:
         return self._move(RunState.SYNCING, f"job exited with code {status.exit_code}")
 
     def _write_exit(self, run: RunRecord, code: int) -> None:
-        (run.run_dir / EXIT_FILE).write_text(json.dumps({"exit_code": code, "ended_at": time.time()}))
+        (run.run_dir / EXIT_FILE).write_text(
+            json.dumps({"exit_code": code, "ended_at": time.time()})
+        )
+
+    def _sync(self, run: RunRecord, instance: Instance, *, final: bool) -> None:
+        """Bring the run's files from the instance (nothing to do when it shares our disk)."""
+        if self.provider.shares_filesystem:
+            return
+        from spotrun.remote.sync import pull_run_dir
+
+        pull_run_dir(
+            self.provider.runner(instance),
+            self.provider.run_dir(instance, run.id),
+            run.run_dir,
+            final=final,
+        )
 
     def _pull_metrics(self, run: RunRecord) -> None:
         new = self.metrics.read_new()
@@ -209,6 +230,8 @@ class RunController:
         return code if isinstance(code, int) else None
 
     def _finish(self, run: RunRecord) -> RunRecord:
+        for inst in self._live_instances()[:1]:
+            self._sync(run, inst, final=True)
         self._pull_metrics(run)
         self._teardown(run, "job finished")
         code = self._exit_code(run)
@@ -218,15 +241,22 @@ class RunController:
 
     def _failure_message(self, run: RunRecord, code: int | None) -> str:
         tail = _log_tail(run.run_dir / "job.log", 3)
-        what = f"job exited with code {code}" if code is not None else "job ended without an exit code"
+        what = (
+            f"job exited with code {code}" if code is not None else "job ended without an exit code"
+        )
         return f"{what}: {tail}" if tail else what
 
     def _stop(self, run: RunRecord) -> RunRecord:
-        for inst in self._live_instances():
+        live = self._live_instances()
+        for inst in live:
             try:
                 self._driver(inst).stop(grace_s=15.0)
             except SpotrunError as exc:
-                self.ledger.add_event(run.id, "stop", f"could not stop the job cleanly: {exc.message}")
+                self.ledger.add_event(
+                    run.id, "stop", f"could not stop the job cleanly: {exc.message}"
+                )
+        for inst in live[:1]:
+            self._sync(run, inst, final=True)
         self._pull_metrics(run)
         self._teardown(run, "stopped by the user")
         return self._move(RunState.STOPPED, "stopped by the user")

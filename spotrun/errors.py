@@ -33,7 +33,7 @@ class NotFoundError(UsageError):
 
 
 class StateError(SpotrunError):
-    """An action does not fit the run's current state (illegal transition, attach to a finished run)."""
+    """An action does not fit the run's state (illegal transition, attach to a finished run)."""
 
 
 class LedgerError(SpotrunError):

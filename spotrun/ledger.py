@@ -316,9 +316,7 @@ class Ledger:
         ref = ref.strip()
         if not ref:
             raise NotFoundError("an empty run reference matches no run")
-        row = self._db.execute(
-            "SELECT * FROM runs WHERE name = ? OR id = ?", (ref, ref)
-        ).fetchone()
+        row = self._db.execute("SELECT * FROM runs WHERE name = ? OR id = ?", (ref, ref)).fetchone()
         if row is not None:
             return _run_from_row(row)
         rows = self._db.execute(
@@ -373,7 +371,9 @@ class Ledger:
         """Move a run to `target`, or raise StateError if its current state does not allow it."""
         now = time.time()
         with self._write() as db:
-            row = db.execute("SELECT state, started_at FROM runs WHERE id = ?", (run_id,)).fetchone()
+            row = db.execute(
+                "SELECT state, started_at FROM runs WHERE id = ?", (run_id,)
+            ).fetchone()
             if row is None:
                 raise NotFoundError(f"no run with id '{run_id}'")
             current = RunState(row["state"])
@@ -385,7 +385,13 @@ class Ledger:
             db.execute(
                 "UPDATE runs SET state = ?, started_at = ?, ended_at = ?, "
                 "message = COALESCE(?, message) WHERE id = ?",
-                (target.value, started_at, ended_at, reason if target in TERMINAL else None, run_id),
+                (
+                    target.value,
+                    started_at,
+                    ended_at,
+                    reason if target in TERMINAL else None,
+                    run_id,
+                ),
             )
             db.execute(
                 "INSERT INTO transitions (run_id, from_state, to_state, at, reason) "
@@ -532,9 +538,7 @@ class Ledger:
             )
 
     def cost_lines(self, run_id: str) -> list[CostLine]:
-        rows = self._db.execute(
-            "SELECT * FROM cost_lines WHERE run_id = ? ORDER BY id", (run_id,)
-        )
+        rows = self._db.execute("SELECT * FROM cost_lines WHERE run_id = ? ORDER BY id", (run_id,))
         return [
             CostLine(
                 run_id=r["run_id"],
@@ -565,9 +569,7 @@ class Ledger:
                 [(region, zone, instance_type, at, usd) for at, usd in points],
             )
 
-    def price_points(
-        self, region: str, zone: str, instance_type: str
-    ) -> list[tuple[float, float]]:
+    def price_points(self, region: str, zone: str, instance_type: str) -> list[tuple[float, float]]:
         rows = self._db.execute(
             "SELECT at, usd_per_hour FROM price_points WHERE region = ? AND zone = ? "
             "AND instance_type = ? ORDER BY at",

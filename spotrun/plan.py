@@ -28,9 +28,9 @@ class Plan:
 def fits(offer: Offer, resources: Resources) -> bool:
     if offer.gpus < resources.gpus:
         return False
-    if resources.gpus and resources.gpu_model:
-        if (offer.gpu_model or "").lower() != resources.gpu_model.lower():
-            return False
+    model_wanted = resources.gpu_model if resources.gpus else None
+    if model_wanted and (offer.gpu_model or "").lower() != model_wanted.lower():
+        return False
     if resources.gpu_memory_gb and (offer.gpu_memory_gb or 0) < resources.gpu_memory_gb:
         return False
     if resources.instance_type and offer.instance_type != resources.instance_type:

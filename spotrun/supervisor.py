@@ -77,7 +77,9 @@ def ensure_supervised(ledger: Ledger) -> list[str]:
         if not is_supervised(run):
             pid = spawn(ledger.settings, run)
             ledger.set_supervisor(run.id, pid)
-            ledger.add_event(run.id, "supervisor", f"supervisor was not running; restarted (pid {pid})")
+            ledger.add_event(
+                run.id, "supervisor", f"supervisor was not running; restarted (pid {pid})"
+            )
             restarted.append(run.id)
     return restarted
 
@@ -91,7 +93,9 @@ def main(argv: list[str]) -> int:
 
     run_id = argv[0]
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stdout,
     )
     settings = load_settings()
     ledger = Ledger(settings)

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,9 @@ class Env:
     tmux_dir: Path
     vars: dict[str, str]
 
-    def cli(self, *args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self, *args: str, timeout: float = 120, check: bool = False
+    ) -> subprocess.CompletedProcess[str]:
         """Run the real `spotrun` command line in a child process."""
         proc = subprocess.run(
             [sys.executable, "-m", "spotrun", *args],
@@ -37,7 +38,9 @@ class Env:
             cwd=REPO,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(f"spotrun {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"spotrun {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     def popen(self, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
@@ -71,7 +74,12 @@ def _kill_supervisors(home: Path) -> None:
 
     try:
         with sqlite3.connect(ledger) as db:
-            pids = [r[0] for r in db.execute("SELECT supervisor_pid FROM runs WHERE supervisor_pid IS NOT NULL")]
+            pids = [
+                r[0]
+                for r in db.execute(
+                    "SELECT supervisor_pid FROM runs WHERE supervisor_pid IS NOT NULL"
+                )
+            ]
     except sqlite3.DatabaseError:
         return
     for pid in pids:

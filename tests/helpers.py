@@ -6,7 +6,9 @@ import time
 from typing import Any
 
 
-def wait_for(predicate: Any, timeout: float = 60.0, interval: float = 0.2, what: str = "condition") -> Any:
+def wait_for(
+    predicate: Any, timeout: float = 60.0, interval: float = 0.2, what: str = "condition"
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

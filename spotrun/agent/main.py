@@ -37,7 +37,9 @@ def job_status(session: str, run_dir: Path) -> dict[str, object]:
     }
 
 
-def start_job(session: str, run_dir: Path, argv: list[str], env: dict[str, str]) -> dict[str, object]:
+def start_job(
+    session: str, run_dir: Path, argv: list[str], env: dict[str, str]
+) -> dict[str, object]:
     if session_exists(session):
         return {"session": session, "started": False}
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -52,7 +54,11 @@ def stop_job(session: str, run_dir: Path, grace_s: float) -> dict[str, object]:
     job = _read_json(run_dir / JOB_FILE) or {}
     child = job.get("child_pid")
     signalled = False
-    if isinstance(child, int) and session_exists(session) and (run_dir / EXIT_FILE).exists() is False:
+    if (
+        isinstance(child, int)
+        and session_exists(session)
+        and (run_dir / EXIT_FILE).exists() is False
+    ):
         try:
             os.kill(child, signal.SIGTERM)
             signalled = True

@@ -22,5 +22,6 @@ def get_provider(name: str, settings: Settings) -> Provider:
     if name == "aws":
         from spotrun.cloud.aws import AwsProvider
 
-        return AwsProvider(settings)
+        aws: Provider = AwsProvider(settings)
+        return aws
     raise UsageError(f"unknown cloud '{name}'; choose one of: {', '.join(CLOUDS)}")

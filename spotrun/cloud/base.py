@@ -110,9 +110,7 @@ class CommandResult:
     def check(self, what: str) -> CommandResult:
         if not self.ok:
             tail = (self.stderr or self.stdout).strip().splitlines()[-5:]
-            raise RemoteError(
-                f"{what} failed with exit code {self.exit_code}: " + " | ".join(tail)
-            )
+            raise RemoteError(f"{what} failed with exit code {self.exit_code}: " + " | ".join(tail))
         return self
 
 

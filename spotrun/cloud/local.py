@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 
-
 from spotrun.agent.session import kill_session, session_name
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
 from spotrun.config import Resources, Settings
@@ -53,9 +52,7 @@ class LocalProvider:
                 hint="launch with --cloud aws, or ask for fewer GPUs",
             )
         if resources.nodes > 1:
-            raise UsageError(
-                "the local cloud is one machine; --nodes above 1 needs --cloud aws"
-            )
+            raise UsageError("the local cloud is one machine; --nodes above 1 needs --cloud aws")
         return [
             Offer(
                 provider=self.name,
@@ -138,5 +135,3 @@ def _memory_gb() -> float:
     except (ValueError, OSError):
         return 0.0
     return round(pages * page_size / 2**30, 1)
-
-

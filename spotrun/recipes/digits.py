@@ -10,7 +10,8 @@ def digits_fast() -> Recipe:
     return Recipe(
         name="digits-fast",
         description="8x8 handwritten digits, small conv net, one-cycle LR, label smoothing",
-        result="97% test accuracy (98.6% median of 5 seeds) in about 3 s of training on 2 CPU cores",
+        # bench/digits_accuracy.py, 5 seeds, 2-core CPU: median 99.4% (min 99.2%), 2.2 s training.
+        result=">= 97% test accuracy: median 99.4% over 5 seeds, 2.2 s of training on 2 CPU cores",
         measured_with="python bench/digits_accuracy.py",
         target=Target(metric="test_acc", value=0.97),
         resources=Resources(gpus=0),

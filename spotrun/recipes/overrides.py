@@ -146,4 +146,3 @@ def _explain(exc: ValidationError, items: list[str], annotations: dict[str, Any]
         else:
             parts.append(f"--set {key}: {err['msg'].lower()}" + (f" (got '{raw}')" if raw else ""))
     return "; ".join(parts)
-

@@ -37,13 +37,23 @@ class JobDriver:
         self.session = session
 
     def _agent(self, op: str, *args: str, timeout_s: float = 60.0) -> dict[str, object]:
-        argv = [*self.spotrun_argv, "agent", op, "--session", self.session, "--run-dir", self.run_dir]
+        argv = [
+            *self.spotrun_argv,
+            "agent",
+            op,
+            "--session",
+            self.session,
+            "--run-dir",
+            self.run_dir,
+        ]
         command = shlex.join([*argv, *args])
         result = self.runner.run(command, timeout_s=timeout_s).check(f"spotrun agent {op}")
         try:
             answer = json.loads(result.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError) as exc:
-            raise RemoteError(f"spotrun agent {op} gave no answer: {result.stdout[-300:]!r}") from exc
+            raise RemoteError(
+                f"spotrun agent {op} gave no answer: {result.stdout[-300:]!r}"
+            ) from exc
         if not isinstance(answer, dict):
             raise RemoteError(f"spotrun agent {op} answered {answer!r}")
         return answer
@@ -57,9 +67,13 @@ class JobDriver:
     def status(self) -> JobStatus:
         answer = self._agent("status")
         code = answer.get("exit_code")
-        return JobStatus(alive=bool(answer.get("alive")), exit_code=code if isinstance(code, int) else None)
+        return JobStatus(
+            alive=bool(answer.get("alive")), exit_code=code if isinstance(code, int) else None
+        )
 
     def stop(self, grace_s: float = 15.0) -> JobStatus:
         answer = self._agent("stop", f"--grace={grace_s}", timeout_s=grace_s + 30)
         code = answer.get("exit_code")
-        return JobStatus(alive=bool(answer.get("alive")), exit_code=code if isinstance(code, int) else None)
+        return JobStatus(
+            alive=bool(answer.get("alive")), exit_code=code if isinstance(code, int) else None
+        )

@@ -7,8 +7,9 @@ trace of what ran so that a run can show exactly which methods touched it and wh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from spotrun.train.events import Event
 from spotrun.train.state import State
@@ -66,9 +67,7 @@ class Engine:
                     self.trace.append(TraceEntry(event, state.step, algorithm.name))
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            a.name: a.state_dict() for a in self.algorithms if hasattr(a, "state_dict")
-        }
+        return {a.name: a.state_dict() for a in self.algorithms if hasattr(a, "state_dict")}
 
     def load_state_dict(self, states: dict[str, Any]) -> None:
         for algorithm in self.algorithms:

@@ -9,11 +9,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from spotrun.errors import UsageError
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, ConsoleProgress, MetricsFile
-from spotrun.train.data import BatchSource
-from spotrun.train.data.memory import TensorBatches
+from spotrun.train.data.loading import load_data
 from spotrun.train.methods import build_methods
 from spotrun.train.models import build_model
 from spotrun.train.trainer import FitResult, Trainer
@@ -26,20 +24,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def load_data(recipe: Recipe) -> tuple[BatchSource, BatchSource]:
-    if recipe.data == "digits":
-        from spotrun.train.data.digits import load_digits_split
-
-        train_x, train_y, test_x, test_y = load_digits_split()
-        train = TensorBatches(train_x, train_y, recipe.batch_size, shuffle=True, seed=recipe.seed)
-        test = TensorBatches(test_x, test_y, 512, shuffle=False)
-        return train, test
-    raise UsageError(
-        f"recipe {recipe.name}: unknown data '{recipe.data}'",
-        hint="use 'digits' or a folder in the ImageFolder layout",
-    )
 
 
 def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimizer:

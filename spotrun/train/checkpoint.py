@@ -28,7 +28,7 @@ _NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 
 
 def rng_state() -> dict[str, Any]:
-    np_state = np.random.get_state()
+    np_state: tuple[Any, ...] = np.random.get_state()  # type: ignore[assignment]
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": {

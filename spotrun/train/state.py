@@ -7,8 +7,9 @@ its own state_dict for checkpoints), never as a new field here.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -45,7 +46,9 @@ class State:
 
     # Running train-loss sum of the current epoch, kept on the device (no per-step sync) in
     # float64, and saved with checkpoints for exact resume.
-    epoch_loss_sum: torch.Tensor = field(default_factory=lambda: torch.zeros((), dtype=torch.float64))
+    epoch_loss_sum: torch.Tensor = field(
+        default_factory=lambda: torch.zeros((), dtype=torch.float64)
+    )
     epoch_loss_count: int = 0
     train_seconds: float = 0.0  # training time over every process lifetime of this run
     metrics: dict[str, float] = field(default_factory=dict)

@@ -283,7 +283,9 @@ class Trainer:
         s = self.state
         s.epoch, s.step, s.batch_index = pos["epoch"], pos["step"], pos["batch_index"]
         train = p["train"]
-        s.epoch_loss_sum = torch.tensor(train["epoch_loss_sum"], dtype=torch.float64, device=s.device)
+        s.epoch_loss_sum = torch.tensor(
+            train["epoch_loss_sum"], dtype=torch.float64, device=s.device
+        )
         s.epoch_loss_count = train["epoch_loss_count"]
         s.train_seconds = train["train_seconds"]
         s.metrics = dict(train["metrics"])

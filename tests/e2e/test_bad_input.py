@@ -26,8 +26,14 @@ def assert_one_line_error(proc, code: int, *fragments: str) -> None:  # type: ig
     ("args", "fragments"),
     [
         (["launch", "digits-fsat"], ["unknown recipe 'digits-fsat'", "did you mean digits-fast"]),
-        (["launch", "digits-fast", "--set", "lrr=0.1"], ["unknown --set key 'lrr'", "did you mean lr"]),
-        (["launch", "digits-fast", "--set", "epochs=many"], ["--set epochs", "expected an integer", "'many'"]),
+        (
+            ["launch", "digits-fast", "--set", "lrr=0.1"],
+            ["unknown --set key 'lrr'", "did you mean lr"],
+        ),
+        (
+            ["launch", "digits-fast", "--set", "epochs=many"],
+            ["--set epochs", "expected an integer", "'many'"],
+        ),
         (["launch", "digits-fast", "--set", "lr=fast"], ["--set lr", "expected a number"]),
         (["launch", "digits-fast", "--gpus", "0"], ["--gpus must be", "at least 1"]),
         (["launch", "digits-fast", "--gpus", "-2"], ["--gpus must be", "got -2"]),

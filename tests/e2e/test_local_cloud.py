@@ -50,7 +50,15 @@ def test_launch_digits_fast_end_to_end(env: Env) -> None:
 
     status = json.loads(env.cli("status", run["name"], "--json", check=True).stdout)
     states = [t["to"] for t in status["transitions"]]
-    assert states == ["planned", "requested", "provisioning", "bootstrapping", "running", "syncing", "succeeded"]
+    assert states == [
+        "planned",
+        "requested",
+        "provisioning",
+        "bootstrapping",
+        "running",
+        "syncing",
+        "succeeded",
+    ]
     (instance,) = status["instances"]
     assert instance["state"] == "terminated" and instance["terminated_at"] > instance["launched_at"]
     (line,) = status["cost_lines"]
@@ -91,15 +99,29 @@ def test_attach_puts_a_terminal_in_the_session(env: Env) -> None:
     session = f"spotrun-{run_id}"
     wait_for(lambda: _run(env, run_id)["state"] == "running", what="running")
     # A terminal of our own: a second tmux server whose pane runs `spotrun attach`.
-    env.tmux("-L", "outer", "new-session", "-d", "-x", "120", "-y", "40",
-             f"{sys.executable} -m spotrun attach {run_id}; sleep 60")
+    env.tmux(
+        "-L",
+        "outer",
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        f"{sys.executable} -m spotrun attach {run_id}; sleep 60",
+    )
     try:
         clients = wait_for(
-            lambda: env.tmux("list-clients", "-t", f"={session}", "-F", "#{client_tty}").stdout.strip(),
+            lambda: env.tmux(
+                "list-clients", "-t", f"={session}", "-F", "#{client_tty}"
+            ).stdout.strip(),
             what="a client attached to the run's session",
         )
         assert clients
-        wait_for(lambda: "epoch" in env.tmux("-L", "outer", "capture-pane", "-p").stdout, what="training output")
+        wait_for(
+            lambda: "epoch" in env.tmux("-L", "outer", "capture-pane", "-p").stdout,
+            what="training output",
+        )
     finally:
         env.tmux("-L", "outer", "kill-server")
         env.cli("stop", run_id)
@@ -113,7 +135,10 @@ def test_train_killed_mid_run_resumes_exactly(env: Env, tmp_path: Path) -> None:
     run_dir = tmp_path / "interrupted"
     proc = env.popen(*args, "--run-dir", str(run_dir))
     ckpts = run_dir / "checkpoints"
-    wait_for(lambda: any(p.name >= "ckpt-000000030.pt" for p in ckpts.glob("ckpt-*.pt")), what="3 checkpoints")
+    wait_for(
+        lambda: any(p.name >= "ckpt-000000030.pt" for p in ckpts.glob("ckpt-*.pt")),
+        what="3 checkpoints",
+    )
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     assert not (run_dir / "checkpoints" / "ckpt-000000092.pt").exists(), "killed before the end"

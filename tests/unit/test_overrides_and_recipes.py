@@ -18,8 +18,17 @@ def test_unknown_recipe_suggests_close_names() -> None:
 
 
 def test_overrides_apply_with_types() -> None:
-    r = get_recipe("digits-fast", ["epochs=3", "lr=0.05", "nesterov=false", "resources.gpus=1",
-                                   "methods.label_smoothing.smoothing=0.2", "checkpoint_every_steps=null"])
+    r = get_recipe(
+        "digits-fast",
+        [
+            "epochs=3",
+            "lr=0.05",
+            "nesterov=false",
+            "resources.gpus=1",
+            "methods.label_smoothing.smoothing=0.2",
+            "checkpoint_every_steps=null",
+        ],
+    )
     assert (r.epochs, r.lr, r.nesterov, r.resources.gpus) == (3, 0.05, False, 1)
     assert r.methods["label_smoothing"] == {"smoothing": 0.2}
     assert r.checkpoint_every_steps is None

@@ -13,7 +13,9 @@ from spotrun.waiting import WaitTimeout, wait_until
 
 
 def offer(itype: str, zone: str, gpus: int, price: float, model: str = "A10G") -> Offer:
-    return Offer("aws", itype, "us-east-1", zone, gpus, model, 24.0, 8 * gpus, 32.0 * gpus, price, price * 3)
+    return Offer(
+        "aws", itype, "us-east-1", zone, gpus, model, 24.0, 8 * gpus, 32.0 * gpus, price, price * 3
+    )
 
 
 OFFERS = [
@@ -28,14 +30,18 @@ OFFERS = [
 def test_cheapest_fitting_offer_first() -> None:
     plan = make_plan(Resources(gpus=1), OFFERS)
     assert [(o.instance_type, o.zone) for o in plan.offers[:2]] == [
-        ("g5.xlarge", "us-east-1b"), ("g5.xlarge", "us-east-1a"),
+        ("g5.xlarge", "us-east-1b"),
+        ("g5.xlarge", "us-east-1a"),
     ]
     assert "cheapest of 5" in plan.reason
 
 
 def test_filters() -> None:
     assert make_plan(Resources(gpus=8), OFFERS).chosen.instance_type == "g5.48xlarge"
-    assert make_plan(Resources(gpus=8, gpu_model="a100"), OFFERS).chosen.instance_type == "p4d.24xlarge"
+    assert (
+        make_plan(Resources(gpus=8, gpu_model="a100"), OFFERS).chosen.instance_type
+        == "p4d.24xlarge"
+    )
     assert make_plan(Resources(gpus=1, zone="us-east-1c"), OFFERS).chosen.gpus == 8
 
 
@@ -78,7 +84,7 @@ def test_metrics_tail_reads_complete_lines_only(tmp_path: Path) -> None:
     path.write_text('{"step": 1}\n{"step": 2')
     assert tail.read_new() == [{"step": 1}]
     with open(path, "a") as fh:
-        fh.write('}\n')
+        fh.write("}\n")
     assert tail.read_new() == [{"step": 2}]
     path.write_text('{"step": 1}\n')  # rewritten shorter by a resume
     assert tail.read_new() == [{"step": 1}]

@@ -44,7 +44,10 @@ def test_transitions_are_recorded_with_times(ledger: Ledger) -> None:
         ledger.transition(run.id, RunState.PLANNED)
     moves = ledger.transitions(run.id)
     assert [m.to_state for m in moves] == [
-        RunState.PLANNED, RunState.REQUESTED, RunState.PROVISIONING, RunState.RUNNING,
+        RunState.PLANNED,
+        RunState.REQUESTED,
+        RunState.PROVISIONING,
+        RunState.RUNNING,
     ]
     assert all(a.at <= b.at for a, b in zip(moves, moves[1:]))
     assert ledger.get_run(run.id).started_at is not None
@@ -65,7 +68,9 @@ def test_concurrent_writers_never_both_win(tmp_path: Path) -> None:
         except StateError as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in (RunState.FAILED, RunState.STOPPED) * 4]
+    threads = [
+        threading.Thread(target=worker, args=(t,)) for t in (RunState.FAILED, RunState.STOPPED) * 4
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -9,7 +9,12 @@ from spotrun.errors import TrainingError
 from spotrun.train.algorithm import AlgorithmBase, Engine
 from spotrun.train.checkpoint import Checkpointer
 from spotrun.train.events import Event
-from spotrun.train.functional import one_cycle_lr, one_cycle_momentum, smooth_labels, warmup_decay_lr
+from spotrun.train.functional import (
+    one_cycle_lr,
+    one_cycle_momentum,
+    smooth_labels,
+    warmup_decay_lr,
+)
 
 
 def test_one_cycle_shape() -> None:
@@ -22,7 +27,9 @@ def test_one_cycle_shape() -> None:
     peak_at = lrs.index(max(lrs))
     assert all(a <= b for a, b in zip(lrs[:peak_at], lrs[1 : peak_at + 1]))
     assert all(a >= b for a, b in zip(lrs[peak_at:], lrs[peak_at + 1 :]))
-    assert one_cycle_momentum(0.25) == pytest.approx(0.85) and one_cycle_momentum(0.0) == pytest.approx(0.95)
+    assert one_cycle_momentum(0.25) == pytest.approx(0.85) and one_cycle_momentum(
+        0.0
+    ) == pytest.approx(0.95)
 
 
 def test_warmup_then_decay() -> None:
@@ -60,8 +67,16 @@ def test_engine_order_reverses_on_after_events() -> None:
     engine.run(Event.AFTER_FORWARD, state)  # type: ignore[arg-type]
     engine.run(Event.EPOCH_START, state)  # type: ignore[arg-type]
     assert log == ["before_forward:a", "before_forward:b", "after_forward:b", "after_forward:a"]
-    assert [(t.event, t.step, t.algorithm) for t in engine.trace][0] == (Event.BEFORE_FORWARD, 7, "a")
-    assert Event.EPOCH_END.is_after and Event.EVAL_AFTER_FORWARD.is_after and not Event.BATCH_START.is_after
+    assert [(t.event, t.step, t.algorithm) for t in engine.trace][0] == (
+        Event.BEFORE_FORWARD,
+        7,
+        "a",
+    )
+    assert (
+        Event.EPOCH_END.is_after
+        and Event.EVAL_AFTER_FORWARD.is_after
+        and not Event.BATCH_START.is_after
+    )
 
 
 def test_checkpoint_falls_back_when_newest_is_truncated(tmp_path: Path) -> None:

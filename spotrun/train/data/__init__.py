@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Protocol
+from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 
@@ -12,4 +13,6 @@ class BatchSource(Protocol):
 
     def __len__(self) -> int: ...
 
-    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]: ...
+    def batches(
+        self, epoch: int, start: int = 0
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]: ...

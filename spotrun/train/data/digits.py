@@ -33,7 +33,7 @@ def _digits_csv() -> Path:
 
 
 def load_digits_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(train_x, train_y, test_x, test_y): inputs N x 1 x 8 x 8 scaled to [0, 1], stratified split."""
+    """(train_x, train_y, test_x, test_y): N x 1 x 8 x 8 inputs in [0, 1], stratified split."""
     with gzip.open(_digits_csv(), "rt") as fh:
         table = np.loadtxt(fh, delimiter=",", dtype=np.float32)
     images = table[:, :-1].reshape(-1, 1, 8, 8) / 16.0

@@ -75,7 +75,9 @@ CATALOG: list[MethodInfo] = [
 METHODS: dict[str, MethodInfo] = {m.name: m for m in CATALOG}
 
 
-def validate_methods(config: Mapping[str, Mapping[str, Any] | None]) -> list[tuple[MethodInfo, BaseModel]]:
+def validate_methods(
+    config: Mapping[str, Mapping[str, Any] | None],
+) -> list[tuple[MethodInfo, BaseModel]]:
     """(method, parsed options) for each configured method, in catalog order; UsageError if bad."""
     for name in config:
         if name not in METHODS:

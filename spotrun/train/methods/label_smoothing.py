@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
 from spotrun.train.methods.catalog import LabelSmoothingOptions
