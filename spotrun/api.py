@@ -9,14 +9,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from spotrun import supervisor
+from spotrun import reports, supervisor
 from spotrun.agent.session import session_exists, session_name, tmux_argv
 from spotrun.agent.wrapper import LOG_FILE
+from spotrun.billing import RunBill, bill_run
 from spotrun.cloud import get_provider
 from spotrun.config import (
     CloudName,
@@ -26,11 +29,12 @@ from spotrun.config import (
     describe_validation_error,
     load_settings,
 )
-from spotrun.errors import StateError, UsageError
+from spotrun.errors import NotFoundError, PricingError, SpotrunError, StateError, UsageError
 from spotrun.ledger import CostLine, InstanceRecord, Ledger, RunEvent, RunRecord, Transition
-from spotrun.metrics import MetricsTail
+from spotrun.metrics import MetricsTail, read_all
 from spotrun.plan import Plan, make_plan
-from spotrun.recipes import Recipe, get_recipe, recipe_names
+from spotrun.pricing import PriceBook, PriceSource, SourceFactory
+from spotrun.recipes import Recipe, Target, get_recipe, recipe_names
 from spotrun.runs import RunState
 from spotrun.waiting import WaitTimeout, wait_until
 
@@ -147,7 +151,7 @@ class RunStatus:
     instances: list[InstanceRecord]
     events: list[RunEvent]
     cost_lines: list[CostLine]
-    cost_usd: float
+    cost_usd: float | None  # so far, for a live run; None when it cannot be priced yet
     supervised: bool
 
 
@@ -159,7 +163,7 @@ def run_status(ledger: Ledger, ref: str) -> RunStatus:
         instances=ledger.instances(run.id),
         events=ledger.events(run.id),
         cost_lines=ledger.cost_lines(run.id),
-        cost_usd=ledger.run_cost_usd(run.id),
+        cost_usd=_as_float(run_cost(ledger, run)),
         supervised=supervisor.is_supervised(run),
     )
 
@@ -176,11 +180,29 @@ def run_summary(ledger: Ledger, run: RunRecord) -> dict[str, Any]:
         "started": _iso(run.started_at),
         "ended": _iso(run.ended_at),
         "duration_s": round(run.duration_s(), 3),
-        "cost_usd": round(ledger.run_cost_usd(run.id), 6),
+        "cost_usd": _as_float(run_cost(ledger, run)),
         "metrics": run.last_metrics,
         "message": run.message,
         "sweep_id": run.sweep_id,
     }
+
+
+def run_cost(ledger: Ledger, run: RunRecord, now: float | None = None) -> Fraction | None:
+    """What the run cost, or has cost so far while it runs (priced from the ledger alone, up to
+    now, with the last cached price taken to hold since the supervisor last fetched prices).
+    None when it cannot be priced from what the ledger holds."""
+    lines = ledger.cost_lines(run.id)
+    if run.is_terminal and lines:
+        return sum((line.amount for line in lines), Fraction(0))
+    try:
+        bill = bill_run(ledger, run, PriceBook(ledger), now=now or time.time(), offline=True)
+    except PricingError:
+        return sum((line.amount for line in lines), Fraction(0)) if lines else None
+    return bill.total
+
+
+def _as_float(amount: Fraction | None) -> float | None:
+    return None if amount is None else round(float(amount), 6)
 
 
 def _iso(ts: float | None) -> str | None:
@@ -272,26 +294,127 @@ def _ended(ledger: Ledger, run_id: str) -> RunRecord | None:
 
 
 # ---------------------------------------------------------------------- cost
-def cost_rows(ledger: Ledger, ref: str | None = None) -> list[dict[str, Any]]:
-    runs = [ledger.resolve(ref)] if ref else ledger.list_runs(include_all=True)
-    rows = []
-    for run in runs:
-        lines = ledger.cost_lines(run.id)
-        seconds = sum(line.quantity for line in lines if line.unit == "instance-s")
-        rows.append(
-            {
-                "id": run.id,
-                "name": run.name,
-                "cloud": run.cloud,
-                "state": run.state.value,
-                "instance_hours": round(seconds / 3600, 6),
-                "instance_seconds": round(seconds, 3),
-                "cost_usd": round(sum(line.usd for line in lines), 6),
-                "on_demand_usd": round(sum(line.on_demand_usd or 0.0 for line in lines), 6),
-                "method": sorted({line.method for line in lines}),
-            }
-        )
-    return rows
+GROUPINGS: tuple[reports.GroupBy, ...] = ("run", "day", "instance-type")
+
+
+@dataclass(frozen=True)
+class CostReport:
+    by: reports.GroupBy
+    rows: list[reports.Row]
+    total: reports.Row
+    methods: list[str]  # how the amounts were computed, to state once under the table
+    bills: list[RunBill]  # the priced runs, for the plot
+    now: float
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{r.key}: {r.error}" for r in self.rows if r.error]
+
+
+def provider_prices(settings: Settings) -> SourceFactory:
+    """The price source of each cloud provider that has one (AWS); built on first need."""
+
+    def source(name: str) -> PriceSource | None:
+        provider = get_provider(name, settings)
+        return provider if isinstance(provider, PriceSource) else None
+
+    return source
+
+
+def parse_since(text: str) -> float:
+    """A --since value: a UTC date (2025-06-01) or date and time (2025-06-01T12:00)."""
+    raw = text.strip()
+    try:
+        when = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith("Z") else raw)
+    except ValueError:
+        raise UsageError(
+            f"--since '{text}' is not a date", hint="give YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def cost_report(
+    ledger: Ledger,
+    ref: str | None = None,
+    *,
+    sweep: str | None = None,
+    since: float | None = None,
+    by: str = "run",
+    now: float | None = None,
+    sources: SourceFactory | None = None,
+) -> CostReport:
+    """Cost of one run, a sweep's runs, or every run (created since `since`), grouped `by`.
+
+    Runs are priced again from the ledger's instances and cached prices; price history missing
+    from the cache is fetched through `sources` (default: the cloud providers). A run that
+    cannot be priced gets a row with its error instead of amounts."""
+    if by not in GROUPINGS:
+        raise UsageError(f"--by must be one of {', '.join(GROUPINGS)}, got '{by}'")
+    if ref is not None and (sweep is not None or since is not None):
+        raise UsageError("name one run, or select runs with --sweep/--since, not both")
+    now = now if now is not None else time.time()
+    if ref is not None:
+        runs = [ledger.resolve(ref)]
+    else:
+        runs = ledger.list_runs(include_all=True, sweep_id=sweep, since=since)
+        if sweep is not None and not runs:
+            raise NotFoundError(f"no run belongs to sweep '{sweep}'")
+    book = PriceBook(ledger, sources if sources is not None else provider_prices(ledger.settings))
+    priced = [_priced_run(ledger, run, book, now) for run in runs]
+    grouping = by  # narrowed to a GroupBy by the check above
+    rows = reports.group(priced, grouping, now)
+    bills = [p.bill for p in priced if p.bill is not None]
+    methods = sorted({m for b in bills for m in b.methods})
+    if grouping == "run" and any(r.target_wanted is not None for r in rows):
+        methods.append(reports.TARGET_METHOD)
+    return CostReport(grouping, rows, reports.total(rows), methods, bills, now)
+
+
+def _priced_run(ledger: Ledger, run: RunRecord, book: PriceBook, now: float) -> reports.PricedRun:
+    try:
+        bill = bill_run(ledger, run, book, now=now)
+    except PricingError as exc:
+        return reports.PricedRun(run, None, error=exc.user_message())
+    if run.is_terminal:
+        _store_if_changed(ledger, bill)
+    target = _target_of(run)
+    return reports.PricedRun(
+        run,
+        bill,
+        transitions=ledger.transitions(run.id),
+        metrics=read_all(run.run_dir / "metrics.jsonl") if target else [],
+        target=target,
+    )
+
+
+def _store_if_changed(ledger: Ledger, bill: RunBill) -> None:
+    """A finished run's lines, written again when a recomputation differs (e.g. prices that
+    could not be fetched at teardown)."""
+    lines = bill.cost_lines()
+    stored = ledger.cost_lines(bill.run.id)
+    if [(s.kind, s.amount) for s in stored] != [(n.kind, n.amount) for n in lines]:
+        ledger.replace_cost_lines(bill.run.id, lines)
+
+
+def _target_of(run: RunRecord) -> Target | None:
+    try:
+        return get_recipe(run.spec.recipe, run.spec.overrides).target
+    except SpotrunError:
+        return None  # a recipe since removed or changed: no target to measure against
+
+
+def cost_rows(ledger: Ledger, ref: str | None = None, **options: Any) -> list[dict[str, Any]]:
+    """The report's rows as plain dicts (what `spotrun cost --json` prints)."""
+    report = cost_report(ledger, ref, **options)
+    return [reports.to_record(row, report.by) for row in report.rows]
+
+
+def write_cost_plot(report: CostReport, path: Path) -> None:
+    from spotrun.costplot import write_plot
+
+    write_plot(path, report.bills)
 
 
 # ------------------------------------------------------------------- recipes

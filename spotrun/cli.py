@@ -16,6 +16,7 @@ from rich.table import Table
 from spotrun import api
 from spotrun.config import load_settings
 from spotrun.errors import SpotrunError
+from spotrun.errors import UsageError as SpotrunUsageError
 from spotrun.exitcodes import CHECKPOINTED, FAILURE, SUCCESS
 from spotrun.runs import RunState
 
@@ -182,7 +183,7 @@ def list_runs(
             row["state"],
             (row["started"] or row["created"] or "").replace("T", " ").rstrip("Z"),
             _fmt_duration(row["duration_s"]),
-            f"${row['cost_usd']:.2f}",
+            _money(row["cost_usd"]) if row["cost_usd"] is not None else "?",
             _fmt_metrics(row["metrics"]),
         )
     out.print(table)
@@ -222,7 +223,9 @@ def status(
     r = st.run
     out.print(f"{r.name} ({r.id})  recipe {r.recipe}  on {r.cloud}")
     out.print(f"state     {r.state.value}" + (f"  ({r.message})" if r.message else ""))
-    out.print(f"duration  {_fmt_duration(r.duration_s())}   cost ${st.cost_usd:.2f}")
+    so_far = "" if r.is_terminal else " so far"
+    shown = "? (no prices cached yet)" if st.cost_usd is None else f"${st.cost_usd:,.2f}{so_far}"
+    out.print(f"duration  {_fmt_duration(r.duration_s())}   cost {shown}")
     if r.last_metrics:
         out.print(f"metrics   {_fmt_metrics(r.last_metrics)}")
     out.print(f"run dir   {r.run_dir}")
@@ -277,33 +280,129 @@ def stop(run: str = typer.Argument(..., help="run name or a unique prefix of its
     out.print(f"{final.name} {final.state.value}")
 
 
+class GroupBy(str, Enum):
+    run = "run"
+    day = "day"
+    instance_type = "instance-type"
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.2f}"
+
+
 @app.command()
 def cost(
     run: str | None = typer.Argument(None, help="one run; default every run"),
-    as_json: bool = typer.Option(False, "--json"),
+    sweep: str | None = typer.Option(None, "--sweep", help="only the runs of this sweep id"),
+    since: str | None = typer.Option(
+        None, "--since", metavar="DATE", help="only runs created since (UTC date or date-time)"
+    ),
+    by: GroupBy = typer.Option(GroupBy.run, "--by", help="one row per run, UTC day or type"),
+    as_json: bool = typer.Option(False, "--json", help="the rows as JSON"),
+    as_csv: bool = typer.Option(False, "--csv", help="the rows as CSV"),
+    plot: Path | None = typer.Option(
+        None, "--plot", metavar="FILE.png", help="also draw cumulative cost over time per run"
+    ),
 ) -> None:
-    """What runs cost."""
+    """What runs cost, as AWS bills it: instance-hours, spot and on-demand USD, saving."""
+    from spotrun import reports
+    from spotrun.costplot import check_plot_path
+
+    if as_json and as_csv:
+        raise SpotrunUsageError("--json and --csv each print the rows; choose one")
+    if plot is not None:
+        check_plot_path(plot)
     ledger = api.open_ledger()
-    rows = api.cost_rows(ledger, run)
+    report = api.cost_report(
+        ledger,
+        run,
+        sweep=sweep,
+        since=api.parse_since(since) if since is not None else None,
+        by=by.value,
+    )
+    if plot is not None:
+        api.write_cost_plot(report, plot)
+        err.print(f"wrote {plot}")
+    records = [reports.to_record(row, report.by) for row in report.rows]
     if as_json:
-        _print_json(rows)
+        _print_json(records)
+    elif as_csv:
+        _print_csv(records)
+    else:
+        _print_cost_table(report, records)
+    for problem in report.errors:
+        err.print(f"error: cannot price {problem}", markup=False)
+    if report.errors:
+        raise typer.Exit(FAILURE)
+
+
+def _print_csv(records: list[dict[str, Any]]) -> None:
+    import csv
+
+    if not records:
         return
+    writer = csv.DictWriter(sys.stdout, fieldnames=list(records[0]), lineterminator="\n")
+    writer.writeheader()
+    for record in records:
+        writer.writerow({k: ";".join(v) if isinstance(v, list) else v for k, v in record.items()})
+
+
+def _print_cost_table(report: api.CostReport, records: list[dict[str, Any]]) -> None:
+    from spotrun import reports
+
+    if not records:
+        out.print("no runs to report")
+        return
+    by_run = report.by == "run"
     table = Table(box=None, pad_edge=False)
-    for col in ("NAME", "CLOUD", "STATE", "INSTANCE-H", "COST", "ON-DEMAND"):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(
-            row["name"],
-            row["cloud"],
-            row["state"],
-            f"{row['instance_hours']:.4f}",
-            f"${row['cost_usd']:.2f}",
-            f"${row['on_demand_usd']:.2f}",
-        )
+    head = {"run": "RUN", "day": "DAY (UTC)", "instance-type": "INSTANCE TYPE"}[report.by]
+    columns = [head] + (["STATE"] if by_run else [])
+    columns += ["INSTANCE-H", "SPOT", "EBS", "TOTAL", "ON-DEMAND", "SAVING"]
+    if by_run:
+        columns += ["TO TARGET", "COST TO TARGET"]
+    for col in columns:
+        table.add_column(col, justify="left" if col in (head, "STATE") else "right")
+    rows: list[tuple[reports.Row, dict[str, Any]]] = list(zip(report.rows, records))
+    if len(rows) > 1:
+        rows.append((report.total, reports.to_record(report.total, report.by)))
+    for row, rec in rows:
+        if row.error:
+            cells = [row.key, rec.get("state", ""), "?", "?", "?", "?", "?", "?", "", ""]
+            table.add_row(*cells[: len(columns)])
+            continue
+        saving = rec["saving_pct"]
+        cells = [row.key + ("*" if row.live else "")]
+        if by_run:
+            cells.append(rec.get("state") or "")
+        cells += [
+            f"{rec['instance_hours']:.2f}",
+            _money(rec["spot_usd"]),
+            _money(rec["storage_usd"]),
+            _money(rec["cost_usd"]),
+            _money(rec["on_demand_usd"]),
+            "-" if saving is None else f"{saving:.1f}%",
+        ]
+        if by_run:
+            cells += _target_cells(row)
+        table.add_row(*cells)
     out.print(table)
-    methods = sorted({m for row in rows for m in row["method"]})
-    for method in methods:
+    out.print("amounts in USD, rounded to the cent only here (totals are summed exactly)")
+    if any(row.live for row in report.rows):
+        out.print("* still running: priced up to now")
+    for method in report.methods:
         out.print(f"method: {method}")
+
+
+def _target_cells(row: Any) -> list[str]:
+    if row.run is None:
+        return ["", ""]
+    if row.target is not None:
+        from spotrun.cost import format_usd
+
+        return [_fmt_duration(row.target.wall_s), format_usd(row.target.usd)]
+    if row.target_wanted is not None:
+        return ["not reached", "-"]
+    return ["-", "-"]
 
 
 # ------------------------------------------------------------------- recipes

@@ -15,13 +15,14 @@ from pathlib import Path
 
 from spotrun.agent.session import session_name
 from spotrun.agent.wrapper import EXIT_FILE
+from spotrun.billing import bill_run
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
-from spotrun.cost import local_cost_lines
-from spotrun.errors import CapacityError, SpotrunError, StateError
+from spotrun.errors import CapacityError, PricingError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
 from spotrun.ledger import InstanceRecord, Ledger, RunRecord
 from spotrun.metrics import MetricsTail
+from spotrun.pricing import PriceBook, PriceSource
 from spotrun.remote.job import JobDriver, JobStatus
 from spotrun.runs import RunState
 
@@ -33,6 +34,8 @@ TRAINING_ENV = {
     "GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184",
     "PYTHONUNBUFFERED": "1",
 }
+# How often a live run's cost lines are recomputed (and its price history fetched further).
+COST_REFRESH_S = 300.0
 
 
 def job_argv(run: RunRecord, spotrun_argv: list[str], remote_run_dir: str) -> list[str]:
@@ -77,6 +80,8 @@ class RunController:
         )
         self.metrics = MetricsTail(run.run_dir / "metrics.jsonl")
         self.session = session_name(run_id)
+        self._cost_recorded_at = 0.0
+        self._cost_error: str | None = None
 
     # ------------------------------------------------------------------ drive
     def drive(self) -> RunRecord:
@@ -184,6 +189,8 @@ class RunController:
             status = driver.status()
             self._sync(run, live[0], final=False)
             self._pull_metrics(run)
+            if time.monotonic() - self._cost_recorded_at >= COST_REFRESH_S:
+                self.record_cost(run)
             if status.finished:
                 return self._job_ended(run, status)
             if status.lost:
@@ -297,8 +304,27 @@ class RunController:
         self.record_cost(run)
 
     def record_cost(self, run: RunRecord) -> None:
-        instances = self.ledger.instances(run.id)
-        self.ledger.replace_cost_lines(run.id, local_cost_lines(run.id, instances, time.time()))
+        """Recompute the run's cost lines: live instances up to now, ended ones in full.
+
+        A cost that cannot be computed (no price history) is an event, not a failed run: the
+        instances are already gone, and `spotrun cost` computes it again when it can."""
+        self._cost_recorded_at = time.monotonic()
+        book = PriceBook(self.ledger, self._price_source)
+        try:
+            bill = bill_run(self.ledger, self.ledger.get_run(run.id), book, now=time.time())
+        except PricingError as exc:
+            message = f"cost not computed: {exc.user_message()}"
+            if message != self._cost_error:
+                self.ledger.add_event(run.id, "cost", message)
+            self._cost_error = message
+            return
+        self._cost_error = None
+        self.ledger.replace_cost_lines(run.id, bill.cost_lines())
+
+    def _price_source(self, provider: str) -> PriceSource | None:
+        if provider == self.provider.name and isinstance(self.provider, PriceSource):
+            return self.provider
+        return None
 
 
 def _log_tail(path: Path, lines: int) -> str:

@@ -52,6 +52,10 @@ class QuotaError(CloudError):
     """An account quota or permission stands in the way; the message names which to raise."""
 
 
+class PricingError(SpotrunError):
+    """A cost cannot be computed: a price history is empty or does not reach back far enough."""
+
+
 class RemoteError(SpotrunError):
     """An instance could not be reached or a command on it failed."""
 

@@ -13,9 +13,10 @@ import secrets
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from spotrun.config import LaunchSpec, Settings
 from spotrun.errors import LedgerError, NotFoundError, UsageError
 from spotrun.runs import TERMINAL, RunState, check_transition
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APP_ID = "spotrun-ledger"
 
 _SCHEMA = """
@@ -90,7 +91,11 @@ CREATE TABLE IF NOT EXISTS cost_lines (
     usd REAL NOT NULL,
     on_demand_usd REAL,
     method TEXT NOT NULL,
-    computed_at REAL NOT NULL
+    computed_at REAL NOT NULL,
+    usd_exact TEXT,
+    on_demand_usd_exact TEXT,
+    start_at REAL,
+    end_at REAL
 );
 CREATE INDEX IF NOT EXISTS cost_lines_by_run ON cost_lines(run_id);
 CREATE TABLE IF NOT EXISTS price_points (
@@ -101,7 +106,50 @@ CREATE TABLE IF NOT EXISTS price_points (
     usd_per_hour REAL NOT NULL,
     PRIMARY KEY (region, zone, instance_type, at)
 );
+CREATE TABLE IF NOT EXISTS price_coverage (
+    region TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    start_at REAL NOT NULL,
+    end_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS price_coverage_by_series ON price_coverage(region, zone, instance_type);
+CREATE TABLE IF NOT EXISTS on_demand_prices (
+    region TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    usd_per_hour REAL,
+    fetched_at REAL NOT NULL,
+    PRIMARY KEY (region, instance_type)
+);
 """
+
+# Each step takes a ledger of the version before it to its own version; a fresh ledger gets
+# _SCHEMA (the latest) directly.
+_MIGRATIONS: dict[int, str] = {
+    # v2: exact amounts and billed periods on cost lines; which spans of spot price history
+    # the cache holds in full; cached on-demand prices.
+    2: """
+ALTER TABLE cost_lines ADD COLUMN usd_exact TEXT;
+ALTER TABLE cost_lines ADD COLUMN on_demand_usd_exact TEXT;
+ALTER TABLE cost_lines ADD COLUMN start_at REAL;
+ALTER TABLE cost_lines ADD COLUMN end_at REAL;
+CREATE TABLE IF NOT EXISTS price_coverage (
+    region TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    start_at REAL NOT NULL,
+    end_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS price_coverage_by_series ON price_coverage(region, zone, instance_type);
+CREATE TABLE IF NOT EXISTS on_demand_prices (
+    region TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    usd_per_hour REAL,
+    fetched_at REAL NOT NULL,
+    PRIMARY KEY (region, instance_type)
+);
+""",
+}
 
 
 @dataclass(frozen=True)
@@ -169,6 +217,15 @@ class CostLine:
     method: str
     instance_id: str | None = None
     on_demand_usd: float | None = None
+    # The exact amounts (usd/on_demand_usd are these as floats, for quick reading).
+    usd_exact: Fraction | None = None
+    on_demand_usd_exact: Fraction | None = None
+    start_at: float | None = None  # the billed period
+    end_at: float | None = None
+
+    @property
+    def amount(self) -> Fraction:
+        return self.usd_exact if self.usd_exact is not None else Fraction(repr(self.usd))
 
 
 @dataclass(frozen=True)
@@ -186,8 +243,9 @@ def new_run_id() -> str:
 class Ledger:
     """Handle on the ledger database. Cheap to open; open one per process."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
+        self.clock = clock  # stamps every time the ledger records (a fixed one for imports, tests)
         self.path = settings.ledger_path
         _ensure_writable_home(settings.home)
         try:
@@ -225,6 +283,7 @@ class Ledger:
             has_meta = self._db.execute(
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
             ).fetchone()
+            version = 0  # a new ledger
             if has_meta:
                 rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
                 if rows and rows.get("app") != APP_ID:
@@ -241,9 +300,11 @@ class Ledger:
                     )
                 if version == SCHEMA_VERSION:
                     return
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    self._db.execute(statement)
+            if version == 0:
+                _run_script(self._db, _SCHEMA)
+            else:  # an older ledger: step it up, keeping everything it holds
+                for step in range(version + 1, SCHEMA_VERSION + 1):
+                    _run_script(self._db, _MIGRATIONS[step])
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('app', ?)", (APP_ID,))
             self._db.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
@@ -273,7 +334,7 @@ class Ledger:
         run_id = run_id or new_run_id()
         name = spec.name or f"{spec.recipe}-{run_id[:6]}"
         run_dir = self.settings.runs_dir / run_id
-        now = time.time()
+        now = self.clock()
         with self._write() as db:
             if db.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone():
                 if spec.name is not None:
@@ -369,7 +430,7 @@ class Ledger:
 
     def transition(self, run_id: str, target: RunState, reason: str | None = None) -> RunRecord:
         """Move a run to `target`, or raise StateError if its current state does not allow it."""
-        now = time.time()
+        now = self.clock()
         with self._write() as db:
             row = db.execute(
                 "SELECT state, started_at FROM runs WHERE id = ?", (run_id,)
@@ -503,7 +564,7 @@ class Ledger:
         with self._write() as db:
             db.execute(
                 "INSERT INTO events (run_id, at, kind, message) VALUES (?, ?, ?, ?)",
-                (run_id, time.time(), kind, message),
+                (run_id, self.clock(), kind, message),
             )
 
     def events(self, run_id: str) -> list[RunEvent]:
@@ -515,12 +576,13 @@ class Ledger:
     # ------------------------------------------------------------------ costs
     def replace_cost_lines(self, run_id: str, lines: Sequence[CostLine]) -> None:
         """Store a run's cost lines, replacing the previous computation (costs are recomputed)."""
-        now = time.time()
+        now = self.clock()
         with self._write() as db:
             db.execute("DELETE FROM cost_lines WHERE run_id = ?", (run_id,))
             db.executemany(
                 "INSERT INTO cost_lines (run_id, instance_id, kind, quantity, unit, usd, "
-                "on_demand_usd, method, computed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "on_demand_usd, method, computed_at, usd_exact, on_demand_usd_exact, start_at, "
+                "end_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         line.run_id,
@@ -532,6 +594,10 @@ class Ledger:
                         line.on_demand_usd,
                         line.method,
                         now,
+                        None if line.usd_exact is None else str(line.usd_exact),
+                        None if line.on_demand_usd_exact is None else str(line.on_demand_usd_exact),
+                        line.start_at,
+                        line.end_at,
                     )
                     for line in lines
                 ],
@@ -549,33 +615,118 @@ class Ledger:
                 method=r["method"],
                 instance_id=r["instance_id"],
                 on_demand_usd=r["on_demand_usd"],
+                usd_exact=_fraction(r["usd_exact"]),
+                on_demand_usd_exact=_fraction(r["on_demand_usd_exact"]),
+                start_at=r["start_at"],
+                end_at=r["end_at"],
             )
             for r in rows
         ]
 
+    def run_cost_exact(self, run_id: str) -> Fraction:
+        """The sum of the run's stored lines, exact (lines from before v2 count as stored)."""
+        return sum((line.amount for line in self.cost_lines(run_id)), Fraction(0))
+
     def run_cost_usd(self, run_id: str) -> float:
-        row = self._db.execute(
-            "SELECT COALESCE(SUM(usd), 0) AS usd FROM cost_lines WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        return float(row["usd"])
+        return float(self.run_cost_exact(run_id))
 
     # ----------------------------------------------------------- price cache
     def store_price_points(
-        self, region: str, zone: str, instance_type: str, points: Sequence[tuple[float, float]]
+        self,
+        region: str,
+        zone: str,
+        instance_type: str,
+        points: Sequence[tuple[float, float]],
+        *,
+        covered: tuple[float, float] | None = None,
     ) -> None:
+        """Cache price points; `covered` says the cache now holds every point in that span."""
         with self._write() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO price_points VALUES (?, ?, ?, ?, ?)",
                 [(region, zone, instance_type, at, usd) for at, usd in points],
             )
+            if covered is None:
+                return
+            start, end = covered
+            key = (region, zone, instance_type)
+            touching = db.execute(
+                "SELECT rowid, start_at, end_at FROM price_coverage WHERE region = ? AND zone = ? "
+                "AND instance_type = ? AND end_at >= ? AND start_at <= ?",
+                (*key, start, end),
+            ).fetchall()
+            for row in touching:  # merge into one span
+                start, end = min(start, row["start_at"]), max(end, row["end_at"])
+                db.execute("DELETE FROM price_coverage WHERE rowid = ?", (row["rowid"],))
+            db.execute("INSERT INTO price_coverage VALUES (?, ?, ?, ?, ?)", (*key, start, end))
 
-    def price_points(self, region: str, zone: str, instance_type: str) -> list[tuple[float, float]]:
+    def price_points(
+        self,
+        region: str,
+        zone: str,
+        instance_type: str,
+        *,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> list[tuple[float, float]]:
+        """Cached points in order; with start, only from the last one at or before it."""
+        key = (region, zone, instance_type)
+        where = "region = ? AND zone = ? AND instance_type = ?"
+        params: list[Any] = list(key)
+        if start is not None:
+            where += (
+                " AND at >= COALESCE((SELECT MAX(at) FROM price_points WHERE region = ? "
+                "AND zone = ? AND instance_type = ? AND at <= ?), ?)"
+            )
+            params += [*key, start, start]
+        if end is not None:
+            where += " AND at <= ?"
+            params.append(end)
         rows = self._db.execute(
-            "SELECT at, usd_per_hour FROM price_points WHERE region = ? AND zone = ? "
-            "AND instance_type = ? ORDER BY at",
-            (region, zone, instance_type),
+            f"SELECT at, usd_per_hour FROM price_points WHERE {where} ORDER BY at", params
         )
         return [(r["at"], r["usd_per_hour"]) for r in rows]
+
+    def price_coverage(
+        self, region: str, zone: str, instance_type: str
+    ) -> list[tuple[float, float]]:
+        """Spans (start, end) over which the cache holds every price point, in order."""
+        rows = self._db.execute(
+            "SELECT start_at, end_at FROM price_coverage WHERE region = ? AND zone = ? "
+            "AND instance_type = ? ORDER BY start_at",
+            (region, zone, instance_type),
+        )
+        return [(r["start_at"], r["end_at"]) for r in rows]
+
+    def store_on_demand_price(
+        self, region: str, instance_type: str, usd_per_hour: float | None
+    ) -> None:
+        """Cache an on-demand price; None records that the source had none."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO on_demand_prices VALUES (?, ?, ?, ?)",
+                (region, instance_type, usd_per_hour, self.clock()),
+            )
+
+    def on_demand_price(self, region: str, instance_type: str) -> tuple[float | None, float] | None:
+        """(price or None, when it was fetched), or None if it never was."""
+        row = self._db.execute(
+            "SELECT usd_per_hour, fetched_at FROM on_demand_prices WHERE region = ? "
+            "AND instance_type = ?",
+            (region, instance_type),
+        ).fetchone()
+        return None if row is None else (row["usd_per_hour"], row["fetched_at"])
+
+
+def _run_script(db: sqlite3.Connection, script: str) -> None:
+    """Statements one by one: executescript would commit the open transaction."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _fraction(text: str | None) -> Fraction | None:
+    return Fraction(text) if text is not None else None
 
 
 def _like_prefix(prefix: str) -> str:
