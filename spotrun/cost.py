@@ -42,7 +42,7 @@ LOCAL_METHOD = "local cloud: this machine, no charge; instance-seconds recorded"
 AWS_METHOD = (
     "as AWS bills it: every second at the spot price in force in the instance's zone at that "
     "second (EC2 spot price history), 60 s minimum, nothing for a spot instance AWS interrupts "
-    f"in its first hour; EBS gp3 per GB-month prorated per second (AWS list prices as of "
+    "in its first hour; EBS gp3 per GB-month prorated per second (AWS list prices of "
     f"{PRICES_AS_OF}); on-demand: the same seconds at the on-demand price, same storage"
 )
 

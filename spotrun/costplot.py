@@ -47,7 +47,9 @@ def check_plot_path(path: Path) -> None:
 
 def write_plot(path: Path, bills: list[RunBill]) -> None:
     check_plot_path(path)
-    curves = [(b.run.name, b.curve()) for b in bills]
+    priced = [b for b in bills if any(i.usage.market != "local" for i in b.bills)]
+    # Free local runs would only draw flat lines and stretch the time axis; show them alone.
+    curves = [(b.run.name, b.curve()) for b in (priced or bills)]
     curves = [(name, curve) for name, curve in curves if curve]
     if not curves:
         raise UsageError("no run in the report has instances to plot")

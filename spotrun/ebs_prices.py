@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from spotrun.errors import PricingError
 
-PRICES_AS_OF = "2025-06 (unchanged since December 2020)"
+PRICES_AS_OF = "2025-06"
 
 GB_MONTH_USD: dict[tuple[str, str], Fraction] = {
     ("us-east-1", "gp3"): Fraction("0.08"),
