@@ -375,7 +375,7 @@ def cost_report(
 def _priced_run(ledger: Ledger, run: RunRecord, book: PriceBook, now: float) -> reports.PricedRun:
     try:
         bill = bill_run(ledger, run, book, now=now)
-    except PricingError as exc:
+    except SpotrunError as exc:  # no history, or the cloud refused the price request
         return reports.PricedRun(run, None, error=exc.user_message())
     if run.is_terminal:
         _store_if_changed(ledger, bill)

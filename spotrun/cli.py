@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from decimal import ROUND_HALF_UP, Decimal
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -224,7 +225,7 @@ def status(
     out.print(f"{r.name} ({r.id})  recipe {r.recipe}  on {r.cloud}")
     out.print(f"state     {r.state.value}" + (f"  ({r.message})" if r.message else ""))
     so_far = "" if r.is_terminal else " so far"
-    shown = "? (no prices cached yet)" if st.cost_usd is None else f"${st.cost_usd:,.2f}{so_far}"
+    shown = "? (no prices cached yet)" if st.cost_usd is None else _money(st.cost_usd) + so_far
     out.print(f"duration  {_fmt_duration(r.duration_s())}   cost {shown}")
     if r.last_metrics:
         out.print(f"metrics   {_fmt_metrics(r.last_metrics)}")
@@ -287,7 +288,11 @@ class GroupBy(str, Enum):
 
 
 def _money(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.2f}"
+    """USD to the cent, half up (as the cost table rounds), from a figure kept to 6 places."""
+    if value is None:
+        return "-"
+    cents = Decimal(repr(value)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return f"${cents:,}"
 
 
 @app.command()

@@ -18,7 +18,7 @@ from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.billing import bill_run
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
-from spotrun.errors import CapacityError, PricingError, SpotrunError, StateError
+from spotrun.errors import CapacityError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
 from spotrun.ledger import InstanceRecord, Ledger, RunRecord
 from spotrun.metrics import MetricsTail
@@ -306,13 +306,14 @@ class RunController:
     def record_cost(self, run: RunRecord) -> None:
         """Recompute the run's cost lines: live instances up to now, ended ones in full.
 
-        A cost that cannot be computed (no price history) is an event, not a failed run: the
-        instances are already gone, and `spotrun cost` computes it again when it can."""
+        A cost that cannot be computed (no price history, a refused price request) is an event,
+        not a failed run: the instances are already gone, and `spotrun cost` computes it again
+        when it can."""
         self._cost_recorded_at = time.monotonic()
         book = PriceBook(self.ledger, self._price_source)
         try:
             bill = bill_run(self.ledger, self.ledger.get_run(run.id), book, now=time.time())
-        except PricingError as exc:
+        except SpotrunError as exc:  # no history, or the cloud refused the price request
             message = f"cost not computed: {exc.user_message()}"
             if message != self._cost_error:
                 self.ledger.add_event(run.id, "cost", message)

@@ -230,3 +230,24 @@ def test_controller_records_an_event_when_prices_are_missing(
     (event,) = [e for e in ledger.events(alpha.id) if e.kind == "cost"]
     assert "is empty" in event.message
     assert ledger.cost_lines(alpha.id) == []
+
+
+class RefusingCloud(PricedCloud):
+    def spot_price_history(
+        self, region: str, zone: str, instance_type: str, start: float, end: float
+    ) -> list[tuple[float, float]]:
+        from spotrun.errors import QuotaError
+
+        raise QuotaError("UnauthorizedOperation: ec2:DescribeSpotPriceHistory is not allowed")
+
+
+def test_a_refused_price_request_is_an_event_and_an_error_row(
+    lab: tuple[Ledger, ConstructedPrices],
+) -> None:
+    ledger, _ = lab
+    alpha = ledger.resolve("alpha")
+    RunController(ledger, alpha.id, provider=RefusingCloud()).record_cost(alpha)  # type: ignore[arg-type]
+    (event,) = [e for e in ledger.events(alpha.id) if e.kind == "cost"]
+    assert "DescribeSpotPriceHistory is not allowed" in event.message
+    rows = {r.key: r for r in api.cost_report(ledger, sources=lambda n: RefusingCloud()).rows}
+    assert rows["alpha"].error and "not allowed" in rows["alpha"].error
