@@ -16,8 +16,7 @@ from rich.table import Table
 
 from spotrun import api
 from spotrun.config import load_settings
-from spotrun.errors import SpotrunError
-from spotrun.errors import UsageError as SpotrunUsageError
+from spotrun.errors import SpotrunError, UsageError
 from spotrun.exitcodes import CHECKPOINTED, FAILURE, SUCCESS
 from spotrun.runs import RunState
 
@@ -314,7 +313,7 @@ def cost(
     from spotrun.costplot import check_plot_path
 
     if as_json and as_csv:
-        raise SpotrunUsageError("--json and --csv each print the rows; choose one")
+        raise UsageError("--json and --csv each print the rows; choose one")
     if plot is not None:
         check_plot_path(plot)
     ledger = api.open_ledger()
