@@ -29,7 +29,9 @@ def main() -> None:
             wall_s.append(time.perf_counter() - started)
         accs.append(result.metrics["test_acc"])
         train_s.append(result.metrics["elapsed_s"])
-        print(f"seed {seed}: test_acc {accs[-1]:.4f}  training {train_s[-1]:.2f} s  wall {wall_s[-1]:.2f} s")
+        print(
+            f"seed {seed}: test_acc {accs[-1]:.4f}  training {train_s[-1]:.2f} s  wall {wall_s[-1]:.2f} s"
+        )
     print(
         f"digits-fast over {args.seeds} seeds: test_acc median {statistics.median(accs):.4f} "
         f"(min {min(accs):.4f}, max {max(accs):.4f}); training median {statistics.median(train_s):.2f} s; "

