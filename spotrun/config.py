@@ -59,6 +59,9 @@ class Settings(StrictModel):
     owner: str = Field(default_factory=getpass.getuser)
     max_cost_usd: float | None = Field(None, gt=0, description="default budget for every launch")
     heartbeat_timeout_s: float = Field(1800.0, gt=0)
+    data_dir: Path | None = Field(
+        None, description="where recipes find data sets by name (data=cifar10); None = home/data"
+    )
     aws: AwsSettings = Field(default_factory=AwsSettings)
 
     @property
@@ -72,6 +75,16 @@ class Settings(StrictModel):
     @property
     def config_path(self) -> Path:
         return self.home / "config.toml"
+
+    @property
+    def data_path(self) -> Path:
+        # a relative data_dir is relative to home; an absolute one replaces it
+        return self.home / (self.data_dir.expanduser() if self.data_dir else "data")
+
+    @property
+    def cache_dir(self) -> Path:
+        """Derived files that can be rebuilt: unpacked archives, decoded image caches."""
+        return self.home / "cache"
 
 
 def default_home() -> Path:

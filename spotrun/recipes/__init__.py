@@ -5,10 +5,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
+from spotrun.config import load_settings
 from spotrun.errors import NotFoundError
 from spotrun.recipes.base import Recipe, Target
 from spotrun.recipes.digits import digits_fast
 from spotrun.recipes.overrides import apply_overrides
+from spotrun.train.data.source import check_data
 from spotrun.train.methods.catalog import validate_methods
 from spotrun.train.models import check_model_name
 
@@ -21,8 +23,12 @@ def recipe_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def get_recipe(name: str, overrides: list[str] | None = None) -> Recipe:
-    """The named recipe with `--set` overrides applied; clear errors for unknown names/keys."""
+def get_recipe(name: str, overrides: list[str] | None = None, *, data_here: bool = True) -> Recipe:
+    """The named recipe with `--set` overrides applied; clear errors for unknown names/keys.
+
+    data_here=False skips checking that the data is on this machine (for a launch whose data
+    is found on the instance itself).
+    """
     try:
         factory = _FACTORIES[name]
     except KeyError:
@@ -36,14 +42,17 @@ def get_recipe(name: str, overrides: list[str] | None = None) -> Recipe:
     recipe = factory()
     if overrides:
         recipe = apply_overrides(recipe, overrides)
-    check_recipe(recipe)
+    check_recipe(recipe, data_here=data_here)
     return recipe
 
 
-def check_recipe(recipe: Recipe) -> None:
-    """Everything about a recipe that can be checked without torch or data: model, methods."""
+def check_recipe(recipe: Recipe, *, data_here: bool = True) -> None:
+    """Everything about a recipe that can be checked without torch: model, methods, and (when
+    data_here) that its data exists and is laid out as expected, from folder listings alone."""
     check_model_name(recipe.model)
     validate_methods(recipe.methods)
+    if data_here and recipe.data != "digits":
+        check_data(recipe.data, load_settings().data_path)
 
 
 __all__ = ["Recipe", "Target", "get_recipe", "recipe_names"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from spotrun.config import Resources, StrictModel
 
@@ -23,6 +23,30 @@ class Target(StrictModel):
         return got >= self.value if self.mode == "max" else got <= self.value
 
 
+class Augment(StrictModel):
+    """Training-time augmentation of image batches, drawn afresh for every batch.
+
+    Crop, translate and flip run on whole batches on the training device. `crop_scale` is the
+    random-resized-crop applied per image while decoding, only for streamed image sets (large
+    images of mixed sizes, the ImageNet case); cached sets are already at their final size.
+    """
+
+    crop_padding: int = Field(0, ge=0, description="pad by this many pixels, crop back at random")
+    padding_mode: Literal["reflect", "zeros"] = "reflect"
+    translate: int = Field(0, ge=0, description="random shift of up to this many pixels, 0 fill")
+    flip: bool = Field(False, description="random horizontal flip, half the images")
+    crop_scale: tuple[float, float] = Field(
+        (0.08, 1.0), description="streamed sets: random-resized-crop area fraction range"
+    )
+
+    @model_validator(mode="after")
+    def _scale_in_order(self) -> Augment:
+        low, high = self.crop_scale
+        if not 0 < low <= high <= 1:
+            raise ValueError("crop_scale must be two fractions with 0 < low <= high <= 1")
+        return self
+
+
 class Recipe(StrictModel):
     name: str
     description: str = Field(description="one line: what it trains and how")
@@ -32,7 +56,29 @@ class Recipe(StrictModel):
     resources: Resources = Field(default_factory=Resources)
     multi_node: bool = Field(True, description="False: the recipe refuses --nodes above 1")
 
-    data: str = Field(description="'digits', or a folder / URL holding the data set")
+    data: str = Field(
+        description="'digits'; a data set name looked up in the data folder ('cifar10'); or a "
+        "path: an ImageFolder (train/ and val/ or test/ of class folders), a CIFAR-10 python "
+        "folder, or a .tar / .tar.gz of either"
+    )
+    image_size: int | None = Field(
+        None, ge=8, description="pixels (square) of training images; None = as stored"
+    )
+    eval_image_size: int | None = Field(None, ge=8, description="test images; None = image_size")
+    eval_batch_size: int | None = Field(None, ge=1, description="per process; None = batch_size")
+    data_workers: int | None = Field(
+        None, ge=0, description="image decoding processes; None = CPU count up to 8; 0 = inline"
+    )
+    image_cache: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="on: decode images once into a uint8 cache held in memory; off: decode "
+        "every epoch in workers; auto: on when the decoded split fits in 4 GiB",
+    )
+    normalize: Literal["dataset", "imagenet", "none"] = Field(
+        "dataset", description="per-channel mean/std: the training set's own, ImageNet's, or none"
+    )
+    augment: Augment = Field(default_factory=Augment)
+
     model: str
     model_options: dict[str, Any] = Field(default_factory=dict)
     num_classes: int = Field(10, ge=2)

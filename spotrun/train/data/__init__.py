@@ -1,11 +1,16 @@
-"""Data for the trainer: batch sources whose order depends only on (seed, epoch)."""
+"""Data for the trainer: batch sources whose order depends only on (seed, epoch).
+
+This package's top level stays free of torch so that launch can check a data path cheaply
+(`spotrun.train.data.source`); the loaders import torch themselves.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 class BatchSource(Protocol):

@@ -4,17 +4,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spotrun.errors import UsageError
+from spotrun.config import load_settings
 from spotrun.train.data import BatchSource
 from spotrun.train.data.memory import TensorBatches
+from spotrun.train.data.source import resolve_data
 
 if TYPE_CHECKING:
+    import torch
+
     from spotrun.recipes.base import Recipe
 
 
 def load_data(
-    recipe: Recipe, *, rank: int = 0, world_size: int = 1
+    recipe: Recipe,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    device: torch.device | str | None = None,
 ) -> tuple[BatchSource, BatchSource]:
+    """Train and eval sources for this process (rank of world_size).
+
+    `device` is where image batches are assembled and augmented (pass the trainer's device so
+    a cached set lives on the GPU); None means the CPU, and the trainer moves batches over.
+    """
+    import torch
+
     if recipe.data == "digits":
         from spotrun.train.data.digits import load_digits_split
 
@@ -30,7 +44,13 @@ def load_data(
         )
         test = TensorBatches(test_x, test_y, 512, shuffle=False, rank=rank, world_size=world_size)
         return train, test
-    raise UsageError(
-        f"recipe {recipe.name}: unknown data '{recipe.data}'",
-        hint="use 'digits' or a folder in the ImageFolder layout",
-    )
+
+    from spotrun.train.data.images import Placement, cifar_data, image_folder_data
+
+    settings = load_settings()
+    location = resolve_data(recipe.data, settings.data_path)
+    where = Placement(rank, world_size, torch.device(device or "cpu"))
+    if location.kind == "cifar-batches":
+        assert location.path is not None
+        return cifar_data(recipe, location.path, where)
+    return image_folder_data(recipe, location, settings.cache_dir, where)

@@ -7,6 +7,31 @@ from collections.abc import Iterator
 import torch
 
 
+def epoch_order(
+    n: int, *, shuffle: bool, seed: int, epoch: int, rank: int = 0, world_size: int = 1
+) -> torch.Tensor:
+    """The sample indices one rank visits in `epoch`: fixed by (seed, epoch), never by history.
+
+    Shuffled, it is a permutation drawn from a generator seeded with (seed, epoch). With
+    world_size > 1 each rank takes every world_size-th entry (the distributed-sampler split),
+    all ranks the same number, so they take as many steps.
+    """
+    if shuffle:
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        order = torch.randperm(n, generator=gen)
+    else:
+        order = torch.arange(n)
+    if world_size > 1:
+        per_rank = n // world_size
+        order = order[rank : per_rank * world_size : world_size]
+    return order
+
+
+def batch_count(n: int, batch_size: int, *, drop_last: bool, world_size: int = 1) -> int:
+    per_rank = n // world_size if world_size > 1 else n
+    return per_rank // batch_size if drop_last else -(-per_rank // batch_size)
+
+
 class TensorBatches:
     """Shuffled (or not) minibatches over in-memory tensors.
 
@@ -41,20 +66,19 @@ class TensorBatches:
         self.world_size = world_size
 
     def _indices(self, epoch: int) -> torch.Tensor:
-        n = len(self.inputs)
-        if self.shuffle:
-            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            order = torch.randperm(n, generator=gen)
-        else:
-            order = torch.arange(n)
-        if self.world_size > 1:
-            per_rank = n // self.world_size  # equal shares, so every rank takes as many steps
-            order = order[self.rank : per_rank * self.world_size : self.world_size]
-        return order
+        return epoch_order(
+            len(self.inputs),
+            shuffle=self.shuffle,
+            seed=self.seed,
+            epoch=epoch,
+            rank=self.rank,
+            world_size=self.world_size,
+        )
 
     def __len__(self) -> int:
-        n = len(self.inputs) // self.world_size if self.world_size > 1 else len(self.inputs)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return batch_count(
+            len(self.inputs), self.batch_size, drop_last=self.drop_last, world_size=self.world_size
+        )
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         order = self._indices(epoch)

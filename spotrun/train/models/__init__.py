@@ -14,6 +14,11 @@ if TYPE_CHECKING:
 # name -> "module:factory"; each factory takes num_classes plus the recipe's model_options.
 MODELS: dict[str, str] = {
     "digits-net": "spotrun.train.models.small:DigitsNet",
+    "resnet18": "spotrun.train.models.resnet:resnet18",
+    "resnet34": "spotrun.train.models.resnet:resnet34",
+    "resnet50": "spotrun.train.models.resnet:resnet50",
+    "resnet101": "spotrun.train.models.resnet:resnet101",
+    "cifar-fastnet": "spotrun.train.models.fastnet:fast_cifar_net",
 }
 
 

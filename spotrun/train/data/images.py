@@ -1,0 +1,255 @@
+"""From a recipe and an image data set (ImageFolder or CIFAR-10 batches) to batch sources.
+
+Small sets (decoded size up to CACHE_LIMIT_BYTES, or image_cache=on) are decoded once into a
+uint8 cache and held in memory on the training device, where crop, translate and flip run on
+whole batches. Large sets (ImageNet) are decoded every epoch by worker processes, with a
+random-resized-crop per image while decoding and the flip on the device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from spotrun.errors import UsageError
+from spotrun.train.data import BatchSource
+from spotrun.train.data.archive import unpacked
+from spotrun.train.data.augment import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    ImagePipeline,
+    channel_stats,
+    resize_images,
+)
+from spotrun.train.data.batches import ImageBatches, Sharding, StreamedImageBatches
+from spotrun.train.data.cifar import read_cifar10
+from spotrun.train.data.decode import image_size
+from spotrun.train.data.imagefolder import (
+    DecodedSplit,
+    DecodePlan,
+    cache_paths,
+    decode_all,
+    decoded_split,
+    write_json_atomically,
+)
+from spotrun.train.data.source import DataLocation, SplitIndex, index_split, split_dirs
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from spotrun.recipes.base import Recipe
+
+CACHE_LIMIT_BYTES = 4 * 2**30  # image_cache=auto holds a set in memory up to this decoded size
+MAX_AUTO_WORKERS = 8
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the sources run: this process's rank among world_size, on `device`."""
+
+    rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+
+
+def decode_workers(recipe: Recipe) -> int:
+    if recipe.data_workers is not None:
+        return recipe.data_workers
+    return min(MAX_AUTO_WORKERS, len(os.sched_getaffinity(0)))
+
+
+def _check_classes(recipe: Recipe, classes: tuple[str, ...], where: str) -> None:
+    if len(classes) != recipe.num_classes:
+        raise UsageError(
+            f"{where} has {len(classes)} classes but recipe {recipe.name} says "
+            f"num_classes={recipe.num_classes}",
+            hint=f"--set num_classes={len(classes)}",
+        )
+
+
+def _check_enough(recipe: Recipe, count: int, where: str, world_size: int) -> None:
+    if count // world_size < recipe.batch_size:
+        raise UsageError(
+            f"{where} has {count:,} training images, fewer than one batch of "
+            f"{recipe.batch_size} per process",
+            hint="lower batch_size (--set batch_size=N)",
+        )
+
+
+def _pipeline(recipe: Recipe, mean: tuple[float, ...], std: tuple[float, ...]) -> ImagePipeline:
+    if recipe.normalize == "imagenet":
+        mean, std = IMAGENET_MEAN, IMAGENET_STD
+    elif recipe.normalize == "none":
+        mean, std = (0.0, 0.0, 0.0), (1 / 255, 1 / 255, 1 / 255)  # x -> x as 0..255 floats / 1
+    a = recipe.augment
+    return ImagePipeline(
+        mean=mean,
+        std=std,
+        crop_padding=a.crop_padding,
+        padding_mode=a.padding_mode,
+        translate=a.translate,
+        flip=a.flip,
+    )
+
+
+def _in_memory(
+    recipe: Recipe, train: DecodedSplit, test: DecodedSplit, where: Placement
+) -> tuple[BatchSource, BatchSource]:
+    """Sources over decoded splits, each already at its final size (train and eval)."""
+    pipeline = _pipeline(recipe, train.mean, train.std)
+    sharding = Sharding(recipe.seed, where.rank, where.world_size)
+    train_source = ImageBatches(
+        torch.from_numpy(train.images),
+        torch.from_numpy(train.labels),
+        recipe.batch_size,
+        pipeline,
+        train=True,
+        sharding=sharding,
+        device=where.device,
+    )
+    test_source = ImageBatches(
+        torch.from_numpy(test.images),
+        torch.from_numpy(test.labels),
+        recipe.eval_batch_size or recipe.batch_size,
+        pipeline,
+        train=False,
+        sharding=sharding,
+        device=where.device,
+    )
+    return train_source, test_source
+
+
+def _resized(images: np.ndarray, size: int | None, chunk: int = 4096) -> np.ndarray:
+    if size is None or images.shape[-2:] == (size, size):
+        return images
+    parts = [
+        resize_images(torch.from_numpy(images[i : i + chunk]), size).numpy()
+        for i in range(0, len(images), chunk)
+    ]
+    return np.concatenate(parts)
+
+
+def cifar_data(recipe: Recipe, source: Path, where: Placement) -> tuple[BatchSource, BatchSource]:
+    arrays = read_cifar10(source)
+    _check_classes(recipe, arrays.classes, str(source))
+    _check_enough(recipe, len(arrays.train_images), str(source), where.world_size)
+    train_x = _resized(arrays.train_images, recipe.image_size)
+    test_x = _resized(arrays.test_images, recipe.eval_image_size or recipe.image_size)
+    mean, std = channel_stats(torch.from_numpy(train_x))
+    train = DecodedSplit(train_x, arrays.train_labels, tuple(mean), tuple(std))
+    test = DecodedSplit(test_x, arrays.test_labels, tuple(mean), tuple(std))
+    return _in_memory(recipe, train, test, where)
+
+
+def _plan(recipe: Recipe, index: SplitIndex, size: int | None) -> DecodePlan:
+    if size is None:
+        height, width = image_size(index.path(0))
+        return DecodePlan(height, width, resize=False)
+    return DecodePlan(size, size, resize=True)
+
+
+def image_folder_data(
+    recipe: Recipe, location: DataLocation, cache_dir: Path, where: Placement
+) -> tuple[BatchSource, BatchSource]:
+    assert location.path is not None
+    root = unpacked(location.path, cache_dir) if location.archive else location.path
+    train_dir, eval_dir = split_dirs(root)
+    train_index = index_split(train_dir)
+    eval_index = index_split(eval_dir, list(train_index.classes))
+    _check_classes(recipe, train_index.classes, str(train_dir))
+    _check_enough(recipe, len(train_index), str(train_dir), where.world_size)
+    workers = decode_workers(recipe)
+    train_plan = _plan(recipe, train_index, recipe.image_size)
+    eval_plan = _plan(recipe, eval_index, recipe.eval_image_size or recipe.image_size)
+    decoded_bytes = 3 * (
+        len(train_index) * train_plan.height * train_plan.width
+        + len(eval_index) * eval_plan.height * eval_plan.width
+    )
+    if recipe.image_cache == "on" or (
+        recipe.image_cache == "auto" and decoded_bytes <= CACHE_LIMIT_BYTES
+    ):
+        train = decoded_split(
+            train_index, train_plan, cache_dir=cache_dir, workers=workers, what="train images"
+        )
+        test = decoded_split(
+            eval_index, eval_plan, cache_dir=cache_dir, workers=workers, what="eval images"
+        )
+        test = DecodedSplit(test.images, test.labels, train.mean, train.std)
+        return _in_memory(recipe, train, test, where)
+    return _streamed(recipe, train_index, eval_index, cache_dir, workers, where)
+
+
+def _streamed(
+    recipe: Recipe,
+    train_index: SplitIndex,
+    eval_index: SplitIndex,
+    cache_dir: Path,
+    workers: int,
+    where: Placement,
+) -> tuple[BatchSource, BatchSource]:
+    if recipe.image_size is None:
+        raise UsageError(
+            f"recipe {recipe.name}: images decoded every epoch need image_size",
+            hint="--set image_size=224 (or image_cache=on for a set that fits in memory)",
+        )
+    mean, std = sample_stats(train_index, recipe.image_size, cache_dir, workers)
+    pipeline = _pipeline(recipe, mean, std)
+    sharding = Sharding(recipe.seed, where.rank, where.world_size)
+
+    def paths(index: SplitIndex) -> list[str]:
+        return [str(index.path(i)) for i in range(len(index))]
+
+    train = StreamedImageBatches(
+        paths(train_index),
+        list(train_index.labels),
+        recipe.batch_size,
+        pipeline,
+        train=True,
+        decode_size=recipe.image_size,
+        crop_scale=recipe.augment.crop_scale,
+        workers=workers,
+        sharding=sharding,
+        device=where.device,
+    )
+    test = StreamedImageBatches(
+        paths(eval_index),
+        list(eval_index.labels),
+        recipe.eval_batch_size or recipe.batch_size,
+        pipeline,
+        train=False,
+        decode_size=recipe.eval_image_size or recipe.image_size,
+        workers=workers,
+        sharding=sharding,
+        device=where.device,
+    )
+    return train, test
+
+
+STATS_SAMPLE = 1000  # images whose channel statistics stand for a streamed set
+
+
+def sample_stats(
+    index: SplitIndex, size: int, cache_dir: Path, workers: int
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Channel mean/std of a fixed sample of the split, decoded once and remembered."""
+    rng = np.random.default_rng(0)
+    picks = np.sort(rng.choice(len(index), size=min(STATS_SAMPLE, len(index)), replace=False))
+    sample = SplitIndex(
+        index.root,
+        index.classes,
+        tuple(index.files[i] for i in picks),
+        tuple(index.labels[i] for i in picks),
+    )
+    plan = DecodePlan(size, size, resize=True)
+    _, meta_path = cache_paths(cache_dir, sample, plan)
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        return tuple(meta["mean"]), tuple(meta["std"])
+    mean, std = channel_stats(torch.from_numpy(decode_all(sample, plan, workers, "stats sample")))
+    write_json_atomically(meta_path, {"root": str(index.root), "mean": mean, "std": std})
+    return tuple(mean), tuple(std)
