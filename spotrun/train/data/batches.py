@@ -225,6 +225,7 @@ class StreamedImageBatches:
             pin_memory=self.device.type == "cuda",
             persistent_workers=workers > 0,
             prefetch_factor=4 if workers else None,
+            generator=torch.Generator(),  # its own: iterating must not draw from the global RNG
         )
 
     def __len__(self) -> int:

@@ -1,16 +1,21 @@
-"""Decoding one image file to a 3 x H x W uint8 array (runs in decoding worker processes).
+"""Decoding one image to a 3 x H x W uint8 array (runs in decoding worker processes).
 
-Only Pillow and numpy here. Every function returns the array or raises `DecodeError` with the
-file's name, so a caller can report a broken file instead of a worker traceback.
+An image is named by an `ImageRef`: a file path, or (name, encoded bytes) for an image read
+out of an archive. Only Pillow and numpy here. Every function returns the array or raises
+`DecodeError` naming the image, so a caller can report a broken file instead of a traceback.
 """
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
+
+ImageRef = str | Path | tuple[str, bytes]
 
 # The eval transform of the ImageNet literature: resize to size / 0.875, then centre-crop.
 EVAL_CROP_FRACTION = 0.875
@@ -21,42 +26,50 @@ class DecodeError(Exception):
     """An image could not be read or did not have the expected size."""
 
 
-def _open(path: Path, draft: tuple[int, int] | None = None) -> Image.Image:
+def ref_name(ref: ImageRef) -> str:
+    return ref[0] if isinstance(ref, tuple) else str(ref)
+
+
+def _stream(ref: ImageRef) -> str | Path | IO[bytes]:
+    return io.BytesIO(ref[1]) if isinstance(ref, tuple) else ref
+
+
+def _open(path: ImageRef, draft: tuple[int, int] | None = None) -> Image.Image:
     try:
-        image = Image.open(path)
+        image = Image.open(_stream(path))
         if draft is not None and image.format == "JPEG":
             image.draft("RGB", draft)  # let libjpeg decode at 1/2, 1/4 or 1/8 scale
         return image.convert("RGB")
     except (OSError, UnidentifiedImageError, ValueError) as exc:
-        raise DecodeError(f"cannot decode {path}: {exc}") from exc
+        raise DecodeError(f"cannot decode {ref_name(path)}: {exc}") from exc
 
 
 def to_chw(image: Image.Image) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(image, dtype=np.uint8).transpose(2, 0, 1))
 
 
-def image_size(path: Path) -> tuple[int, int]:
+def image_size(path: ImageRef) -> tuple[int, int]:
     """(height, width) from the file header, without decoding."""
     try:
-        with Image.open(path) as image:
+        with Image.open(_stream(path)) as image:
             width, height = image.size
     except (OSError, UnidentifiedImageError, ValueError) as exc:
-        raise DecodeError(f"cannot read {path}: {exc}") from exc
+        raise DecodeError(f"cannot read {ref_name(path)}: {exc}") from exc
     return height, width
 
 
-def decode_exact(path: Path, shape: tuple[int, int]) -> np.ndarray:
+def decode_exact(path: ImageRef, shape: tuple[int, int]) -> np.ndarray:
     """The image as stored; a DecodeError if it is not `shape` (height, width)."""
     image = _open(path)
     if (image.height, image.width) != shape:
         raise DecodeError(
-            f"{path} is {image.height}x{image.width}, the others {shape[0]}x{shape[1]}: "
+            f"{ref_name(path)} is {image.height}x{image.width}, the others {shape[0]}x{shape[1]}: "
             "images of mixed sizes need image_size set (--set image_size=N)"
         )
     return to_chw(image)
 
 
-def decode_center(path: Path, size: int, crop_fraction: float = 1.0) -> np.ndarray:
+def decode_center(path: ImageRef, size: int, crop_fraction: float = 1.0) -> np.ndarray:
     """Shorter side resized to size / crop_fraction, then the centre size x size square."""
     height, width = image_size(path)
     scaled = size / crop_fraction
@@ -97,7 +110,7 @@ def crop_box(
 
 
 def decode_random_crop(
-    path: Path, size: int, scale: tuple[float, float], rng: np.random.Generator
+    path: ImageRef, size: int, scale: tuple[float, float], rng: np.random.Generator
 ) -> np.ndarray:
     """A random-resized-crop of the image at size x size (the ImageNet training transform)."""
     height, width = image_size(path)

@@ -2,15 +2,20 @@
 
 Small sets (decoded size up to CACHE_LIMIT_BYTES, or image_cache=on) are decoded once into a
 uint8 cache and held in memory on the training device, where crop, translate and flip run on
-whole batches. Large sets (ImageNet) are decoded every epoch by worker processes, with a
-random-resized-crop per image while decoding and the flip on the device.
+whole batches. A small archive is read straight into memory and decoded from there; nothing
+is unpacked. Large sets (ImageNet) are decoded every epoch by worker processes, with a
+random-resized-crop per image while decoding and the flip on the device; a large archive is
+unpacked once into the cache folder first.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,7 +23,7 @@ import torch
 
 from spotrun.errors import UsageError
 from spotrun.train.data import BatchSource
-from spotrun.train.data.archive import unpacked
+from spotrun.train.data.archive import ArchiveSplit, archive_key, read_image_archive, unpacked
 from spotrun.train.data.augment import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -28,23 +33,26 @@ from spotrun.train.data.augment import (
 )
 from spotrun.train.data.batches import ImageBatches, Sharding, StreamedImageBatches
 from spotrun.train.data.cifar import read_cifar10
-from spotrun.train.data.decode import image_size
+from spotrun.train.data.decode import ImageRef
 from spotrun.train.data.imagefolder import (
     DecodedSplit,
     DecodePlan,
+    ImageList,
+    archive_split_key,
     cache_paths,
     decode_all,
     decoded_split,
+    folder_key,
+    read_cached,
     write_json_atomically,
 )
 from spotrun.train.data.source import DataLocation, SplitIndex, index_split, split_dirs
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from spotrun.recipes.base import Recipe
 
 CACHE_LIMIT_BYTES = 4 * 2**30  # image_cache=auto holds a set in memory up to this decoded size
+ARCHIVE_IN_MEMORY_BYTES = 2 * 2**30  # a larger archive is unpacked rather than read into memory
 MAX_AUTO_WORKERS = 8
 
 
@@ -141,47 +149,110 @@ def cifar_data(recipe: Recipe, source: Path, where: Placement) -> tuple[BatchSou
     train_x = _resized(arrays.train_images, recipe.image_size)
     test_x = _resized(arrays.test_images, recipe.eval_image_size or recipe.image_size)
     mean, std = channel_stats(torch.from_numpy(train_x))
-    train = DecodedSplit(train_x, arrays.train_labels, tuple(mean), tuple(std))
-    test = DecodedSplit(test_x, arrays.test_labels, tuple(mean), tuple(std))
+    train = DecodedSplit(train_x, arrays.train_labels, arrays.classes, tuple(mean), tuple(std))
+    test = DecodedSplit(test_x, arrays.test_labels, arrays.classes, tuple(mean), tuple(std))
     return _in_memory(recipe, train, test, where)
 
 
-def _plan(recipe: Recipe, index: SplitIndex, size: int | None) -> DecodePlan:
-    if size is None:
-        height, width = image_size(index.path(0))
-        return DecodePlan(height, width, resize=False)
-    return DecodePlan(size, size, resize=True)
+def _fits_in_memory(recipe: Recipe, parts: list[tuple[int, DecodePlan, ImageRef]]) -> bool:
+    """image_cache: on, off, or (auto) whether the decoded splits stay under the limit."""
+    if recipe.image_cache != "auto":
+        return recipe.image_cache == "on"
+    total = 0
+    for count, plan, first in parts:
+        height, width = plan.shape(first)
+        total += 3 * count * height * width
+    return total <= CACHE_LIMIT_BYTES
+
+
+def _from_archive(
+    recipe: Recipe, archive: Path, cache_dir: Path, workers: int
+) -> tuple[DecodedSplit, DecodedSplit] | None:
+    """Both splits decoded straight from a small archive (nothing unpacked), or None if the
+    decoded images would not fit in memory."""
+    identity = archive_key(archive)
+    train_plan = DecodePlan(recipe.image_size)
+    eval_plan = DecodePlan(recipe.eval_image_size or recipe.image_size)
+    train_key = archive_split_key(identity, "train", train_plan)
+    eval_key = archive_split_key(identity, "eval", eval_plan)
+    train, test = read_cached(cache_dir, train_key), read_cached(cache_dir, eval_key)
+    if train is not None and test is not None:
+        print(f"decoded images of {archive.name} from the cache", flush=True)
+        return train, test
+    train_part, eval_part = read_image_archive(archive)
+    if not _fits_in_memory(
+        recipe,
+        [
+            (len(train_part.refs), train_plan, train_part.refs[0]),
+            (len(eval_part.refs), eval_plan, eval_part.refs[0]),
+        ],
+    ):
+        return None
+
+    def listing(part: ArchiveSplit) -> Callable[[], ImageList]:
+        return lambda: ImageList(part.refs, part.labels, part.classes)
+
+    decode = partial(decoded_split, cache_dir=cache_dir, workers=workers)
+    train = decode(train_key, listing(train_part), train_plan, what="train images")
+    test = decode(eval_key, listing(eval_part), eval_plan, what="eval images")
+    return train, test
 
 
 def image_folder_data(
     recipe: Recipe, location: DataLocation, cache_dir: Path, where: Placement
 ) -> tuple[BatchSource, BatchSource]:
     assert location.path is not None
+    workers = decode_workers(recipe)
+    if (
+        location.archive
+        and recipe.image_cache != "off"
+        and location.path.stat().st_size <= ARCHIVE_IN_MEMORY_BYTES
+    ):
+        decoded = _from_archive(recipe, location.path, cache_dir, workers)
+        if decoded is not None:
+            return _in_memory_checked(recipe, *decoded, str(location.path), where)
     root = unpacked(location.path, cache_dir) if location.archive else location.path
     train_dir, eval_dir = split_dirs(root)
     train_index = index_split(train_dir)
     eval_index = index_split(eval_dir, list(train_index.classes))
+    train_plan = DecodePlan(recipe.image_size)
+    eval_plan = DecodePlan(recipe.eval_image_size or recipe.image_size)
+    if _fits_in_memory(
+        recipe,
+        [
+            (len(train_index), train_plan, train_index.path(0)),
+            (len(eval_index), eval_plan, eval_index.path(0)),
+        ],
+    ):
+        decode = partial(decoded_split, cache_dir=cache_dir, workers=workers)
+        train = decode(
+            folder_key(train_index, train_plan),
+            lambda: _listing(train_index),
+            train_plan,
+            what="train images",
+        )
+        test = decode(
+            folder_key(eval_index, eval_plan),
+            lambda: _listing(eval_index),
+            eval_plan,
+            what="eval images",
+        )
+        return _in_memory_checked(recipe, train, test, str(train_dir.parent), where)
     _check_classes(recipe, train_index.classes, str(train_dir))
     _check_enough(recipe, len(train_index), str(train_dir), where.world_size)
-    workers = decode_workers(recipe)
-    train_plan = _plan(recipe, train_index, recipe.image_size)
-    eval_plan = _plan(recipe, eval_index, recipe.eval_image_size or recipe.image_size)
-    decoded_bytes = 3 * (
-        len(train_index) * train_plan.height * train_plan.width
-        + len(eval_index) * eval_plan.height * eval_plan.width
-    )
-    if recipe.image_cache == "on" or (
-        recipe.image_cache == "auto" and decoded_bytes <= CACHE_LIMIT_BYTES
-    ):
-        train = decoded_split(
-            train_index, train_plan, cache_dir=cache_dir, workers=workers, what="train images"
-        )
-        test = decoded_split(
-            eval_index, eval_plan, cache_dir=cache_dir, workers=workers, what="eval images"
-        )
-        test = DecodedSplit(test.images, test.labels, train.mean, train.std)
-        return _in_memory(recipe, train, test, where)
     return _streamed(recipe, train_index, eval_index, cache_dir, workers, where)
+
+
+def _listing(index: SplitIndex) -> ImageList:
+    return ImageList([index.path(i) for i in range(len(index))], index.labels, index.classes)
+
+
+def _in_memory_checked(
+    recipe: Recipe, train: DecodedSplit, test: DecodedSplit, where_from: str, where: Placement
+) -> tuple[BatchSource, BatchSource]:
+    _check_classes(recipe, train.classes, where_from)
+    _check_enough(recipe, len(train.images), where_from, where.world_size)
+    return _in_memory(recipe, train, test, where)
 
 
 def _streamed(
@@ -245,11 +316,12 @@ def sample_stats(
         tuple(index.files[i] for i in picks),
         tuple(index.labels[i] for i in picks),
     )
-    plan = DecodePlan(size, size, resize=True)
-    _, meta_path = cache_paths(cache_dir, sample, plan)
+    plan = DecodePlan(size)
+    _, meta_path = cache_paths(cache_dir, "stats-" + folder_key(sample, plan))
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
         return tuple(meta["mean"]), tuple(meta["std"])
-    mean, std = channel_stats(torch.from_numpy(decode_all(sample, plan, workers, "stats sample")))
+    images = decode_all(_listing(sample).refs, plan, workers, "stats sample")
+    mean, std = channel_stats(torch.from_numpy(images))
     write_json_atomically(meta_path, {"root": str(index.root), "mean": mean, "std": std})
     return tuple(mean), tuple(std)

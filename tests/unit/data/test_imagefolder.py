@@ -13,10 +13,17 @@ from spotrun.errors import UsageError
 from spotrun.recipes import Recipe, get_recipe
 from spotrun.train.data.augment import ImagePipeline
 from spotrun.train.data.batches import ImageBatches, Sharding
-from spotrun.train.data.imagefolder import DecodePlan, cache_paths, decoded_split
+from spotrun.train.data.imagefolder import (
+    DecodePlan,
+    ImageList,
+    cache_paths,
+    decode_all,
+    decoded_split,
+    folder_key,
+)
 from spotrun.train.data.loading import load_data
-from spotrun.train.data.source import index_split, split_dirs
-from tests.unit.data.images import make_image_folder, tar_folder, write_image
+from spotrun.train.data.source import SplitIndex, index_split, split_dirs
+from tests.unit.data.images import CLASSES, make_image_folder, tar_folder, write_image
 
 
 @pytest.fixture(autouse=True)
@@ -32,41 +39,54 @@ def recipe(data: Path | str, *more: str) -> Recipe:
     )
 
 
+def listing(index: SplitIndex) -> ImageList:
+    return ImageList([index.path(i) for i in range(len(index))], index.labels, index.classes)
+
+
 def test_decoded_pixels_labels_and_cache(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = make_image_folder(tmp_path / "set", per_class=3, size=10)
     index = index_split(split_dirs(folder.root)[0])
-    plan = DecodePlan(10, 10, resize=False)
+    plan = DecodePlan()
     cache = tmp_path / "cache"
-    first = decoded_split(index, plan, cache_dir=cache, workers=0, what="train")
+    key = folder_key(index, plan)
+    first = decoded_split(key, lambda: listing(index), plan, cache_dir=cache, workers=0, what="t")
     assert first.images.shape == (9, 3, 10, 10) and first.images.dtype == np.uint8
     for i, rel in enumerate(index.files):  # PNG is lossless: exactly the pixels written
         assert np.array_equal(first.images[i], folder.train[rel].transpose(2, 0, 1))
-    assert first.labels.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
-    images_path, meta_path = cache_paths(cache, index, plan)
-    assert images_path.exists() and meta_path.exists()
+    assert first.labels.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2] and first.classes == CLASSES
+    assert all(p.exists() for p in cache_paths(cache, key))
     capsys.readouterr()
-    again = decoded_split(index, plan, cache_dir=cache, workers=0, what="train")
-    assert "decoded images from" in capsys.readouterr().out
+
+    def must_not_list() -> ImageList:
+        raise AssertionError("a cache hit must not list or decode the images")
+
+    again = decoded_split(key, must_not_list, plan, cache_dir=cache, workers=0, what="t")
+    assert "from the cache" in capsys.readouterr().out
     assert np.array_equal(again.images, first.images) and again.mean == first.mean
+    assert np.array_equal(again.labels, first.labels) and again.classes == CLASSES
     # change one image: the key changes, so the cache is rebuilt rather than served stale
     changed = folder.train["dog/01.png"].copy()
     changed[0, 0] = 255 - changed[0, 0]
     write_image(index.root / "dog/01.png", changed)
     os.utime(index.root / "dog/01.png", ns=(1, 1))
-    rebuilt = decoded_split(index, plan, cache_dir=cache, workers=0, what="train")
+    new_key = folder_key(index, plan)
+    assert new_key != key and folder_key(index, DecodePlan(8)) != new_key
+    rebuilt = decoded_split(
+        new_key, lambda: listing(index), plan, cache_dir=cache, workers=0, what="t"
+    )
     assert np.array_equal(rebuilt.images[4], changed.transpose(2, 0, 1))
-    assert cache_paths(cache, index, plan)[0] != images_path
 
 
 def test_worker_processes_decode_the_same(tmp_path: Path) -> None:
-    folder = make_image_folder(tmp_path / "set", per_class=40, size=8, suffix=".jpg")
-    index = index_split(split_dirs(folder.root)[0])
-    plan = DecodePlan(8, 8, resize=False)
-    inline = decoded_split(index, plan, cache_dir=None, workers=0, what="train")
-    pooled = decoded_split(index, plan, cache_dir=None, workers=2, what="train")
-    assert np.array_equal(inline.images, pooled.images) and len(pooled.images) == 120
+    folder = make_image_folder(tmp_path / "set", per_class=100, size=8, suffix=".jpg")
+    refs = listing(index_split(split_dirs(folder.root)[0])).refs
+    inline = decode_all(refs, DecodePlan(), workers=0, what="train")
+    pooled = decode_all(refs, DecodePlan(), workers=2, what="train")
+    assert np.array_equal(inline, pooled) and len(pooled) == 300  # two chunks, two workers
+    resized = decode_all(refs, DecodePlan(12), workers=2, what="train")
+    assert resized.shape == (300, 3, 12, 12)
 
 
 def test_mixed_sizes_need_image_size(tmp_path: Path) -> None:
@@ -121,16 +141,33 @@ def test_ranks_split_the_epoch(tmp_path: Path) -> None:
     assert not set(seen[0]) & set(seen[1]) and len(seen[0]) == len(seen[1]) == 4
 
 
-def test_archive_is_unpacked_once(
+def test_small_archive_is_decoded_in_memory(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = make_image_folder(tmp_path / "set", per_class=4, per_class_test=3)
+    archive = tar_folder(tmp_path / "set", tmp_path / "pets.tar.gz", "pets")
+    train, test = load_data(recipe(archive))
+    assert "read pets.tar.gz" in capsys.readouterr().out
+    assert not (home / "cache" / "unpacked").exists()  # nothing written but the decoded cache
+    first = torch.cat([x for x, _ in test.batches(0)])
+    train, test = load_data(recipe(archive))
+    assert "from the cache" in capsys.readouterr().out
+    assert torch.equal(first, torch.cat([x for x, _ in test.batches(0)]))
+    # the same images as the unpacked folder gives, in the same order
+    _, from_folder = load_data(recipe(folder.root))
+    assert torch.equal(first, torch.cat([x for x, _ in from_folder.batches(0)]))
+
+
+def test_archive_streamed_is_unpacked_once(
     tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     make_image_folder(tmp_path / "set")
     archive = tar_folder(tmp_path / "set", tmp_path / "pets.tar.gz", "pets")
-    load_data(recipe(archive))
+    load_data(recipe(archive, "image_cache=off", "image_size=8"))
     assert "unpacking" in capsys.readouterr().out
     unpacked = list((home / "cache" / "unpacked").iterdir())
     assert len(unpacked) == 1 and (unpacked[0] / "pets" / "train" / "cat" / "00.png").exists()
-    load_data(recipe(archive))
+    load_data(recipe(archive, "image_cache=off", "image_size=8"))
     assert "unpacking" not in capsys.readouterr().out
 
 
@@ -158,3 +195,16 @@ def test_streamed_images(tmp_path: Path) -> None:
     assert len(tail) == 1 and torch.equal(tail[0][0], batches[2][0])
     with pytest.raises(UsageError, match="need image_size"):
         load_data(recipe(folder, "image_cache=off"))
+
+
+@pytest.mark.parametrize("mode", ["image_cache=on", "image_cache=off"])
+def test_loading_leaves_the_global_rng_alone(tmp_path: Path, mode: str) -> None:
+    # The trainer seeds, loads data, then builds the model: a decode that drew from the global
+    # RNG only on the first (uncached) run would give that run other initial weights.
+    folder = make_image_folder(tmp_path / "set", size=8).root
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    train, test = load_data(recipe(folder, mode, "image_size=8", "data_workers=1"))
+    list(train.batches(0))
+    list(test.batches(0))
+    assert torch.equal(torch.get_rng_state(), before)
