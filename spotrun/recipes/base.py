@@ -75,7 +75,9 @@ class Recipe(StrictModel):
         "every epoch in workers; auto: on when the decoded split fits in 4 GiB",
     )
     normalize: Literal["dataset", "imagenet", "none"] = Field(
-        "dataset", description="per-channel mean/std: the training set's own, ImageNet's, or none"
+        "dataset",
+        description="subtract a per-channel mean, divide by its std: the training set's own, "
+        "ImageNet's, or none (pixels only scaled to 0..1)",
     )
     augment: Augment = Field(default_factory=Augment)
 

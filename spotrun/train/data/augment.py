@@ -36,29 +36,69 @@ def _reflect(index: torch.Tensor, size: int) -> torch.Tensor:
     return torch.where(index > size - 1, 2 * (size - 1) - index, index)
 
 
+class _SourceMap:
+    """Where each output pixel of each image comes from: a source row per output row and a
+    source column per output column, and whether that source lies inside the image (outside
+    reads as zero). Moves are added from the output backwards (the last move of the image
+    pipeline first), then all are applied in one gather pass."""
+
+    def __init__(self, n: int, h: int, w: int) -> None:
+        self.h, self.w = h, w
+        self.rows = torch.arange(h).repeat(n, 1)  # n x h
+        self.cols = torch.arange(w).repeat(n, 1)  # n x w
+        self.keep_rows: torch.Tensor | None = None
+        self.keep_cols: torch.Tensor | None = None
+
+    def shift(self, dy: torch.Tensor, dx: torch.Tensor, padding_mode: PaddingMode) -> None:
+        """Output (i, j) reads what was at (i + dy, j + dx) before this move."""
+        if len(dy) and (int(dy.abs().max()) >= self.h or int(dx.abs().max()) >= self.w):
+            raise ValueError(f"shifts must stay below the image size ({self.h}x{self.w})")
+        rows, cols = self.rows + dy[:, None], self.cols + dx[:, None]
+        if padding_mode == "reflect":
+            self.rows, self.cols = _reflect(rows, self.h), _reflect(cols, self.w)
+            return
+        inside_rows = (rows >= 0) & (rows < self.h)
+        inside_cols = (cols >= 0) & (cols < self.w)
+        self.keep_rows = inside_rows if self.keep_rows is None else self.keep_rows & inside_rows
+        self.keep_cols = inside_cols if self.keep_cols is None else self.keep_cols & inside_cols
+        self.rows, self.cols = rows.clamp(0, self.h - 1), cols.clamp(0, self.w - 1)
+
+    def mirror(self, flip: torch.Tensor) -> None:
+        """Output column j reads what was at column w-1-j before this move, where `flip`."""
+        self.cols = torch.where(flip[:, None], self.w - 1 - self.cols, self.cols)
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        n, c, h, w = x.shape
+        flat = (self.rows[:, :, None] * w + self.cols[:, None, :]).view(n, 1, h * w)
+        out = x.reshape(n, c, h * w).gather(2, flat.to(x.device).expand(n, c, h * w))
+        out = out.view(n, c, h, w)
+        if self.keep_rows is None or self.keep_cols is None:
+            return out
+        keep = self.keep_rows[:, None, :, None] & self.keep_cols[:, None, None, :]
+        return out * keep.to(device=x.device, dtype=out.dtype)
+
+
 def shift_images(
     x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, padding_mode: PaddingMode = "zeros"
 ) -> torch.Tensor:
     """out[n, :, i, j] = x[n, :, i + dy[n], j + dx[n]]; outside the image: mirrored or zero."""
-    n, c, h, w = x.shape
-    if n and (int(dy.abs().max()) >= h or int(dx.abs().max()) >= w):
-        raise ValueError(f"shifts must stay below the image size ({h}x{w})")
-    rows = torch.arange(h)[None, :] + dy[:, None]  # n x h source rows
-    cols = torch.arange(w)[None, :] + dx[:, None]  # n x w source columns
-    if padding_mode == "reflect":
-        keep = None
-        rows, cols = _reflect(rows, h), _reflect(cols, w)
-    else:
-        keep = ((rows >= 0) & (rows < h))[:, None, :, None] & ((cols >= 0) & (cols < w))[
-            :, None, None, :
-        ]
-        rows, cols = rows.clamp(0, h - 1), cols.clamp(0, w - 1)
-    rows, cols = rows.to(x.device), cols.to(x.device)
-    out = x.gather(2, rows[:, None, :, None].expand(n, c, h, w))
-    out = out.gather(3, cols[:, None, None, :].expand(n, c, h, w))
-    if keep is not None:
-        out = out * keep.to(device=x.device, dtype=out.dtype)
-    return out
+    source = _SourceMap(*x.shape[:1], *x.shape[2:])
+    source.shift(dy, dx, padding_mode)
+    return source.apply(x)
+
+
+def _draw_shifts(
+    n: int, limit: int, size: tuple[int, ...], generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if limit >= min(size):
+        raise ValueError(f"padding {limit} must stay below the image size {tuple(size)}")
+    dy = torch.randint(-limit, limit + 1, (n,), generator=generator)
+    dx = torch.randint(-limit, limit + 1, (n,), generator=generator)
+    return dy, dx
+
+
+def _draw_flips(n: int, generator: torch.Generator | None) -> torch.Tensor:
+    return torch.rand(n, generator=generator) < 0.5
 
 
 def random_crop(
@@ -71,11 +111,7 @@ def random_crop(
     """Pad each image by `padding` pixels, then crop it back to its size at a random offset."""
     if padding == 0:
         return x
-    if padding >= min(x.shape[-2:]):
-        raise ValueError(f"padding {padding} must stay below the image size {tuple(x.shape[-2:])}")
-    n = x.shape[0]
-    dy = torch.randint(-padding, padding + 1, (n,), generator=generator)
-    dx = torch.randint(-padding, padding + 1, (n,), generator=generator)
+    dy, dx = _draw_shifts(x.shape[0], padding, x.shape[-2:], generator)
     return shift_images(x, dy, dx, padding_mode)
 
 
@@ -88,7 +124,7 @@ def random_translate(
 
 def random_flip(x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
     """Mirror a random half of the images left to right."""
-    flip = (torch.rand(x.shape[0], generator=generator) < 0.5).to(x.device)
+    flip = _draw_flips(x.shape[0], generator).to(x.device)
     return torch.where(flip[:, None, None, None], x.flip(3), x)
 
 
@@ -132,12 +168,22 @@ class ImagePipeline:
     flip: bool = False
 
     def augment(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        x = random_crop(x, self.crop_padding, padding_mode=self.padding_mode, generator=generator)
-        if self.translate:
-            x = random_translate(x, self.translate, generator=generator)
-        if self.flip:
-            x = random_flip(x, generator=generator)
-        return x
+        """Crop, then translate, then flip: the same as calling the three functions in turn
+        with draws in that order, done as one gather."""
+        if not (self.crop_padding or self.translate or self.flip):
+            return x
+        n, size = x.shape[0], x.shape[-2:]
+        crop = _draw_shifts(n, self.crop_padding, size, generator) if self.crop_padding else None
+        shift = _draw_shifts(n, self.translate, size, generator) if self.translate else None
+        flip = _draw_flips(n, generator) if self.flip else None
+        source = _SourceMap(n, *size)  # built from the output backwards: flip first
+        if flip is not None:
+            source.mirror(flip)
+        if shift is not None:
+            source.shift(*shift, "zeros")
+        if crop is not None:
+            source.shift(*crop, self.padding_mode)
+        return source.apply(x)
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         mean = torch.tensor(self.mean, dtype=torch.float32, device=x.device) * 255

@@ -10,10 +10,8 @@ unpacked once into the cache folder first.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,14 +22,8 @@ import torch
 from spotrun.errors import UsageError
 from spotrun.train.data import BatchSource
 from spotrun.train.data.archive import ArchiveSplit, archive_key, read_image_archive, unpacked
-from spotrun.train.data.augment import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    ImagePipeline,
-    channel_stats,
-    resize_images,
-)
-from spotrun.train.data.batches import ImageBatches, Sharding, StreamedImageBatches
+from spotrun.train.data.augment import channel_stats, resize_images
+from spotrun.train.data.batches import ImageBatches, Placement, Sharding, make_pipeline
 from spotrun.train.data.cifar import read_cifar10
 from spotrun.train.data.decode import ImageRef
 from spotrun.train.data.imagefolder import (
@@ -39,14 +31,12 @@ from spotrun.train.data.imagefolder import (
     DecodePlan,
     ImageList,
     archive_split_key,
-    cache_paths,
-    decode_all,
     decoded_split,
     folder_key,
     read_cached,
-    write_json_atomically,
 )
 from spotrun.train.data.source import DataLocation, SplitIndex, index_split, split_dirs
+from spotrun.train.data.streamed import streamed_sources
 
 if TYPE_CHECKING:
     from spotrun.recipes.base import Recipe
@@ -54,15 +44,6 @@ if TYPE_CHECKING:
 CACHE_LIMIT_BYTES = 4 * 2**30  # image_cache=auto holds a set in memory up to this decoded size
 ARCHIVE_IN_MEMORY_BYTES = 2 * 2**30  # a larger archive is unpacked rather than read into memory
 MAX_AUTO_WORKERS = 8
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where the sources run: this process's rank among world_size, on `device`."""
-
-    rank: int = 0
-    world_size: int = 1
-    device: torch.device = torch.device("cpu")
 
 
 def decode_workers(recipe: Recipe) -> int:
@@ -89,27 +70,11 @@ def _check_enough(recipe: Recipe, count: int, where: str, world_size: int) -> No
         )
 
 
-def _pipeline(recipe: Recipe, mean: tuple[float, ...], std: tuple[float, ...]) -> ImagePipeline:
-    if recipe.normalize == "imagenet":
-        mean, std = IMAGENET_MEAN, IMAGENET_STD
-    elif recipe.normalize == "none":
-        mean, std = (0.0, 0.0, 0.0), (1 / 255, 1 / 255, 1 / 255)  # x -> x as 0..255 floats / 1
-    a = recipe.augment
-    return ImagePipeline(
-        mean=mean,
-        std=std,
-        crop_padding=a.crop_padding,
-        padding_mode=a.padding_mode,
-        translate=a.translate,
-        flip=a.flip,
-    )
-
-
 def _in_memory(
     recipe: Recipe, train: DecodedSplit, test: DecodedSplit, where: Placement
 ) -> tuple[BatchSource, BatchSource]:
     """Sources over decoded splits, each already at its final size (train and eval)."""
-    pipeline = _pipeline(recipe, train.mean, train.std)
+    pipeline = make_pipeline(recipe, train.mean, train.std)
     sharding = Sharding(recipe.seed, where.rank, where.world_size)
     train_source = ImageBatches(
         torch.from_numpy(train.images),
@@ -240,7 +205,7 @@ def image_folder_data(
         return _in_memory_checked(recipe, train, test, str(train_dir.parent), where)
     _check_classes(recipe, train_index.classes, str(train_dir))
     _check_enough(recipe, len(train_index), str(train_dir), where.world_size)
-    return _streamed(recipe, train_index, eval_index, cache_dir, workers, where)
+    return streamed_sources(recipe, train_index, eval_index, cache_dir, workers, where)
 
 
 def _listing(index: SplitIndex) -> ImageList:
@@ -253,75 +218,3 @@ def _in_memory_checked(
     _check_classes(recipe, train.classes, where_from)
     _check_enough(recipe, len(train.images), where_from, where.world_size)
     return _in_memory(recipe, train, test, where)
-
-
-def _streamed(
-    recipe: Recipe,
-    train_index: SplitIndex,
-    eval_index: SplitIndex,
-    cache_dir: Path,
-    workers: int,
-    where: Placement,
-) -> tuple[BatchSource, BatchSource]:
-    if recipe.image_size is None:
-        raise UsageError(
-            f"recipe {recipe.name}: images decoded every epoch need image_size",
-            hint="--set image_size=224 (or image_cache=on for a set that fits in memory)",
-        )
-    mean, std = sample_stats(train_index, recipe.image_size, cache_dir, workers)
-    pipeline = _pipeline(recipe, mean, std)
-    sharding = Sharding(recipe.seed, where.rank, where.world_size)
-
-    def paths(index: SplitIndex) -> list[str]:
-        return [str(index.path(i)) for i in range(len(index))]
-
-    train = StreamedImageBatches(
-        paths(train_index),
-        list(train_index.labels),
-        recipe.batch_size,
-        pipeline,
-        train=True,
-        decode_size=recipe.image_size,
-        crop_scale=recipe.augment.crop_scale,
-        workers=workers,
-        sharding=sharding,
-        device=where.device,
-    )
-    test = StreamedImageBatches(
-        paths(eval_index),
-        list(eval_index.labels),
-        recipe.eval_batch_size or recipe.batch_size,
-        pipeline,
-        train=False,
-        decode_size=recipe.eval_image_size or recipe.image_size,
-        workers=workers,
-        sharding=sharding,
-        device=where.device,
-    )
-    return train, test
-
-
-STATS_SAMPLE = 1000  # images whose channel statistics stand for a streamed set
-
-
-def sample_stats(
-    index: SplitIndex, size: int, cache_dir: Path, workers: int
-) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Channel mean/std of a fixed sample of the split, decoded once and remembered."""
-    rng = np.random.default_rng(0)
-    picks = np.sort(rng.choice(len(index), size=min(STATS_SAMPLE, len(index)), replace=False))
-    sample = SplitIndex(
-        index.root,
-        index.classes,
-        tuple(index.files[i] for i in picks),
-        tuple(index.labels[i] for i in picks),
-    )
-    plan = DecodePlan(size)
-    _, meta_path = cache_paths(cache_dir, "stats-" + folder_key(sample, plan))
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        return tuple(meta["mean"]), tuple(meta["std"])
-    images = decode_all(_listing(sample).refs, plan, workers, "stats sample")
-    mean, std = channel_stats(torch.from_numpy(images))
-    write_json_atomically(meta_path, {"root": str(index.root), "mean": mean, "std": std})
-    return tuple(mean), tuple(std)

@@ -45,7 +45,8 @@ def load_data(
         test = TensorBatches(test_x, test_y, 512, shuffle=False, rank=rank, world_size=world_size)
         return train, test
 
-    from spotrun.train.data.images import Placement, cifar_data, image_folder_data
+    from spotrun.train.data.batches import Placement
+    from spotrun.train.data.images import cifar_data, image_folder_data
 
     settings = load_settings()
     location = resolve_data(recipe.data, settings.data_path)

@@ -126,3 +126,16 @@ def test_channel_stats_match_numpy() -> None:
 def test_shifts_beyond_the_image_are_refused() -> None:
     with pytest.raises(ValueError, match="below the image size"):
         random_crop(images(size=4), 4)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "zeros"])
+def test_pipeline_equals_the_functions_in_turn(mode: str) -> None:
+    x = images(n=64)
+    pipeline = ImagePipeline((0.0,) * 3, (1.0,) * 3, 3, mode, translate=2, flip=True)  # type: ignore[arg-type]
+    fused = pipeline.augment(x, batch_generator(1, 2, 3))
+    g = batch_generator(1, 2, 3)
+    one_by_one = random_flip(
+        random_translate(random_crop(x, 3, padding_mode=mode, generator=g), 2, generator=g),  # type: ignore[arg-type]
+        generator=g,
+    )
+    assert torch.equal(fused, one_by_one)

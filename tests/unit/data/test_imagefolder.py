@@ -208,3 +208,13 @@ def test_loading_leaves_the_global_rng_alone(tmp_path: Path, mode: str) -> None:
     list(train.batches(0))
     list(test.batches(0))
     assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_normalization_choices(tmp_path: Path) -> None:
+    folder = make_image_folder(tmp_path / "set", per_class=4).root
+    _, plain = load_data(recipe(folder, "normalize=none"))
+    x = torch.cat([x for x, _ in plain.batches(0)])
+    assert float(x.min()) >= 0 and float(x.max()) <= 1 and float(x.max()) > 0.9
+    _, imagenet = load_data(recipe(folder, "normalize=imagenet"))
+    y = torch.cat([x for x, _ in imagenet.batches(0)])
+    assert torch.allclose(y[:, 0], (x[:, 0] - 0.485) / 0.229, atol=1e-5)

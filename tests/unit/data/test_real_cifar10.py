@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,5 +43,7 @@ def test_all_images_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     x, _ = next(iter(train.batches(0)))
     assert x.shape == (500, 3, 32, 32) and x.dtype == torch.float32
     assert abs(float(x.mean())) < 0.2 and abs(float(x.std()) - 1) < 0.2
-    unpacked = next((tmp_path / "home" / "cache" / "unpacked").iterdir())
-    assert sorted(p.name for p in (unpacked / "train").iterdir()) == CLASSES
+    cache = tmp_path / "home" / "cache"
+    assert not (cache / "unpacked").exists()  # 20 MB read into memory, not 60,000 files
+    metas = [json.loads(p.read_text()) for p in (cache / "images").glob("*.json")]
+    assert len(metas) == 2 and all(m["classes"] == CLASSES for m in metas)
