@@ -419,4 +419,5 @@ def write_cost_plot(report: CostReport, path: Path) -> None:
 
 # ------------------------------------------------------------------- recipes
 def recipes() -> list[Recipe]:
-    return [get_recipe(name) for name in recipe_names()]
+    # listing and showing recipes must work on a machine without their data
+    return [get_recipe(name, data_here=False) for name in recipe_names()]

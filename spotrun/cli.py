@@ -432,7 +432,7 @@ def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> No
     """A recipe in full: hyperparameters, methods, resources, stated result."""
     from spotrun.recipes import get_recipe
 
-    recipe = get_recipe(name)
+    recipe = get_recipe(name, data_here=False)  # showing a recipe needs no data
     data = recipe.model_dump(mode="json")
     if as_json:
         _print_json(data)

@@ -12,6 +12,8 @@ import pytest
 from spotrun.errors import UsageError
 from spotrun.recipes import get_recipe
 from spotrun.train.data.source import index_split, resolve_data, split_dirs
+from tests.conftest import Env
+from tests.e2e.test_bad_input import assert_one_line_error
 from tests.unit.data.images import CLASSES, make_cifar_batches, make_image_folder, tar_folder
 
 REPO = Path(__file__).resolve().parents[3]
@@ -183,3 +185,24 @@ def test_checking_data_imports_neither_torch_nor_pillow(tmp_path: Path) -> None:
         },
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_launch_with_bad_data_starts_nothing(env: Env, tmp_path: Path) -> None:
+    (tmp_path / "set" / "train" / "cat").mkdir(parents=True)
+    proc = env.cli("launch", "digits-fast", "--set", f"data={tmp_path / 'set'}")
+    assert_one_line_error(proc, 2, "has train/ but neither val/ nor test/", "DATA/train/<class>")
+    assert env.runs() == [] and env.sessions() == []
+
+
+def test_listing_recipes_needs_no_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import spotrun.recipes as recipes
+    from spotrun import api
+
+    monkeypatch.setenv("SPOTRUN_HOME", str(tmp_path / "home"))
+    pets = get_recipe("digits-fast", ["data=pets"], data_here=False).model_copy(
+        update={"name": "pets-fast"}
+    )
+    monkeypatch.setitem(recipes._FACTORIES, "pets-fast", lambda: pets)
+    assert "pets-fast" in [r.name for r in api.recipes()]
+    with pytest.raises(UsageError, match="data set 'pets' is not in the data folder"):
+        get_recipe("pets-fast")
