@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 from spotrun.recipes import Recipe, get_recipe  # noqa: E402
 from spotrun.train.data.archive import read_image_archive, unpacked  # noqa: E402
 from spotrun.train.data.imagefolder import DecodePlan, decode_all  # noqa: E402
+from spotrun.train.data.images import usable_cpus  # noqa: E402
 from spotrun.train.data.loading import load_data  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
@@ -83,7 +84,7 @@ def main() -> None:
     def load(data: Path, w: int) -> Callable[[], object]:
         return quietly(lambda: load_data(recipe(data, w)))
 
-    print(f"data: {args.data}; CPUs: {len(os.sched_getaffinity(0))}; repeats: {r}", flush=True)
+    print(f"data: {args.data}; CPUs: {usable_cpus()}; repeats: {r}", flush=True)
     train, test = read_image_archive(args.data)
     total = len(train.refs) + len(test.refs)
     refs = [*train.refs, *test.refs]

@@ -83,6 +83,7 @@ def read_image_archive(archive: Path) -> tuple[ArchiveSplit, ArchiveSplit]:
     found: dict[str, dict[str, list[tuple[str, bytes]]]] = {}
     prefix: tuple[str, ...] | None = None
     started = time.perf_counter()
+    print(f"reading {archive} into memory", flush=True)
     try:
         with tarfile.open(archive, "r|*") as tar:
             for member in tar:

@@ -49,7 +49,13 @@ MAX_AUTO_WORKERS = 8
 def decode_workers(recipe: Recipe) -> int:
     if recipe.data_workers is not None:
         return recipe.data_workers
-    return min(MAX_AUTO_WORKERS, len(os.sched_getaffinity(0)))
+    return min(MAX_AUTO_WORKERS, usable_cpus())
+
+
+def usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):  # Linux: the CPUs this process may run on
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _check_classes(recipe: Recipe, classes: tuple[str, ...], where: str) -> None:

@@ -20,7 +20,13 @@ from torch.utils.data import DataLoader, Dataset
 
 from spotrun.errors import UsageError
 from spotrun.train.data import BatchSource
-from spotrun.train.data.augment import ImagePipeline, batch_generator, channel_stats
+from spotrun.train.data.augment import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    ImagePipeline,
+    batch_generator,
+    channel_stats,
+)
 from spotrun.train.data.batches import Placement, Sharding, make_pipeline
 from spotrun.train.data.decode import (
     EVAL_CROP_FRACTION,
@@ -205,7 +211,9 @@ def streamed_sources(
             f"recipe {recipe.name}: images decoded every epoch need image_size",
             hint="--set image_size=224 (or image_cache=on for a set that fits in memory)",
         )
-    mean, std = sample_stats(train_index, recipe.image_size, cache_dir, workers)
+    mean, std = IMAGENET_MEAN, IMAGENET_STD  # replaced unless normalize=dataset asks otherwise
+    if recipe.normalize == "dataset":
+        mean, std = sample_stats(train_index, recipe.image_size, cache_dir, workers)
     pipeline = make_pipeline(recipe, mean, std)
     sharding = Sharding(recipe.seed, where.rank, where.world_size)
 
