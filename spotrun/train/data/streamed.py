@@ -211,7 +211,8 @@ def streamed_sources(
             f"recipe {recipe.name}: images decoded every epoch need image_size",
             hint="--set image_size=224 (or image_cache=on for a set that fits in memory)",
         )
-    mean, std = IMAGENET_MEAN, IMAGENET_STD  # replaced unless normalize=dataset asks otherwise
+    mean: tuple[float, ...] = IMAGENET_MEAN  # replaced unless normalize=dataset asks otherwise
+    std: tuple[float, ...] = IMAGENET_STD
     if recipe.normalize == "dataset":
         mean, std = sample_stats(train_index, recipe.image_size, cache_dir, workers)
     pipeline = make_pipeline(recipe, mean, std)
