@@ -1,4 +1,4 @@
-"""From a recipe to a running Trainer: the body of `spotrun train`."""
+"""From a recipe to a running Trainer: the body of `spotrun train`, plain or under torchrun."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ import numpy as np
 import torch
 
 from spotrun.recipes.base import Recipe
-from spotrun.train.callbacks import METRICS_FILE, ConsoleProgress, MetricsFile
+from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
 from spotrun.train.data.loading import load_data
+from spotrun.train.distributed import LaunchEnv, init_process_group
 from spotrun.train.methods import build_methods
 from spotrun.train.models import build_model
 from spotrun.train.trainer import FitResult, Trainer
 
 CHECKPOINT_DIR = "checkpoints"
 RECIPE_FILE = "recipe.json"
+TRACE_FILE = "trace.json"
 
 
 def seed_everything(seed: int) -> None:
@@ -39,33 +41,64 @@ def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimi
     )
 
 
-def build_trainer(recipe: Recipe, run_dir: Path) -> Trainer:
+def build_trainer(
+    recipe: Recipe,
+    run_dir: Path,
+    launch: LaunchEnv | None = None,
+    extra_callbacks: list[Callback] | None = None,
+) -> Trainer:
+    launch = launch or LaunchEnv()
     if recipe.threads is not None:
         torch.set_num_threads(recipe.threads)
+    device = launch.device()
+    # Every rank builds the same initial model from the same seed (DDP also broadcasts it).
     seed_everything(recipe.seed)
-    train, test = load_data(recipe)
+    train, test = load_data(recipe, rank=launch.rank, world_size=launch.world_size)
     algorithms = build_methods(recipe.methods)
-    model = build_model(recipe.model, recipe.num_classes, **recipe.model_options)
+    model = build_model(recipe.model, recipe.num_classes, **recipe.model_options).to(device)
     optimizer = make_optimizer(model, recipe)
-    return Trainer(
+    trainer = Trainer(
         model=model,
         optimizer=optimizer,
         train_data=train,
         eval_data=test,
         max_epochs=recipe.epochs,
         algorithms=algorithms,
-        callbacks=[MetricsFile(run_dir / METRICS_FILE), ConsoleProgress()],
+        callbacks=[
+            MetricsFile(run_dir / METRICS_FILE),
+            ConsoleProgress(),
+            *(extra_callbacks or []),
+        ],
         checkpoint_dir=run_dir / CHECKPOINT_DIR,
         checkpoint_every_steps=recipe.checkpoint_every_steps,
         eval_every_epochs=recipe.eval_every_epochs,
         config={"recipe": recipe.name, "resolved": recipe.model_dump(mode="json")},
+        device=device,
     )
+    if launch.distributed:
+        # Each rank its own random streams (MixUp pairs, CutOut boxes, dropped blocks), so
+        # ranks do not repeat each other's augmentation. Checkpoints keep every rank's state.
+        seed_everything(recipe.seed * 1_000_003 + launch.rank)
+    return trainer
 
 
-def train_recipe(recipe: Recipe, run_dir: Path) -> FitResult:
-    """Train `recipe` in `run_dir`, resuming from its newest checkpoint if there is one."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / RECIPE_FILE).write_text(json.dumps(recipe.model_dump(mode="json"), indent=2))
-    trainer = build_trainer(recipe, run_dir)
-    print(f"training {recipe.name} in {run_dir}", flush=True)
-    return trainer.fit()
+def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None) -> FitResult:
+    """Train `recipe` in `run_dir`, resuming from its newest checkpoint if there is one.
+
+    Under torchrun (WORLD_SIZE > 1 in the environment) this process is one rank of the job:
+    it joins the process group, and only rank 0 writes files in `run_dir`.
+    """
+    launch = launch or LaunchEnv.from_environ()
+    init_process_group(launch)
+    if launch.rank == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / RECIPE_FILE).write_text(json.dumps(recipe.model_dump(mode="json"), indent=2))
+    trainer = build_trainer(recipe, run_dir, launch)
+    if launch.rank == 0:
+        ranks = f" on {launch.world_size} processes" if launch.distributed else ""
+        methods = ", ".join(a.name for a in trainer.engine.algorithms) or "none"
+        print(f"training {recipe.name} in {run_dir}{ranks}; methods: {methods}", flush=True)
+    result = trainer.fit()
+    if launch.rank == 0:
+        (run_dir / TRACE_FILE).write_text(json.dumps(trainer.engine.summary(), indent=2) + "\n")
+    return result

@@ -35,6 +35,7 @@ class MetricsFile(Callback):
             self._truncate_after(state.step)
         elif event is Event.EVAL_END:
             record = {"step": state.step, "epoch": state.epoch, **state.metrics}
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a") as fh:
                 fh.write(json.dumps(record) + "\n")
 

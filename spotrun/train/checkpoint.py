@@ -23,7 +23,7 @@ from spotrun.errors import TrainingError
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: RNG states per rank, engine trace counts
 _NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 
 
@@ -111,10 +111,15 @@ class Checkpointer:
                 log.warning("checkpoint %s is unreadable (%s); trying the one before it", path, exc)
                 failed = failed or path
                 continue
-            if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION:
+            if not isinstance(payload, dict) or "format" not in payload:
                 raise TrainingError(
-                    f"{path} is not a spotrun checkpoint of format v{FORMAT_VERSION}",
-                    hint="start in a fresh --run-dir",
+                    f"{path} is not a spotrun checkpoint", hint="start in a fresh --run-dir"
+                )
+            if payload["format"] != FORMAT_VERSION:
+                raise TrainingError(
+                    f"{path} has checkpoint format v{payload['format']}; this spotrun reads "
+                    f"v{FORMAT_VERSION}",
+                    hint="start in a fresh --run-dir, or resume with the spotrun that wrote it",
                 )
             return LoadedCheckpoint(path, payload, failed)
         if failed is not None:

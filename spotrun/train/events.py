@@ -6,6 +6,9 @@ from enum import Enum
 
 
 class Event(str, Enum):
+    # Once, when the trainer is built: model surgery (BlurPool, concat pooling, a whitening
+    # stem, channels_last, ...) and optimizer regrouping, before any checkpoint loads.
+    INIT = "init"
     FIT_START = "fit_start"
     EPOCH_START = "epoch_start"
     BATCH_START = "batch_start"

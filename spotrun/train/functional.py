@@ -1,11 +1,74 @@
-"""Every speed-up method as a plain function, for use in any PyTorch training loop."""
+"""Every speed-up method as a plain function, for use in any PyTorch training loop.
 
+    from spotrun.train import functional as sf
+    x, perm, lam = sf.mixup_batch(x, alpha=0.2)
+    loss = F.cross_entropy(model(x), sf.mix_targets(y, perm, lam, num_classes=10))
+
+spotrun.train.methods wraps each in a thin Algorithm for the Trainer; the catalog
+(`spotrun methods`) maps method names to these functions.
+"""
+
+from spotrun.train.methods.blurpool import apply_blurpool, blur_2d
+from spotrun.train.methods.channels_last import apply_channels_last, to_channels_last
+from spotrun.train.methods.colout import colout_batch
+from spotrun.train.methods.compile import compile_model
+from spotrun.train.methods.concat_pooling import AdaptiveConcatPool2d, apply_concat_pooling
+from spotrun.train.methods.cutmix import cutmix_batch
+from spotrun.train.methods.cutout import cutout_batch
+from spotrun.train.methods.ema import ema_copy, ema_update
+from spotrun.train.methods.grad_clipping import clip_gradients
 from spotrun.train.methods.label_smoothing import smooth_labels
+from spotrun.train.methods.layer_freezing import freeze_layers, frozen_fraction
+from spotrun.train.methods.mixed_precision import autocast_context, make_grad_scaler
+from spotrun.train.methods.mixup import mix_targets, mixup_batch
+from spotrun.train.methods.no_decay import no_decay_param_groups, split_no_decay
+from spotrun.train.methods.patch_whitening import apply_patch_whitening, patch_whitening_weights
+from spotrun.train.methods.progressive_resizing import progressive_size, resize_batch
+from spotrun.train.methods.sam import sam_perturb, sam_restore
 from spotrun.train.methods.schedules import one_cycle_lr, one_cycle_momentum, warmup_decay_lr
+from spotrun.train.methods.selective_backprop import per_example_loss, select_hardest
+from spotrun.train.methods.stochastic_depth import apply_stochastic_depth
+from spotrun.train.methods.tta import tta_logits, tta_views
+from spotrun.train.methods.zero_init_residual import zero_init_residual
+from spotrun.train.models.base import stochastic_residual
 
 __all__ = [
+    "AdaptiveConcatPool2d",
+    "apply_blurpool",
+    "apply_channels_last",
+    "apply_concat_pooling",
+    "apply_patch_whitening",
+    "apply_stochastic_depth",
+    "autocast_context",
+    "blur_2d",
+    "clip_gradients",
+    "colout_batch",
+    "compile_model",
+    "cutmix_batch",
+    "cutout_batch",
+    "ema_copy",
+    "ema_update",
+    "freeze_layers",
+    "frozen_fraction",
+    "make_grad_scaler",
+    "mix_targets",
+    "mixup_batch",
+    "no_decay_param_groups",
     "one_cycle_lr",
     "one_cycle_momentum",
+    "patch_whitening_weights",
+    "per_example_loss",
+    "progressive_size",
+    "resize_batch",
+    "sam_perturb",
+    "sam_restore",
+    "select_hardest",
     "smooth_labels",
+    "split_no_decay",
+    "stochastic_residual",
+    "to_channels_last",
+    "tta_logits",
+    "tta_views",
     "warmup_decay_lr",
+    "zero_init_residual",
 ]

@@ -14,6 +14,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from spotrun.train.data import BatchSource
+from spotrun.train.wrapping import without_ddp
+
 
 @dataclass
 class State:
@@ -25,6 +28,9 @@ class State:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     rank: int = 0
     world_size: int = 1
+    # The training batches, for methods that derive something from the data at INIT (the
+    # patch-whitening stem); nothing reads it during the loop.
+    train_data: BatchSource | None = None
 
     # Position. `epoch` counts completed epochs; `batch_index` is the next batch of this epoch.
     epoch: int = 0
@@ -36,7 +42,8 @@ class State:
     targets: torch.Tensor | None = None
     outputs: torch.Tensor | None = None
     loss: torch.Tensor | None = None
-    # Set by a method (e.g. selective backprop) to skip this batch's update.
+    # Set by a method that takes the optimizer step itself (the fp16 grad scaler, which also
+    # drops steps whose gradients overflowed); the trainer then does not call optimizer.step().
     skip_step: bool = False
 
     # Evaluation: a method may put another model here (EMA weights) for eval to use.
@@ -76,6 +83,10 @@ class State:
         if self.stop_signal is None:
             return "no stop requested"
         return f"stop requested by {signal.Signals(self.stop_signal).name}"
+
+    def evaluation_model(self) -> nn.Module:
+        """The model evaluation runs: a method's (EMA weights) if set, else the trained one."""
+        return self.eval_model if self.eval_model is not None else without_ddp(self.model)
 
     def position(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "step": self.step, "batch_index": self.batch_index}

@@ -2,7 +2,11 @@
 
 Behaviour beyond the plain loop comes from algorithms (which may change the state at events)
 and callbacks (which only observe). The trainer owns three things itself because a spot run
-depends on them: checkpoints, resume, and stopping cleanly on a signal.
+depends on them: checkpoints, resume, and stopping cleanly on a signal, on every rank at once.
+
+Order of construction matters for resume: the model is built, INIT runs the methods' model
+surgery (BlurPool, concat pooling, channels_last, ...), DDP wraps the result, and only then does
+`fit` load a checkpoint into it, so the checkpoint meets the same model it was saved from.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from torch import nn
 from spotrun.errors import TrainingError
 from spotrun.train.algorithm import Algorithm, Engine
 from spotrun.train.callbacks import Callback
-from spotrun.train.checkpoint import Checkpointer, rng_state, set_rng_state
+from spotrun.train.checkpoint import Checkpointer, LoadedCheckpoint, rng_state, set_rng_state
 from spotrun.train.data import BatchSource
+from spotrun.train.distributed import Cluster
 from spotrun.train.events import Event
 from spotrun.train.state import State
+from spotrun.train.wrapping import unwrap_model
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +66,7 @@ class Trainer:
         config: dict[str, Any] | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
+        self.cluster = Cluster.current()
         self.state = State(
             model=model,
             optimizer=optimizer,
@@ -67,10 +74,10 @@ class Trainer:
             max_epochs=max_epochs,
             steps_per_epoch=len(train_data),
             device=torch.device(device),
+            rank=self.cluster.rank,
+            world_size=self.cluster.world_size,
+            train_data=train_data,
         )
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            self.state.rank = torch.distributed.get_rank()
-            self.state.world_size = torch.distributed.get_world_size()
         self.train_data = train_data
         self.eval_data = eval_data
         self.engine = Engine(algorithms)
@@ -80,6 +87,16 @@ class Trainer:
         self.eval_every_epochs = max(1, eval_every_epochs)
         self.config = config or {}
         self.resumed_from: Path | None = None
+        self._saved_step: int | None = None
+        self._event(Event.INIT)
+        if self.cluster.distributed:
+            self.state.model = self._wrap_ddp(self.state.model)
+
+    def _wrap_ddp(self, model: nn.Module) -> nn.Module:
+        device = self.state.device
+        ids = [device.index] if device.type == "cuda" else None
+        # DDP broadcasts rank 0's weights and buffers here, so every rank starts alike.
+        return nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
     # ------------------------------------------------------------------ events
     def _event(self, event: Event) -> None:
@@ -98,7 +115,7 @@ class Trainer:
                 if self._train_epoch():
                     return self._interrupt()
                 self._after_epoch()
-                if s.stop_requested:
+                if self._stop_agreed():
                     return self._interrupt()
             self._event(Event.FIT_END)
             return FitResult(False, dict(s.metrics), s.step, s.epoch)
@@ -109,8 +126,16 @@ class Trainer:
     def _on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.state.stop_signal = signum
 
+    def _stop_agreed(self) -> bool:
+        """True on every rank once any rank was asked to stop (checked after every step)."""
+        s = self.state
+        agreed = self.cluster.agree_to_stop(s.stop_signal)
+        if agreed is not None and s.stop_signal is None:
+            s.stop_signal = agreed  # another rank got the signal; stop here with it
+        return agreed is not None
+
     def _train_epoch(self) -> bool:
-        """Train the rest of the current epoch; True if a stop was asked for mid-epoch."""
+        """Train the rest of the current epoch; True if a stop was agreed mid-epoch."""
         s = self.state
         s.model.train()
         if s.batch_index == 0:
@@ -123,16 +148,16 @@ class Trainer:
             s.train_seconds += time.perf_counter() - started
             if self._checkpoint_due():
                 self.save_checkpoint()
-            if s.stop_requested:
+            if self._stop_agreed():
                 return True
         return False
 
     def _train_batch(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         s = self.state
+        s.skip_step = False
         self._event(Event.BATCH_START)
         s.inputs = inputs.to(s.device, non_blocking=True)
         s.targets = targets.to(s.device, non_blocking=True)
-        s.skip_step = False
         self._event(Event.AFTER_DATALOADER)
         self._event(Event.BEFORE_FORWARD)
         s.outputs = s.model(s.inputs)
@@ -140,16 +165,17 @@ class Trainer:
         self._event(Event.BEFORE_LOSS)
         s.loss = s.loss_fn(s.outputs, s.targets)
         self._event(Event.AFTER_LOSS)
-        if not s.skip_step:
-            self._event(Event.BEFORE_BACKWARD)
-            s.optimizer.zero_grad(set_to_none=True)
-            s.loss.backward()
-            self._event(Event.AFTER_BACKWARD)
-            self._event(Event.BEFORE_OPTIMIZER_STEP)
-            s.optimizer.step()
-            self._event(Event.AFTER_OPTIMIZER_STEP)
+        # Summed on the device (no sync per step), before a method may scale the loss.
         s.epoch_loss_sum += s.loss.detach().to(torch.float64)
         s.epoch_loss_count += 1
+        s.optimizer.zero_grad(set_to_none=True)
+        self._event(Event.BEFORE_BACKWARD)
+        s.loss.backward()
+        self._event(Event.AFTER_BACKWARD)
+        self._event(Event.BEFORE_OPTIMIZER_STEP)
+        if not s.skip_step:
+            s.optimizer.step()
+        self._event(Event.AFTER_OPTIMIZER_STEP)
         s.step += 1
         s.batch_index += 1
         self._event(Event.BATCH_END)
@@ -174,8 +200,10 @@ class Trainer:
     def _interrupt(self) -> FitResult:
         s = self.state
         self._event(Event.INTERRUPT)
-        if self.checkpointer is not None:
+        if self.checkpointer is not None and self._saved_step != s.step:
             self.save_checkpoint()
+        # No rank leaves before rank 0 has written: torchrun tears down the others when one exits.
+        self.cluster.barrier()
         return FitResult(True, dict(s.metrics), s.step, s.epoch)
 
     # -------------------------------------------------------------- evaluate
@@ -183,25 +211,28 @@ class Trainer:
     def evaluate(self) -> dict[str, float]:
         s = self.state
         self._event(Event.EVAL_START)
-        model = s.eval_model if s.eval_model is not None else s.model
+        model = s.evaluation_model()
         was_training = model.training
         model.eval()
-        correct = total = 0
-        loss_sum = 0.0
+        # correct, seen, loss sum, then the train loss sum and count of this epoch
+        sums = torch.zeros(5, dtype=torch.float64, device=s.device)
         if self.eval_data is not None:
             for inputs, targets in self.eval_data.batches(0):
-                s.eval_inputs = inputs.to(s.device)
+                s.eval_inputs = inputs.to(s.device, non_blocking=True)
                 self._event(Event.EVAL_BEFORE_FORWARD)
                 s.eval_outputs = model(s.eval_inputs)
                 self._event(Event.EVAL_AFTER_FORWARD)
-                targets = targets.to(s.device)
-                loss_sum += float(F.cross_entropy(s.eval_outputs.float(), targets, reduction="sum"))
-                correct += int((s.eval_outputs.argmax(dim=1) == targets).sum())
-                total += len(targets)
-        correct, total, loss_sum = self._all_reduce(correct, total, loss_sum)
+                targets = targets.to(s.device, non_blocking=True)
+                logits = s.eval_outputs.float()
+                sums[0] += (logits.argmax(dim=1) == targets).sum()
+                sums[1] += len(targets)
+                sums[2] += F.cross_entropy(logits, targets, reduction="sum")
+        sums[3] += s.epoch_loss_sum
+        sums[4] += s.epoch_loss_count
+        correct, seen, loss_sum, train_sum, train_count = self.cluster.sum(sums).tolist()
         s.eval_inputs = s.eval_outputs = None
         model.train(was_training)
-        train_loss = float(s.epoch_loss_sum) / max(1, s.epoch_loss_count)
+        train_loss = train_sum / max(1.0, train_count)
         if not math.isfinite(train_loss):
             raise TrainingError(
                 f"training diverged: the train loss is {train_loss} in epoch {s.epoch}",
@@ -209,36 +240,32 @@ class Trainer:
             )
         s.metrics = {
             "train_loss": train_loss,
-            "test_loss": loss_sum / max(1, total),
-            "test_acc": correct / max(1, total),
+            "test_loss": loss_sum / max(1.0, seen),
+            "test_acc": correct / max(1.0, seen),
             "lr": float(s.optimizer.param_groups[0]["lr"]),
             "elapsed_s": round(s.train_seconds, 3),
         }
         self._event(Event.EVAL_END)
         return s.metrics
 
-    def _all_reduce(self, correct: int, total: int, loss_sum: float) -> tuple[int, int, float]:
-        if self.state.world_size == 1:
-            return correct, total, loss_sum
-        t = torch.tensor([correct, total, loss_sum], dtype=torch.float64)
-        torch.distributed.all_reduce(t)
-        return int(t[0]), int(t[1]), float(t[2])
-
     # ----------------------------------------------------------- checkpoints
-    def _bare_model(self) -> nn.Module:
-        model = self.state.model
-        return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-
     def save_checkpoint(self) -> Path | None:
+        """Write a checkpoint (rank 0); every rank must call this at the same step."""
         s = self.state
+        if self.checkpointer is None:
+            return None
         self._event(Event.CHECKPOINT)
-        if self.checkpointer is None or not s.is_main:
+        rngs = self.cluster.gather(rng_state())  # each rank's own RNG streams
+        self._saved_step = s.step
+        if not s.is_main:
             return None
         payload = {
             "config": self.config,
-            "model": self._bare_model().state_dict(),
+            "world_size": s.world_size,
+            "model": unwrap_model(s.model).state_dict(),
             "optimizer": s.optimizer.state_dict(),
             "algorithms": self.engine.state_dict(),
+            "trace": self.engine.trace_state(),
             "position": s.position(),
             "train": {
                 "epoch_loss_sum": float(s.epoch_loss_sum),
@@ -246,17 +273,34 @@ class Trainer:
                 "train_seconds": s.train_seconds,
                 "metrics": s.metrics,
             },
-            "rng": rng_state(),
+            "rng": rngs,
         }
         return self.checkpointer.save(payload, s.step)
+
+    def _load_latest(self) -> LoadedCheckpoint | None:
+        """Rank 0 reads the newest readable checkpoint and hands it to every rank."""
+        assert self.checkpointer is not None
+        outcome: Any = None
+        if self.cluster.is_main:
+            try:
+                outcome = self.checkpointer.load_latest(map_location="cpu")
+            except TrainingError as exc:
+                if not self.cluster.distributed:
+                    raise
+                outcome = ("error", exc.message, exc.hint)
+        outcome = self.cluster.broadcast_from_main(outcome)
+        if isinstance(outcome, tuple):
+            raise TrainingError(outcome[1], hint=outcome[2])
+        return outcome
 
     def _resume(self) -> None:
         if self.checkpointer is None:
             return
-        loaded = self.checkpointer.load_latest(map_location=self.state.device)
+        loaded = self._load_latest()
         if loaded is None:
             return
-        if loaded.fell_back_from is not None:
+        s = self.state
+        if loaded.fell_back_from is not None and s.is_main:
             log.warning(
                 "newest checkpoint %s is damaged; resuming from %s",
                 loaded.fell_back_from.name,
@@ -270,17 +314,22 @@ class Trainer:
         p = loaded.payload
         self._check_compatible(p, loaded.path)
         try:
-            self._bare_model().load_state_dict(p["model"])
+            unwrap_model(s.model).load_state_dict(p["model"])
         except RuntimeError as exc:
             raise TrainingError(
-                f"checkpoint {loaded.path} holds a model of another shape: "
-                f"{str(exc).splitlines()[-1].strip()}",
-                hint="start in a fresh --run-dir",
+                f"checkpoint {loaded.path} holds a model of another shape: {_first_problem(exc)}",
+                hint="use the recipe and methods it was written with, or a fresh --run-dir",
             ) from exc
-        self.state.optimizer.load_state_dict(p["optimizer"])
+        try:
+            s.optimizer.load_state_dict(p["optimizer"])
+        except ValueError as exc:
+            raise TrainingError(
+                f"checkpoint {loaded.path} holds optimizer state for other parameters ({exc})",
+                hint="use the recipe and methods it was written with, or a fresh --run-dir",
+            ) from exc
         self.engine.load_state_dict(p["algorithms"])
+        self.engine.load_trace_state(p["trace"])
         pos = p["position"]
-        s = self.state
         s.epoch, s.step, s.batch_index = pos["epoch"], pos["step"], pos["batch_index"]
         train = p["train"]
         s.epoch_loss_sum = torch.tensor(
@@ -289,14 +338,44 @@ class Trainer:
         s.epoch_loss_count = train["epoch_loss_count"]
         s.train_seconds = train["train_seconds"]
         s.metrics = dict(train["metrics"])
-        set_rng_state(p["rng"])
+        set_rng_state(p["rng"][s.rank])
+        self._saved_step = s.step
         self.resumed_from = loaded.path
 
     def _check_compatible(self, payload: dict[str, Any], path: Path) -> None:
-        theirs = payload.get("config", {}).get("recipe")
+        theirs_cfg = payload.get("config", {})
+        theirs = theirs_cfg.get("recipe")
         ours = self.config.get("recipe")
         if theirs is not None and ours is not None and theirs != ours:
             raise TrainingError(
                 f"checkpoint {path} was written by recipe '{theirs}', not '{ours}'",
                 hint="use a fresh --run-dir for a different recipe",
             )
+        written_by = payload.get("world_size", 1)
+        if written_by != self.state.world_size:
+            raise TrainingError(
+                f"checkpoint {path} was written by {written_by} process(es); this run has "
+                f"{self.state.world_size}",
+                hint=f"resume with --nproc-per-node {written_by}, or use a fresh --run-dir",
+            )
+        changed = _changed_keys(theirs_cfg.get("resolved"), self.config.get("resolved"))
+        if changed and self.state.is_main:
+            print(f"resuming with changed settings: {', '.join(changed)}", flush=True)
+
+
+def _first_problem(exc: RuntimeError) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[1] if len(lines) > 1 else lines[0] if lines else "state_dict mismatch"
+
+
+def _changed_keys(before: Any, after: Any, prefix: str = "") -> list[str]:
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return [] if before == after else [f"{prefix or 'value'} ({before!r} -> {after!r})"]
+    out = []
+    for key in sorted(set(before) | set(after)):
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if key not in before or key not in after:
+            out.append(f"{name} ({before.get(key)!r} -> {after.get(key)!r})")
+        elif before[key] != after[key]:
+            out.extend(_changed_keys(before[key], after[key], name))
+    return out

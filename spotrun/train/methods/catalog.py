@@ -8,17 +8,21 @@ A method's options are its interface, so they are declared here, next to the oth
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from spotrun.config import StrictModel, describe_validation_error
 from spotrun.errors import UsageError
 
 
 # ------------------------------------------------------------------ options
+class NoOptions(StrictModel):
+    """The method takes no options."""
+
+
 class OneCycleOptions(StrictModel):
     warmup_frac: float = Field(0.25, gt=0, lt=1, description="fraction of steps rising")
     start_div: float = Field(25.0, gt=1, description="start lr = peak / start_div")
@@ -34,8 +38,122 @@ class WarmupDecayOptions(StrictModel):
     final_frac: float = Field(0.0, ge=0, le=1, description="final lr = peak * final_frac")
 
 
+class PatchWhiteningOptions(StrictModel):
+    kernel_size: int = Field(2, ge=1, le=7, description="patch side in pixels")
+    num_images: int = Field(5000, ge=1, description="training images the covariance uses")
+    eps: float = Field(5e-4, gt=0, description="added to eigenvalues before 1/sqrt")
+
+
+class BlurPoolOptions(StrictModel):
+    replace_convs: bool = Field(True, description="blur before every strided conv")
+    replace_maxpools: bool = Field(True, description="max-pool at stride 1, then blur-subsample")
+    min_channels: int = Field(16, ge=1, description="leave convs with fewer input channels")
+
+
+class StochasticDepthOptions(StrictModel):
+    drop_rate: float = Field(0.2, gt=0, lt=1, description="drop probability of the last block")
+    schedule: Literal["linear", "uniform"] = Field(
+        "linear", description="linear: deeper blocks drop more; uniform: all drop_rate"
+    )
+    mode: Literal["sample", "block"] = Field(
+        "sample", description="sample: per-image mask; block: skip the whole block's compute"
+    )
+
+
+class LayerFreezingOptions(StrictModel):
+    start_frac: float = Field(0.6, ge=0, lt=1, description="progress at which freezing begins")
+    freeze_level: float = Field(0.8, gt=0, le=1, description="fraction of layers frozen at end")
+
+
+class ProgressiveResizingOptions(StrictModel):
+    initial_scale: float = Field(0.5, gt=0, le=1, description="first side = full * scale")
+    delay_frac: float = Field(0.0, ge=0, lt=1, description="progress before growing starts")
+    finish_frac: float = Field(
+        0.6, gt=0, le=1, description="progress at which full size is reached"
+    )
+    buckets: int = Field(4, ge=2, le=16, description="distinct sizes (compiled graphs reused)")
+    size_multiple: int = Field(4, ge=1, description="every size is a multiple of this")
+    mode: Literal["bilinear", "bicubic", "nearest", "area"] = "bilinear"
+
+    @model_validator(mode="after")
+    def _window(self) -> ProgressiveResizingOptions:
+        if self.finish_frac <= self.delay_frac:
+            raise ValueError("finish_frac must be greater than delay_frac")
+        return self
+
+
+class SelectiveBackpropOptions(StrictModel):
+    start_frac: float = Field(0.5, ge=0, lt=1)
+    end_frac: float = Field(0.9, gt=0, le=1)
+    keep: float = Field(0.5, gt=0, lt=1, description="fraction of each batch trained on")
+    interval: int = Field(2, ge=1, description="select on every interval-th step of the window")
+    scale_factor: float = Field(1.0, gt=0, le=1, description="image scale for the scoring pass")
+
+    @model_validator(mode="after")
+    def _window(self) -> SelectiveBackpropOptions:
+        if self.end_frac <= self.start_frac:
+            raise ValueError("end_frac must be greater than start_frac")
+        return self
+
+
+class MixUpOptions(StrictModel):
+    alpha: float = Field(0.2, gt=0, description="lambda ~ Beta(alpha, alpha)")
+
+
+class CutMixOptions(StrictModel):
+    alpha: float = Field(1.0, gt=0, description="box area ~ Beta(alpha, alpha)")
+
+
+class CutOutOptions(StrictModel):
+    size_frac: float = Field(0.5, gt=0, le=1, description="side of the square / image side")
+    holes: int = Field(1, ge=1, le=16)
+
+
+class ColOutOptions(StrictModel):
+    p_row: float = Field(0.15, ge=0, lt=1, description="fraction of rows removed")
+    p_col: float = Field(0.15, ge=0, lt=1, description="fraction of columns removed")
+
+
 class LabelSmoothingOptions(StrictModel):
     smoothing: float = Field(0.1, ge=0, lt=1)
+
+
+class SamOptions(StrictModel):
+    rho: float = Field(0.05, gt=0, description="radius of the ascent step")
+    interval: int = Field(1, ge=1, description="SAM on every interval-th step, plain SGD between")
+    epsilon: float = Field(1e-12, gt=0)
+
+
+class GradClippingOptions(StrictModel):
+    mode: Literal["norm", "value"] = "norm"
+    threshold: float = Field(1.0, gt=0, description="max global L2 norm, or max |grad|")
+
+
+class MixedPrecisionOptions(StrictModel):
+    precision: Literal["bf16", "fp16"] = Field(
+        "bf16", description="bf16: autocast on CPU or GPU; fp16: GPU only, with a grad scaler"
+    )
+    init_scale: float = Field(2.0**16, gt=0, description="fp16: first loss scale")
+    growth_interval: int = Field(2000, ge=1, description="fp16: steps between scale increases")
+    eval: bool = Field(True, description="autocast evaluation too")
+
+
+class EmaOptions(StrictModel):
+    decay: float = Field(0.999, gt=0, lt=1, description="per update: ema = decay*ema + (1-decay)*w")
+    update_every: int = Field(1, ge=1, description="steps between updates")
+    start_frac: float = Field(0.0, ge=0, lt=1, description="before this, the EMA copies weights")
+
+
+class TtaOptions(StrictModel):
+    flips: bool = Field(True, description="average with the left-right mirrored image")
+    translate: int = Field(0, ge=0, le=8, description="also shift by this many pixels")
+
+
+class CompileOptions(StrictModel):
+    backend: str = Field("inductor", description="torch.compile backend")
+    mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"
+    dynamic: bool | None = Field(None, description="None: torch decides")
+    fullgraph: bool = False
 
 
 # ------------------------------------------------------------------ catalog
@@ -46,33 +164,234 @@ class MethodInfo:
     options: type[BaseModel]
     algorithm: str  # "module:Class", imported only when a trainer is built
     conflicts: frozenset[str] = frozenset()
+    functional: tuple[str, ...] = ()  # its plain functions in spotrun.train.functional
 
 
-# Catalog order is application order (reversed for after-events).
+def _m(
+    name: str,
+    summary: str,
+    options: type[BaseModel],
+    algorithm: str,
+    *functional: str,
+    conflicts: tuple[str, ...] = (),
+) -> MethodInfo:
+    return MethodInfo(
+        name,
+        summary,
+        options,
+        f"spotrun.train.methods.{algorithm}",
+        frozenset(conflicts),
+        functional,
+    )
+
+
+# Catalog order is application order at before-events (reversed for after-events). It is
+# chosen so that methods compose: model surgery before the optimizer is regrouped and before
+# channels_last and EMA copy the model; batch changes (resize, select, mix, cut) before the
+# memory-format conversion; SAM and clipping before the fp16 scaler takes the step; the
+# compile wrapper last.
 CATALOG: list[MethodInfo] = [
-    MethodInfo(
+    _m(
         "one_cycle",
         "one-cycle LR with momentum cycling (super-convergence)",
         OneCycleOptions,
-        "spotrun.train.methods.schedules:OneCycle",
-        frozenset({"warmup_decay"}),
+        "schedules:OneCycle",
+        "one_cycle_lr",
+        "one_cycle_momentum",
+        conflicts=("warmup_decay",),
     ),
-    MethodInfo(
+    _m(
         "warmup_decay",
         "linear warmup, then cosine or linear decay",
         WarmupDecayOptions,
-        "spotrun.train.methods.schedules:WarmupDecay",
-        frozenset({"one_cycle"}),
+        "schedules:WarmupDecay",
+        "warmup_decay_lr",
+        conflicts=("one_cycle",),
     ),
-    MethodInfo(
+    _m(
+        "patch_whitening",
+        "frozen first conv from the eigenvectors of image-patch covariance",
+        PatchWhiteningOptions,
+        "patch_whitening:PatchWhitening",
+        "patch_whitening_weights",
+        "apply_patch_whitening",
+    ),
+    _m(
+        "blurpool",
+        "anti-aliased downsampling: blur before strided convs and max-pools",
+        BlurPoolOptions,
+        "blurpool:BlurPool",
+        "apply_blurpool",
+        "blur_2d",
+    ),
+    _m(
+        "concat_pooling",
+        "pool with average and max side by side; the head widens to match",
+        NoOptions,
+        "concat_pooling:ConcatPooling",
+        "apply_concat_pooling",
+    ),
+    _m(
+        "zero_init_residual",
+        "start each residual block as the identity (last BN scale 0)",
+        NoOptions,
+        "zero_init_residual:ZeroInitResidual",
+        "zero_init_residual",
+    ),
+    _m(
+        "stochastic_depth",
+        "randomly drop residual branches in training, deeper ones more",
+        StochasticDepthOptions,
+        "stochastic_depth:StochasticDepth",
+        "apply_stochastic_depth",
+        "stochastic_residual",
+    ),
+    _m(
+        "no_decay_norm_bias",
+        "no weight decay on normalisation weights and biases",
+        NoOptions,
+        "no_decay:NoDecayNormBias",
+        "no_decay_param_groups",
+        "split_no_decay",
+    ),
+    _m(
+        "layer_freezing",
+        "freeze the earliest layers progressively late in training",
+        LayerFreezingOptions,
+        "layer_freezing:LayerFreezing",
+        "freeze_layers",
+        "frozen_fraction",
+    ),
+    _m(
+        "progressive_resizing",
+        "train on smaller images first, growing in a few size buckets",
+        ProgressiveResizingOptions,
+        "progressive_resizing:ProgressiveResizing",
+        "progressive_size",
+        "resize_batch",
+    ),
+    _m(
+        "selective_backprop",
+        "train only on the highest-loss part of each batch, mid-training",
+        SelectiveBackpropOptions,
+        "selective_backprop:SelectiveBackprop",
+        "select_hardest",
+    ),
+    _m(
+        "mixup",
+        "train on convex combinations of image pairs and their labels",
+        MixUpOptions,
+        "mixup:MixUp",
+        "mixup_batch",
+        "mix_targets",
+        conflicts=("cutmix",),
+    ),
+    _m(
+        "cutmix",
+        "paste a box from another image; labels mixed by area",
+        CutMixOptions,
+        "cutmix:CutMix",
+        "cutmix_batch",
+        "mix_targets",
+        conflicts=("mixup",),
+    ),
+    _m(
+        "cutout",
+        "zero a random square of each image",
+        CutOutOptions,
+        "cutout:CutOut",
+        "cutout_batch",
+    ),
+    _m(
+        "colout",
+        "drop random rows and columns of the batch (smaller, faster images)",
+        ColOutOptions,
+        "colout:ColOut",
+        "colout_batch",
+    ),
+    _m(
         "label_smoothing",
         "soft targets (Szegedy et al. 2016)",
         LabelSmoothingOptions,
-        "spotrun.train.methods.label_smoothing:LabelSmoothing",
+        "label_smoothing:LabelSmoothing",
+        "smooth_labels",
+    ),
+    _m(
+        "channels_last",
+        "NHWC memory format for convolutions (faster on tensor cores)",
+        NoOptions,
+        "channels_last:ChannelsLast",
+        "apply_channels_last",
+    ),
+    _m(
+        "sam",
+        "sharpness-aware minimisation: step with the gradient at a nearby worse point",
+        SamOptions,
+        "sam:Sam",
+        "sam_perturb",
+        "sam_restore",
+    ),
+    _m(
+        "grad_clipping",
+        "clip the global gradient norm (or each value)",
+        GradClippingOptions,
+        "grad_clipping:GradClipping",
+        "clip_gradients",
+    ),
+    _m(
+        "mixed_precision",
+        "bf16 autocast (CPU/GPU); fp16 with a grad scaler (GPU)",
+        MixedPrecisionOptions,
+        "mixed_precision:MixedPrecision",
+        "autocast_context",
+        "make_grad_scaler",
+    ),
+    _m(
+        "ema",
+        "exponential moving average of the weights, used for evaluation",
+        EmaOptions,
+        "ema:Ema",
+        "ema_copy",
+        "ema_update",
+    ),
+    _m(
+        "tta",
+        "test-time augmentation: average predictions over flips and shifts",
+        TtaOptions,
+        "tta:TestTimeAugmentation",
+        "tta_logits",
+    ),
+    _m(
+        "compile",
+        "torch.compile the model (opt-in; the first steps pay for compiling)",
+        CompileOptions,
+        "compile:Compile",
+        "compile_model",
     ),
 ]
 
 METHODS: dict[str, MethodInfo] = {m.name: m for m in CATALOG}
+
+
+@dataclass(frozen=True)
+class CombinationRule:
+    """A known-bad combination that depends on options, not just on names."""
+
+    methods: tuple[str, ...]
+    bad: Callable[[Mapping[str, BaseModel]], bool]
+    message: str
+    hint: str
+
+
+RULES: list[CombinationRule] = [
+    CombinationRule(
+        ("sam", "mixed_precision"),
+        lambda o: getattr(o["mixed_precision"], "precision", None) == "fp16",
+        "sam cannot be combined with fp16 mixed precision: SAM's second gradient is never "
+        "seen by the loss scaler",
+        "use --set methods.mixed_precision.precision=bf16, or switch sam off",
+    ),
+]
 
 
 def validate_methods(
@@ -95,9 +414,55 @@ def validate_methods(
     for info in CATALOG:
         if info.name not in config:
             continue
+        options = config[info.name]
+        if options is not None and not isinstance(options, Mapping):
+            raise UsageError(
+                f"method {info.name}: options must be a mapping of option names to values, "
+                f"got {options!r}",
+                hint=f"e.g. --set methods.{info.name}={{}} for the defaults",
+            )
         try:
-            options = info.options.model_validate(dict(config[info.name] or {}))
+            parsed.append((info, info.options.model_validate(dict(options or {}))))
         except ValidationError as exc:
-            raise UsageError(f"method {info.name}: {describe_validation_error(exc)}") from exc
-        parsed.append((info, options))
+            raise UsageError(
+                f"method {info.name}: {describe_validation_error(exc)}",
+                hint=f"`spotrun methods` lists the options of {info.name}",
+            ) from exc
+    by_name = {info.name: options for info, options in parsed}
+    for rule in RULES:
+        if all(m in by_name for m in rule.methods) and rule.bad(by_name):
+            raise UsageError(rule.message, hint=rule.hint)
     return parsed
+
+
+def describe_catalog() -> list[dict[str, Any]]:
+    """The catalog as plain data (for `spotrun methods --json` and the docs)."""
+    rows = []
+    for order, info in enumerate(CATALOG):
+        options = []
+        for key, field in info.options.model_fields.items():
+            options.append(
+                {
+                    "name": key,
+                    "type": _type_name(field.annotation),
+                    "default": field.default,
+                    "description": field.description or "",
+                }
+            )
+        rows.append(
+            {
+                "name": info.name,
+                "order": order,
+                "summary": info.summary,
+                "options": options,
+                "conflicts": sorted(info.conflicts),
+                "functional": [f"spotrun.train.functional.{f}" for f in info.functional],
+            }
+        )
+    return rows
+
+
+def _type_name(annotation: Any) -> str:
+    from spotrun.recipes.overrides import expected_type
+
+    return expected_type(annotation)

@@ -19,6 +19,7 @@ MODELS: dict[str, str] = {
     "resnet50": "spotrun.train.models.resnet:resnet50",
     "resnet101": "spotrun.train.models.resnet:resnet101",
     "cifar-fastnet": "spotrun.train.models.fastnet:fast_cifar_net",
+    "small-resnet": "spotrun.train.models.small:SmallResNet",
 }
 
 
