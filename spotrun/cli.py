@@ -453,16 +453,22 @@ def train(
     run_dir: Path = typer.Option(..., "--run-dir", help="checkpoints, metrics.jsonl, recipe.json"),
     set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE"),
 ) -> None:
-    """Train in the foreground (what runs inside a run's tmux session); resumes in RUN_DIR."""
+    """Train in the foreground (what runs inside a run's tmux session); resumes in RUN_DIR.
+
+    Under torchrun (`torchrun --nproc-per-node N -m spotrun train ...`) each process is one
+    rank of a DDP job; rank 0 writes the checkpoints and metrics.
+    """
     from spotrun.recipes import get_recipe
     from spotrun.train.build import train_recipe
 
     resolved = get_recipe(recipe, set_)
     result = train_recipe(resolved, run_dir)
     if result.interrupted:
-        print(
-            f"checkpointed at step {result.step}; run the same command again to resume", flush=True
-        )
+        if os.environ.get("RANK", "0") == "0":  # under torchrun, one line for the whole job
+            print(
+                f"checkpointed at step {result.step}; run the same command again to resume",
+                flush=True,
+            )
         raise typer.Exit(CHECKPOINTED)
     raise typer.Exit(SUCCESS)
 

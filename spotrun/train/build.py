@@ -12,7 +12,7 @@ import torch
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
 from spotrun.train.data.loading import load_data
-from spotrun.train.distributed import LaunchEnv, init_process_group
+from spotrun.train.distributed import LaunchEnv, init_process_group, leave_process_group
 from spotrun.train.methods import build_methods
 from spotrun.train.models import build_model
 from spotrun.train.trainer import FitResult, Trainer
@@ -89,16 +89,22 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
     it joins the process group, and only rank 0 writes files in `run_dir`.
     """
     launch = launch or LaunchEnv.from_environ()
-    init_process_group(launch)
-    if launch.rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / RECIPE_FILE).write_text(json.dumps(recipe.model_dump(mode="json"), indent=2))
-    trainer = build_trainer(recipe, run_dir, launch)
-    if launch.rank == 0:
-        ranks = f" on {launch.world_size} processes" if launch.distributed else ""
-        methods = ", ".join(a.name for a in trainer.engine.algorithms) or "none"
-        print(f"training {recipe.name} in {run_dir}{ranks}; methods: {methods}", flush=True)
-    result = trainer.fit()
-    if launch.rank == 0:
-        (run_dir / TRACE_FILE).write_text(json.dumps(trainer.engine.summary(), indent=2) + "\n")
-    return result
+    joined = init_process_group(launch)
+    try:
+        if launch.rank == 0:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            recipe_json = json.dumps(recipe.model_dump(mode="json"), indent=2)
+            (run_dir / RECIPE_FILE).write_text(recipe_json)
+        trainer = build_trainer(recipe, run_dir, launch)
+        if launch.rank == 0:
+            ranks = f" on {launch.world_size} processes" if launch.distributed else ""
+            methods = ", ".join(a.name for a in trainer.engine.algorithms) or "none"
+            print(f"training {recipe.name} in {run_dir}{ranks}; methods: {methods}", flush=True)
+        result = trainer.fit()
+        if launch.rank == 0:
+            summary = json.dumps(trainer.engine.summary(), indent=2)
+            (run_dir / TRACE_FILE).write_text(summary + "\n")
+        return result
+    finally:
+        if joined:
+            leave_process_group()

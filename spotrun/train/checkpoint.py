@@ -23,7 +23,7 @@ from spotrun.errors import TrainingError
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2  # 2: RNG states per rank, engine trace counts
+FORMAT_VERSION = 2  # 2: per-rank RNG states and loss sums, engine trace counts
 _NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 
 

@@ -53,10 +53,11 @@ class LaunchEnv:
         return torch.device("cpu")
 
 
-def init_process_group(env: LaunchEnv) -> None:
-    """Join the job's process group (once); MASTER_ADDR/PORT come from torchrun."""
+def init_process_group(env: LaunchEnv) -> bool:
+    """Join the job's process group; True if this call joined it (MASTER_ADDR/PORT come from
+    torchrun)."""
     if not env.distributed or dist.is_initialized():
-        return
+        return False
     if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
         raise UsageError(
             f"WORLD_SIZE={env.world_size} but MASTER_ADDR/MASTER_PORT are not set",
@@ -70,6 +71,12 @@ def init_process_group(env: LaunchEnv) -> None:
         rank=env.rank,
         world_size=env.world_size,
     )
+    return True
+
+
+def leave_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 @dataclass
@@ -131,6 +138,17 @@ class Cluster:
         box = [obj if self.is_main else None]
         dist.broadcast_object_list(box, src=0, group=self._control)
         return box[0]
+
+    def sync_buffers(self, module: torch.nn.Module) -> None:
+        """Rank 0's buffers (BatchNorm statistics) on every rank.
+
+        DDP sends rank 0's buffers before each forward pass, so each rank's own statistics
+        after its last pass are never trained on; evaluation uses rank 0's, the checkpointed ones.
+        """
+        if not self.distributed:
+            return
+        for buffer in module.buffers():
+            dist.broadcast(buffer, src=0)
 
     def barrier(self) -> None:
         if self.distributed:

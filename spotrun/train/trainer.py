@@ -212,6 +212,7 @@ class Trainer:
         s = self.state
         self._event(Event.EVAL_START)
         model = s.evaluation_model()
+        self.cluster.sync_buffers(model)
         was_training = model.training
         model.eval()
         # correct, seen, loss sum, then the train loss sum and count of this epoch
@@ -255,7 +256,14 @@ class Trainer:
         if self.checkpointer is None:
             return None
         self._event(Event.CHECKPOINT)
-        rngs = self.cluster.gather(rng_state())  # each rank's own RNG streams
+        # What differs between ranks: their random streams and their share of the epoch's loss.
+        ranks = self.cluster.gather(
+            {
+                "rng": rng_state(),
+                "epoch_loss_sum": float(s.epoch_loss_sum),
+                "epoch_loss_count": s.epoch_loss_count,
+            }
+        )
         self._saved_step = s.step
         if not s.is_main:
             return None
@@ -267,13 +275,8 @@ class Trainer:
             "algorithms": self.engine.state_dict(),
             "trace": self.engine.trace_state(),
             "position": s.position(),
-            "train": {
-                "epoch_loss_sum": float(s.epoch_loss_sum),
-                "epoch_loss_count": s.epoch_loss_count,
-                "train_seconds": s.train_seconds,
-                "metrics": s.metrics,
-            },
-            "rng": rngs,
+            "train": {"train_seconds": s.train_seconds, "metrics": s.metrics},
+            "ranks": ranks,
         }
         return self.checkpointer.save(payload, s.step)
 
@@ -331,14 +334,14 @@ class Trainer:
         self.engine.load_trace_state(p["trace"])
         pos = p["position"]
         s.epoch, s.step, s.batch_index = pos["epoch"], pos["step"], pos["batch_index"]
-        train = p["train"]
+        s.train_seconds = p["train"]["train_seconds"]
+        s.metrics = dict(p["train"]["metrics"])
+        mine = p["ranks"][s.rank]
         s.epoch_loss_sum = torch.tensor(
-            train["epoch_loss_sum"], dtype=torch.float64, device=s.device
+            mine["epoch_loss_sum"], dtype=torch.float64, device=s.device
         )
-        s.epoch_loss_count = train["epoch_loss_count"]
-        s.train_seconds = train["train_seconds"]
-        s.metrics = dict(train["metrics"])
-        set_rng_state(p["rng"][s.rank])
+        s.epoch_loss_count = mine["epoch_loss_count"]
+        set_rng_state(mine["rng"])
         self._saved_step = s.step
         self.resumed_from = loaded.path
 

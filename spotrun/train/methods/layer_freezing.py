@@ -55,7 +55,7 @@ class LayerFreezing(AlgorithmBase):
         self.o = options
         self.frozen = 0
         self._frozen_params: list[torch.nn.Parameter] = []
-        self.events = frozenset({Event.FIT_START, Event.BATCH_START, Event.AFTER_BACKWARD})
+        self.events = frozenset({Event.BATCH_START, Event.AFTER_BACKWARD})
 
     def match(self, event: Event, state: State) -> bool:
         if event is Event.AFTER_BACKWARD:

@@ -90,7 +90,7 @@ def _peak_lrs(state: State) -> list[float]:
 
 class OneCycle(AlgorithmBase):
     name = "one_cycle"
-    events = frozenset({Event.FIT_START, Event.BATCH_START})
+    events = frozenset({Event.BATCH_START})
 
     def __init__(self, options: OneCycleOptions) -> None:
         self.o = options
@@ -121,7 +121,7 @@ class OneCycle(AlgorithmBase):
 
 class WarmupDecay(AlgorithmBase):
     name = "warmup_decay"
-    events = frozenset({Event.FIT_START, Event.BATCH_START})
+    events = frozenset({Event.BATCH_START})
 
     def __init__(self, options: WarmupDecayOptions) -> None:
         self.o = options

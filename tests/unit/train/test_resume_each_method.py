@@ -18,7 +18,10 @@ from spotrun.train.wrapping import unwrap_model
 from tests.unit.train.tiny import CLASSES, StopAt, make_trainer
 
 EPOCHS = 2  # 12 steps
-STOP_AT = 7  # mid second epoch: one evaluation and one epoch-end checkpoint before it
+# Where each case is stopped, in turn: mid second epoch (one evaluation and one epoch-end
+# checkpoint before it), at the end of the first epoch (before its evaluation), mid first
+# epoch, and one step before the end.
+STOP_POINTS = (7, 6, 3, 11)
 
 # Options that make each method act within 12 steps of the tiny task.
 CASES: dict[str, dict[str, dict[str, Any]]] = {
@@ -109,14 +112,38 @@ def _final_state(trainer: Trainer) -> dict[str, Any]:
     }
 
 
+def _run_straight(methods: dict[str, dict[str, Any]], run_dir: Path) -> Trainer:
+    trainer = make_trainer(methods, run_dir, epochs=EPOCHS)
+    result = trainer.fit()
+    assert not result.interrupted and result.step == EPOCHS * 6
+    return trainer
+
+
+def _stop_and_resume(methods: dict[str, dict[str, Any]], run_dir: Path, stop_at: int) -> Trainer:
+    first = make_trainer(methods, run_dir, epochs=EPOCHS, callbacks=[StopAt(stop_at)])
+    stopped = first.fit()
+    assert stopped.interrupted and stopped.step == stop_at
+    assert first.state.stop_signal is not None
+
+    second = make_trainer(methods, run_dir, epochs=EPOCHS)
+    resumed = second.fit()
+    assert second.resumed_from is not None and second.resumed_from.name == f"ckpt-{stop_at:09d}.pt"
+    assert not resumed.interrupted and resumed.step == EPOCHS * 6
+    return second
+
+
+def _without_fit_start(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # The trace covers the whole run across the restart; only fit_start runs once more.
+    return [r for r in rows if r["event"] != "fit_start"]
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_trains_and_resumes_bitwise(case: str, tmp_path: Path) -> None:
     methods = CASES[case]
+    stop_at = STOP_POINTS[list(CASES).index(case) % len(STOP_POINTS)]
     straight_dir, stopped_dir = tmp_path / "straight", tmp_path / "stopped"
 
-    straight = make_trainer(methods, straight_dir, epochs=EPOCHS)
-    result = straight.fit()
-    assert not result.interrupted and result.step == EPOCHS * 6
+    straight = _run_straight(methods, straight_dir)
     ran = {row["algorithm"] for row in straight.engine.summary()}
     assert ran == set(methods), f"methods that never acted: {set(methods) - ran}"
     rows = _metrics(straight_dir)
@@ -124,25 +151,22 @@ def test_trains_and_resumes_bitwise(case: str, tmp_path: Path) -> None:
     assert all(math.isfinite(v) for row in rows for v in row.values())
     # It trains: after 12 steps the tiny task is learned well past chance (1/CLASSES).
     assert rows[-1]["test_acc"] > 1.5 / CLASSES, rows
-    expected = _final_state(straight)
 
-    first = make_trainer(methods, stopped_dir, epochs=EPOCHS, callbacks=[StopAt(STOP_AT)])
-    stopped = first.fit()
-    assert stopped.interrupted and stopped.step == STOP_AT
-    assert first.state.stop_signal is not None
-
-    second = make_trainer(methods, stopped_dir, epochs=EPOCHS)
-    resumed = second.fit()
-    assert second.resumed_from is not None and second.resumed_from.name == f"ckpt-{STOP_AT:09d}.pt"
-    assert not resumed.interrupted and resumed.step == EPOCHS * 6
-
-    _assert_same_tensors(_final_state(second), expected, case)
+    second = _stop_and_resume(methods, stopped_dir, stop_at)
+    _assert_same_tensors(_final_state(second), _final_state(straight), case)
     assert _metrics(stopped_dir) == rows
-
-    # The trace covers the whole run across the restart; only fit_start ran once more.
-    def without_fit_start(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [r for r in rows if r["event"] != "fit_start"]
-
-    assert without_fit_start(second.engine.summary()) == without_fit_start(
+    assert _without_fit_start(second.engine.summary()) == _without_fit_start(
         straight.engine.summary()
     )
+
+
+def test_stopped_at_any_step_resumes_bitwise(tmp_path: Path) -> None:
+    """The richest compatible combination, stopped after each step in turn."""
+    methods = CASES["everything_compatible"]
+    straight = _run_straight(methods, tmp_path / "straight")
+    expected, rows = _final_state(straight), _metrics(tmp_path / "straight")
+    for stop_at in range(1, EPOCHS * 6):
+        run_dir = tmp_path / f"stopped-{stop_at}"
+        second = _stop_and_resume(methods, run_dir, stop_at)
+        _assert_same_tensors(_final_state(second), expected, f"stopped at {stop_at}")
+        assert _metrics(run_dir) == rows, f"stopped at {stop_at}"
