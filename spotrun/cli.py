@@ -446,6 +446,29 @@ def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> No
             out.print(f"{key}: {json.dumps(value)}")
 
 
+# ------------------------------------------------------------------- methods
+@app.command()
+def methods(as_json: bool = typer.Option(False, "--json")) -> None:
+    """The speed-up methods a recipe can switch on (--set methods.NAME={}), in the order they
+    apply, with their options and conflicts (spotrun/train/methods/README.md explains each)."""
+    from spotrun.train.methods.catalog import describe_catalog
+
+    rows = describe_catalog()
+    if as_json:
+        _print_json(rows)
+        return
+    for row in rows:
+        conflicts = f"  (not with {', '.join(row['conflicts'])})" if row["conflicts"] else ""
+        out.print(f"{row['name']}: {row['summary']}{conflicts}", markup=False)
+        for option in row["options"]:
+            about = f"  {option['description']}" if option["description"] else ""
+            out.print(
+                f"    {option['name']} = {json.dumps(option['default'])}  "
+                f"[{option['type']}]{about}",
+                markup=False,
+            )
+
+
 # --------------------------------------------------------------------- train
 @app.command()
 def train(

@@ -91,12 +91,13 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
     launch = launch or LaunchEnv.from_environ()
     joined = init_process_group(launch)
     try:
+        # Built first: a method that does not fit the model is refused before anything is
+        # written.
+        trainer = build_trainer(recipe, run_dir, launch)
         if launch.rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
             recipe_json = json.dumps(recipe.model_dump(mode="json"), indent=2)
             (run_dir / RECIPE_FILE).write_text(recipe_json)
-        trainer = build_trainer(recipe, run_dir, launch)
-        if launch.rank == 0:
             ranks = f" on {launch.world_size} processes" if launch.distributed else ""
             methods = ", ".join(a.name for a in trainer.engine.algorithms) or "none"
             print(f"training {recipe.name} in {run_dir}{ranks}; methods: {methods}", flush=True)

@@ -53,10 +53,15 @@ class MixedPrecision(AlgorithmBase):
         self.scaler: torch.amp.GradScaler | None = None
         self._active: torch.autocast | None = None
         self.events = frozenset(
-            {Event.INIT, Event.BEFORE_FORWARD, Event.AFTER_LOSS}
+            {Event.BEFORE_FORWARD, Event.AFTER_LOSS}
             | ({Event.EVAL_BEFORE_FORWARD, Event.EVAL_AFTER_FORWARD} if options.eval else set())
             | (
-                {Event.BEFORE_BACKWARD, Event.AFTER_BACKWARD, Event.BEFORE_OPTIMIZER_STEP}
+                {
+                    Event.INIT,
+                    Event.BEFORE_BACKWARD,
+                    Event.AFTER_BACKWARD,
+                    Event.BEFORE_OPTIMIZER_STEP,
+                }
                 if options.precision == "fp16"
                 else set()
             )
