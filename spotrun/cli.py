@@ -17,7 +17,7 @@ from rich.table import Table
 from spotrun import api
 from spotrun.config import load_settings
 from spotrun.errors import SpotrunError, UsageError
-from spotrun.exitcodes import CHECKPOINTED, FAILURE, SUCCESS
+from spotrun.exitcodes import FAILURE, SUCCESS
 from spotrun.runs import RunState
 
 try:  # typer >= 0.20 carries its own copy of click
@@ -482,7 +482,7 @@ def train(
     rank of a DDP job; rank 0 writes the checkpoints and metrics.
     """
     from spotrun.recipes import get_recipe
-    from spotrun.train.build import train_recipe
+    from spotrun.train.build import exit_checkpointed, train_recipe
 
     resolved = get_recipe(recipe, set_)
     result = train_recipe(resolved, run_dir)
@@ -492,7 +492,7 @@ def train(
                 f"checkpointed at step {result.step}; run the same command again to resume",
                 flush=True,
             )
-        raise typer.Exit(CHECKPOINTED)
+        exit_checkpointed()
     raise typer.Exit(SUCCESS)
 
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import random
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import torch
 
+from spotrun.exitcodes import CHECKPOINTED
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
 from spotrun.train.data.loading import load_data
@@ -20,6 +25,19 @@ from spotrun.train.trainer import FitResult, Trainer
 CHECKPOINT_DIR = "checkpoints"
 RECIPE_FILE = "recipe.json"
 TRACE_FILE = "trace.json"
+
+
+def exit_checkpointed() -> NoReturn:
+    """Leave at once with CHECKPOINTED after a stop signal's checkpoint is on disk.
+
+    Everything that matters is already durable (the checkpoint is fsynced, metrics lines are
+    closed); a normal interpreter shutdown with torch loaded takes another 1-2 s here, which a
+    spot instance's two-minute notice has better uses for.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(CHECKPOINTED)
 
 
 def seed_everything(seed: int) -> None:
