@@ -28,7 +28,7 @@ def one_cycle_lr(
     Rises linearly from peak/start_div to peak over the first `warmup_frac` of training, then
     anneals with a cosine to peak/final_div. Helps: reaches a given accuracy in far fewer
     epochs than a step schedule when the peak is high. Cost: none. Conflicts: any other LR
-    schedule (warmup_cosine).
+    schedule (warmup_decay).
     """
     progress = min(max(progress, 0.0), 1.0)
     start, end = peak_lr / start_div, peak_lr / final_div
