@@ -68,6 +68,24 @@ def time_hand_loop(model: torch.nn.Module, data: TensorBatches) -> float:
     return len(data) / (time.perf_counter() - started)
 
 
+def compare(initial: torch.nn.Module, data: TensorBatches, repeats: int) -> tuple[float, float]:
+    """Median steps/s of (trainer, hand-written loop), interleaved, alternating which goes first."""
+    time_hand_loop(copy.deepcopy(initial), data)  # warm-up: allocator, kernels
+    trainer_rates: list[float] = []
+    loop_rates: list[float] = []
+    for repeat in range(repeats):
+        sides = [(trainer_rates, time_trainer), (loop_rates, time_hand_loop)]
+        if repeat % 2:
+            sides.reverse()
+        for rates, timer in sides:
+            rates.append(timer(copy.deepcopy(initial), data))
+        print(
+            f"  repeat {repeat}: trainer {trainer_rates[-1]:.2f} steps/s  "
+            f"loop {loop_rates[-1]:.2f} steps/s"
+        )
+    return statistics.median(trainer_rates), statistics.median(loop_rates)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=7)
@@ -78,28 +96,25 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    initial = SmallResNet(10, width=args.width)
-    data = make_data(args.steps, args.batch)
-    params = sum(p.numel() for p in initial.parameters())
+    model = SmallResNet(10, width=args.width)
+    params = sum(p.numel() for p in model.parameters())
     print(
         f"SmallResNet width {args.width} ({params / 1e3:.0f}k params), 3x32x32, batch "
         f"{args.batch}, {args.steps} steps per timing, {args.threads} thread(s)"
     )
-    time_hand_loop(copy.deepcopy(initial), data)  # warm-up: allocator, kernels
-    trainer_rates, loop_rates = [], []
-    for repeat in range(args.repeats):
-        sides = [("trainer", time_trainer), ("loop", time_hand_loop)]
-        if repeat % 2:
-            sides.reverse()
-        for name, timer in sides:
-            rate = timer(copy.deepcopy(initial), data)
-            (trainer_rates if name == "trainer" else loop_rates).append(rate)
-        print(
-            f"repeat {repeat}: trainer {trainer_rates[-1]:.2f} steps/s  "
-            f"loop {loop_rates[-1]:.2f} steps/s"
-        )
-    t, h = statistics.median(trainer_rates), statistics.median(loop_rates)
+    t, h = compare(model, make_data(args.steps, args.batch), args.repeats)
     print(f"median: trainer {t:.2f} steps/s, hand-written loop {h:.2f} steps/s, ratio {t / h:.3f}")
+
+    # The fixed cost per step: a model so small that the loop's bookkeeping is most of a step.
+    tiny = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 10))
+    steps = args.steps * 20
+    print(f"fixed cost per step: a linear model, batch 8, {steps} steps per timing")
+    t, h = compare(tiny, make_data(steps, 8), args.repeats)
+    extra_us = (1 / t - 1 / h) * 1e6
+    print(
+        f"median: trainer {t:.0f} steps/s, loop {h:.0f} steps/s, ratio {t / h:.3f}; "
+        f"the trainer adds {extra_us:.0f} us per step"
+    )
 
 
 if __name__ == "__main__":
