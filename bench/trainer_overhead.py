@@ -1,7 +1,7 @@
 """Trainer overhead: steps/s of spotrun's Trainer (no methods) against a hand-written PyTorch
 loop, on the same model and data, interleaved in one process.
 
-    python bench/trainer_overhead.py [--repeats 7] [--steps 40] [--threads 1]
+    python bench/trainer_overhead.py [--repeats 11] [--steps 30] [--threads 1]
 
 Each repeat times one epoch of `--steps` steps through each side, alternating which goes
 first; both sides start from the same weights. Prints per-repeat figures, the medians and
@@ -70,7 +70,8 @@ def time_hand_loop(model: torch.nn.Module, data: TensorBatches) -> float:
 
 def compare(initial: torch.nn.Module, data: TensorBatches, repeats: int) -> tuple[float, float]:
     """Median steps/s of (trainer, hand-written loop), interleaved, alternating which goes first."""
-    time_hand_loop(copy.deepcopy(initial), data)  # warm-up: allocator, kernels
+    for timer in (time_hand_loop, time_trainer):  # warm-up: allocator, kernels, imports
+        timer(copy.deepcopy(initial), data)
     trainer_rates: list[float] = []
     loop_rates: list[float] = []
     for repeat in range(repeats):
@@ -88,10 +89,10 @@ def compare(initial: torch.nn.Module, data: TensorBatches, repeats: int) -> tupl
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--width", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--width", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from spotrun.train.events import Event
+from spotrun.train.events import AFTER_EVENTS, Event
 from spotrun.train.state import State
 
 
@@ -82,7 +82,7 @@ class Engine:
         self._keep_trace = keep_trace
 
     def run(self, event: Event, state: State) -> None:
-        for algorithm in self._reversed if event.is_after else self.algorithms:
+        for algorithm in self._reversed if event in AFTER_EVENTS else self.algorithms:
             if algorithm.match(event, state):
                 algorithm.apply(event, state)
                 self._record(event, state.step, algorithm.name)

@@ -34,7 +34,13 @@ class Event(str, Enum):
     @property
     def is_after(self) -> bool:
         """After-events run algorithms in reverse order, so pairs nest like brackets."""
-        return self.value.startswith(("after_", "eval_after_")) or self.value.endswith("_end")
+        return self in AFTER_EVENTS
 
     def __str__(self) -> str:
         return self.value
+
+
+# Computed once: the engine asks for every event of every step.
+AFTER_EVENTS = frozenset(
+    e for e in Event if e.value.startswith(("after_", "eval_after_")) or e.value.endswith("_end")
+)

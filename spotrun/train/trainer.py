@@ -166,7 +166,7 @@ class Trainer:
         s.loss = s.loss_fn(s.outputs, s.targets)
         self._event(Event.AFTER_LOSS)
         # Summed on the device (no sync per step), before a method may scale the loss.
-        s.epoch_loss_sum += s.loss.detach().to(torch.float64)
+        s.epoch_loss_sum += s.loss.detach()  # float64 += float32: exact promotion
         s.epoch_loss_count += 1
         s.optimizer.zero_grad(set_to_none=True)
         self._event(Event.BEFORE_BACKWARD)
