@@ -81,11 +81,28 @@ def apply_patch_whitening(
     eps: float = 5e-4,
     optimizer: torch.optim.Optimizer | None = None,
 ) -> nn.Module:
-    """Put a frozen whitening conv in front of an ImageClassifier's stem. The stem's first conv
-    is rebuilt to take the whitened channels (freshly initialised; the optimizer, if given,
-    trains it instead of the old one). The whitening conv has no padding, so each image side
-    shrinks by kernel_size - 1."""
+    """Give an ImageClassifier a frozen whitening first layer.
+
+    A model that has its own whitening layer, a Conv2d at `stem.whiten` (the fast CIFAR net),
+    gets its weights filled and frozen there (a bias stays trainable). Otherwise a whitening
+    conv goes in front of the stem and the stem's first conv is rebuilt to take the whitened
+    channels (freshly initialised; the optimizer, if given, trains it instead of the old
+    one). The whitening conv has no padding, so each image side shrinks by kernel_size - 1."""
     net = require_image_classifier(model, "patch_whitening")
+    weight = patch_whitening_weights(images, kernel_size, eps)
+    own = getattr(net.stem, "whiten", None)
+    if isinstance(own, nn.Conv2d):
+        if tuple(own.weight.shape) != tuple(weight.shape):
+            raise UsageError(
+                f"patch_whitening: the model's whitening layer has weights of shape "
+                f"{tuple(own.weight.shape)}, patches of {kernel_size}x{kernel_size} over "
+                f"{images.shape[1]} channels need {tuple(weight.shape)}",
+                hint=f"set methods.patch_whitening.kernel_size={own.kernel_size[0]}",
+            )
+        with torch.no_grad():
+            own.weight.copy_(weight)
+        own.weight.requires_grad_(False)
+        return net
     stem = net.stem
     if isinstance(stem, nn.Conv2d):
         stem = nn.Sequential(stem)
@@ -95,7 +112,6 @@ def apply_patch_whitening(
             f"patch_whitening: images have {images.shape[1]} channels, the first conv takes "
             f"{conv.in_channels}"
         )
-    weight = patch_whitening_weights(images, kernel_size, eps)
     whiten = nn.Conv2d(images.shape[1], len(weight), kernel_size, bias=False)
     with torch.no_grad():
         whiten.weight.copy_(weight)

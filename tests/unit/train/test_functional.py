@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from spotrun.errors import UsageError
 from spotrun.train import functional as sf
 from spotrun.train.methods.blurpool import BlurConv2d, BlurMaxPool2d
 from spotrun.train.methods.cutmix import cutmix_box
@@ -375,3 +376,18 @@ def test_every_residual_block_is_found() -> None:
     model = SmallResNet(4, width=8)
     assert sum(isinstance(m, ResidualBlock) for m in model.modules()) == 3
     assert math.isclose(sum(sf.apply_stochastic_depth(model, 0.2)), 0.2 * (1 + 2 + 3) / 3)
+
+
+def test_patch_whitening_fills_a_models_own_whitening_layer() -> None:
+    from spotrun.train.models.fastnet import fast_cifar_net
+
+    model = fast_cifar_net(10, widths=(8, 8, 8))
+    own = model.stem.whiten
+    layers_before = len(list(model.modules()))
+    x = images(16, side=12)
+    sf.apply_patch_whitening(model, x, kernel_size=2)
+    assert model.stem.whiten is own and len(list(model.modules())) == layers_before
+    assert torch.equal(own.weight, sf.patch_whitening_weights(x, 2))
+    assert not own.weight.requires_grad and own.bias is not None and own.bias.requires_grad
+    with pytest.raises(UsageError, match="kernel_size=2"):
+        sf.apply_patch_whitening(fast_cifar_net(10, widths=(8, 8, 8)), x, kernel_size=3)
