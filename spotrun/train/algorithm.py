@@ -1,8 +1,9 @@
 """The Algorithm contract and the engine that applies algorithms at events.
 
 An algorithm says at which events it acts (`match`) and what it does there (`apply`). The
-engine runs matching algorithms in one fixed order (the catalog's), reversed for after-events
-so that pairs nest like brackets, and keeps a trace of what ran so that a run can show exactly
+engine runs matching algorithms in one fixed order (the catalog's), reversed for the
+after-events that close a before-event (after_forward, after_loss, eval_end, ...) so that
+pairs nest like brackets, and keeps a trace of what ran so that a run can show exactly
 which methods touched it, at which events, and from which step to which.
 """
 

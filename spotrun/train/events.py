@@ -40,7 +40,13 @@ class Event(str, Enum):
         return self.value
 
 
-# Computed once: the engine asks for every event of every step.
+# The events that close a bracket opened by a before-event or a start-event; computed once,
+# since the engine asks for every event of every step. after_dataloader closes nothing (there is
+# no before_dataloader): it is where the batch pipeline starts (resize, select, mix, cut,
+# convert), which runs in catalog order like any other before-event.
 AFTER_EVENTS = frozenset(
-    e for e in Event if e.value.startswith(("after_", "eval_after_")) or e.value.endswith("_end")
+    e
+    for e in Event
+    if (e.value.startswith(("after_", "eval_after_")) or e.value.endswith("_end"))
+    and e is not Event.AFTER_DATALOADER
 )

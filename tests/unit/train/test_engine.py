@@ -103,6 +103,24 @@ def test_methods_apply_in_catalog_order_reversed_after(tmp_path: Path) -> None:
     assert summary[("mixed_precision", "eval_before_forward")]["count"] == 2  # 2 eval batches
 
 
+def test_batch_pipeline_runs_in_catalog_order() -> None:
+    methods = {
+        "channels_last": {},
+        "cutmix": {},
+        "selective_backprop": {"start_frac": 0.0, "interval": 1},
+        "progressive_resizing": {"size_multiple": 2},
+    }
+    trainer = make_trainer(methods, None, epochs=1)
+    trainer.fit()
+    pipeline = [
+        t.algorithm
+        for t in trainer.engine.trace
+        if t.step == 0 and t.event is Event.AFTER_DATALOADER
+    ]
+    # resize, then select the hardest (on small images), then mix, then convert the layout
+    assert pipeline == ["progressive_resizing", "selective_backprop", "cutmix", "channels_last"]
+
+
 def test_engine_refuses_duplicate_names() -> None:
     algorithms = build_methods({"ema": {}})
     with pytest.raises(ValueError, match="unique"):
