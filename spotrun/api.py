@@ -21,6 +21,7 @@ from spotrun.agent.session import session_exists, session_name, tmux_argv
 from spotrun.agent.wrapper import LOG_FILE
 from spotrun.billing import RunBill, bill_run
 from spotrun.cloud import get_provider
+from spotrun.cloud.base import Offer
 from spotrun.config import (
     CloudName,
     LaunchSpec,
@@ -94,7 +95,42 @@ def prepare_launch(
         raise UsageError(f"recipe {recipe.name} runs on one node only; drop --nodes")
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
+    # What the cloud will need (its image, its bucket, ...) is checked before a run exists.
+    preflight = getattr(provider, "preflight", None)
+    if preflight is not None:
+        preflight(merged)
     return LaunchPlan(spec, recipe, plan)
+
+
+def dry_run(settings: Settings, prepared: LaunchPlan) -> list[str]:
+    """Ask the cloud whether a launch of `prepared` would be allowed; creates nothing.
+
+    Returns the operations that passed. Only clouds with a permission check (AWS's DryRun) can.
+    """
+    provider = get_provider(prepared.spec.cloud, settings)
+    check = getattr(provider, "dry_run", None)
+    if check is None:
+        raise UsageError(f"--dry-run needs a cloud that can check permissions; not {provider.name}")
+    return list(check(prepared.plan.chosen))
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    offers: list[Offer]  # cheapest first
+    on_demand_source: str  # where the on-demand column came from
+
+
+def prices(
+    settings: Settings, cloud: CloudName = "aws", resources: dict[str, Any] | None = None
+) -> PriceTable:
+    """The offers a launch with these resources would choose from, cheapest first."""
+    try:
+        wanted = Resources.model_validate(resources or {})
+    except ValidationError as exc:
+        raise UsageError(describe_validation_error(exc)) from exc
+    provider = get_provider(cloud, settings)
+    offers = make_plan(wanted, provider.offers(wanted), limit=None).offers
+    return PriceTable(offers, str(getattr(provider, "on_demand_source", "the cloud")))
 
 
 def launch(ledger: Ledger, prepared: LaunchPlan) -> RunRecord:

@@ -86,6 +86,14 @@ def launch(
     ),
     max_cost: float | None = typer.Option(None, "--max-cost", metavar="USD", help="budget cap"),
     max_hours: float | None = typer.Option(None, "--max-hours", help="wall-time cap"),
+    gpu_model: str | None = typer.Option(None, "--gpu-model", help="e.g. A10G, L4, A100"),
+    instance_type: str | None = typer.Option(None, "--instance-type", help="e.g. g5.xlarge"),
+    region: str | None = typer.Option(None, "--region", help="cloud region (aws)"),
+    zone: str | None = typer.Option(None, "--zone", help="availability zone (aws)"),
+    disk_gb: int | None = typer.Option(None, "--disk-gb", help="root volume size in GB (aws)"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="check the plan and the cloud's permissions; launch nothing"
+    ),
 ) -> None:
     """Launch RECIPE on the cheapest capacity that fits and follow it to the end."""
     settings = load_settings()
@@ -99,7 +107,13 @@ def launch(
         name=name,
         max_cost_usd=max_cost,
         max_hours=max_hours,
+        resources=_resource_flags(gpu_model, instance_type, region, zone, disk_gb),
     )
+    if dry_run:
+        passed = api.dry_run(settings, prepared)
+        out.print(f"dry run on {prepared.spec.cloud}: {prepared.plan.reason}")
+        out.print(f"permitted: {', '.join(passed)}; nothing was launched")
+        return
     run = api.launch(ledger, prepared)
     if detach:
         sys.stdout.write(run.id + "\n")
@@ -110,6 +124,63 @@ def launch(
         return
     out.print(f"run {run.id}  {run.name}  on {run.cloud}")
     raise typer.Exit(_follow(ledger, run.id))
+
+
+def _resource_flags(
+    gpu_model: str | None,
+    instance_type: str | None,
+    region: str | None,
+    zone: str | None,
+    disk_gb: int | None,
+) -> dict[str, Any]:
+    flags = {
+        "gpu_model": gpu_model,
+        "instance_type": instance_type,
+        "region": region,
+        "zone": zone,
+        "disk_gb": disk_gb,
+    }
+    return {key: value for key, value in flags.items() if value is not None}
+
+
+# -------------------------------------------------------------------- prices
+@app.command()
+def prices(
+    gpus: int = typer.Option(1, "--gpus", help="at least this many GPUs (0: CPU types)"),
+    gpu_model: str | None = typer.Option(None, "--gpu-model", help="e.g. A10G, L4, A100"),
+    instance_type: str | None = typer.Option(None, "--instance-type"),
+    region: str | None = typer.Option(None, "--region"),
+    zone: str | None = typer.Option(None, "--zone"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """The spot offers a launch chooses from, cheapest first, beside on-demand prices."""
+    if gpus < 0:
+        raise UsageError(f"--gpus must be 0 or more, got {gpus}")
+    settings = load_settings()
+    priced = api.prices(
+        settings,
+        "aws",
+        {"gpus": gpus, **_resource_flags(gpu_model, instance_type, region, zone, None)},
+    )
+    offers = priced.offers
+    if as_json:
+        _print_json([{**o.to_dict(), "saving_pct": o.saving_pct} for o in offers])
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("TYPE", "ZONE", "GPUS", "GPU", "SPOT $/H", "ON-DEMAND $/H", "SAVING"):
+        table.add_column(col, justify="right" if "$" in col or col in ("GPUS", "SAVING") else "left")
+    for o in offers:
+        table.add_row(
+            o.instance_type,
+            o.zone,
+            str(o.gpus),
+            o.gpu_model or "-",
+            f"{o.spot_usd_per_hour:.4f}" if o.spot_usd_per_hour is not None else "-",
+            f"{o.on_demand_usd_per_hour:.4f}" if o.on_demand_usd_per_hour is not None else "-",
+            f"{o.saving_pct:.0f}%" if o.saving_pct is not None else "-",
+        )
+    out.print(table)
+    out.print(f"spot: EC2's current prices; on-demand: {priced.on_demand_source}")
 
 
 def _follow(ledger: Any, run_id: str) -> int:

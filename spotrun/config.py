@@ -41,16 +41,44 @@ class AwsSettings(StrictModel):
     regions: list[str] = Field(default_factory=list, description="regions `gc` sweeps; [] = region")
     image_id: str | None = Field(None, description="an AMI id; wins over image_ssm_parameter")
     image_ssm_parameter: str = DEFAULT_IMAGE_SSM_PARAMETER
+    architecture: Literal["x86_64", "arm64"] = Field(
+        "x86_64", description="CPU architecture of the image; only types that run it are offered"
+    )
     bucket: str | None = Field(None, description="S3 bucket for checkpoints (durable store)")
     ssh_address: Literal["public", "private"] = "public"
     ssh_user: str = "ubuntu"
-    ssh_port: int = 22
+    ssh_port: int = Field(22, ge=1, le=65535)
     ssh_timeout_s: float = Field(600.0, gt=0, description="boot + SSH banner wait, then terminate")
+    ssh_cidr: str | None = Field(
+        None, description="who may reach SSH; default this machine's own address as a /32"
+    )
+    caller_ip_url: str = Field(
+        "https://checkip.amazonaws.com", description="answers this machine's public address"
+    )
     root_volume_gb: int = Field(200, ge=8)
     subnet_id: str | None = None
+    subnet_ids: list[str] = Field(
+        default_factory=list, description="subnets to launch in (one per zone); [] = default VPC"
+    )
     instance_profile: str | None = Field(None, description="IAM instance profile name")
     python: str = Field("python3", description="python on the instance that runs spotrun")
+    remote_root: str | None = Field(
+        None, description="spotrun's folder on the instance; default ~/.spotrun of ssh_user"
+    )
     metadata_url: str = "http://169.254.169.254"
+    gpu_instance_types: list[str] = Field(
+        default_factory=lambda: ["g*", "p*"], description="type patterns searched for GPU offers"
+    )
+    cpu_instance_types: list[str] = Field(
+        default_factory=lambda: ["c6i.*", "c7i.*", "m6i.*", "m7i.*"],
+        description="type patterns offered to recipes that need no GPU",
+    )
+    expires_after_hours: float = Field(
+        24.0, gt=0, description="spotrun:expires tag when a launch sets no --max-hours"
+    )
+    pricing_api: bool = Field(True, description="ask the Pricing API for on-demand prices")
+    max_attempts: int = Field(8, ge=1, description="calls per request, throttling retries included")
+    poll_s: float = Field(2.0, gt=0, description="how often the controller looks at a job")
 
 
 class Settings(StrictModel):

@@ -18,7 +18,7 @@ from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.billing import bill_run
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
-from spotrun.errors import CapacityError, SpotrunError, StateError
+from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
 from spotrun.ledger import InstanceRecord, Ledger, RunRecord
 from spotrun.metrics import MetricsTail
@@ -75,8 +75,9 @@ class RunController:
         self.run_id = run_id
         run = ledger.get_run(run_id)
         self.provider = provider or get_provider(run.cloud, ledger.settings)
+        default_poll_s = 0.5 if self.provider.shares_filesystem else 2.0
         self.poll_s = (
-            poll_s if poll_s is not None else (0.5 if self.provider.shares_filesystem else 2.0)
+            poll_s if poll_s is not None else getattr(self.provider, "poll_s", default_poll_s)
         )
         self.metrics = MetricsTail(run.run_dir / "metrics.jsonl")
         self.session = session_name(run_id)
@@ -122,7 +123,11 @@ class RunController:
         tried = []
         for offer in offers:
             request = InstanceRequest(
-                run.id, offer, count=run.spec.resources.nodes, disk_gb=run.spec.resources.disk_gb
+                run.id,
+                offer,
+                count=run.spec.resources.nodes,
+                disk_gb=run.spec.resources.disk_gb,
+                max_hours=run.spec.max_hours,
             )
             try:
                 instances = self.provider.launch(request)
@@ -224,6 +229,25 @@ class RunController:
             final=final,
         )
 
+    def _final_sync(self, run: RunRecord) -> None:
+        """The last pull before teardown: over the runner, then from the durable store.
+
+        When the instance cannot be reached any more, what its uploader stored (S3 on AWS)
+        is what the run keeps; the store also fills in anything the last pull missed.
+        """
+        for inst in self._live_instances()[:1]:
+            try:
+                self._sync(run, inst, final=True)
+            except RemoteError as exc:
+                self.ledger.add_event(run.id, "sync", f"final sync failed: {exc.message}")
+        pull_durable = getattr(self.provider, "pull_durable", None)
+        if pull_durable is not None:
+            fetched = pull_durable(run.id, run.run_dir)
+            if fetched:
+                self.ledger.add_event(
+                    run.id, "sync", f"{len(fetched)} file(s) from the durable store"
+                )
+
     def _pull_metrics(self, run: RunRecord) -> None:
         new = self.metrics.read_new()
         if new:
@@ -237,8 +261,7 @@ class RunController:
         return code if isinstance(code, int) else None
 
     def _finish(self, run: RunRecord) -> RunRecord:
-        for inst in self._live_instances()[:1]:
-            self._sync(run, inst, final=True)
+        self._final_sync(run)
         self._pull_metrics(run)
         self._teardown(run, "job finished")
         code = self._exit_code(run)
@@ -262,8 +285,7 @@ class RunController:
                 self.ledger.add_event(
                     run.id, "stop", f"could not stop the job cleanly: {exc.message}"
                 )
-        for inst in live[:1]:
-            self._sync(run, inst, final=True)
+        self._final_sync(run)
         self._pull_metrics(run)
         self._teardown(run, "stopped by the user")
         return self._move(RunState.STOPPED, "stopped by the user")
@@ -297,7 +319,7 @@ class RunController:
             self.ledger.upsert_instance(
                 to_record(
                     inst,
-                    terminated_at=now,
+                    terminated_at=inst.ended_at or now,
                     end_reason=reason if inst.id in ended_ids else (inst.state_reason or reason),
                 )
             )

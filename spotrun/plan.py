@@ -45,7 +45,9 @@ def sort_key(offer: Offer) -> tuple[float, int, str, str]:
     return (offer.usd_per_hour, offer.gpus, offer.instance_type, offer.zone)
 
 
-def make_plan(resources: Resources, offers: list[Offer]) -> Plan:
+def make_plan(
+    resources: Resources, offers: list[Offer], *, limit: int | None = MAX_FALLBACK_OFFERS
+) -> Plan:
     fitting = sorted((o for o in offers if fits(o, resources)), key=sort_key)
     if not fitting:
         raise UsageError(_nothing_fits(resources, offers))
@@ -55,7 +57,7 @@ def make_plan(resources: Resources, offers: list[Offer]) -> Plan:
         f"cheapest of {len(fitting)} fitting offer(s): {chosen.instance_type} in {chosen.zone} "
         f"({chosen.gpus} GPU, {price})"
     )
-    return Plan(fitting[:MAX_FALLBACK_OFFERS], reason)
+    return Plan(fitting if limit is None else fitting[:limit], reason)
 
 
 def _nothing_fits(resources: Resources, offers: list[Offer]) -> str:

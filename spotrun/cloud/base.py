@@ -74,6 +74,7 @@ class InstanceRequest:
     count: int = 1
     disk_gb: int | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    max_hours: float | None = None  # the run's wall-time cap; clouds tag resources to expire
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class Instance:
     launched_at: float | None = None
     node_index: int = 0
     state_reason: str | None = None  # why it is ending, e.g. a spot interruption
+    ended_at: float | None = None  # when the cloud moved it to shutting-down/terminated
 
     @property
     def is_live(self) -> bool:

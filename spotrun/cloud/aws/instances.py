@@ -1,0 +1,251 @@
+"""EC2 instances of a run: the image, the launch request, finding them by tag, terminating.
+
+Launching is safe to repeat: the run's instances are found by their spotrun:run-id tag first
+and only the shortfall is asked for, with a ClientToken derived from the run id, the offer and
+how many instances the run has had, so a call that botocore repeats after a lost answer (or a
+supervisor that repeats it after a crash) cannot make a second set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from spotrun.cloud.aws.errors import aws_call, error_code
+from spotrun.cloud.aws.network import TAG_RUN, tag_specs
+from spotrun.cloud.aws.session import AwsClients
+from spotrun.cloud.base import Instance, Offer
+from spotrun.errors import UsageError
+
+LIVE_STATES = ("pending", "running")
+ALL_STATES = ("pending", "running", "shutting-down", "terminated", "stopping", "stopped")
+BILLABLE_STATES = ("pending", "running", "stopping", "stopped")
+_REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+
+
+@dataclass(frozen=True)
+class Image:
+    id: str
+    root_device: str
+    architecture: str
+    source: str  # where the id came from, for messages
+
+
+def resolve_image(clients: AwsClients, region: str) -> Image:
+    """The AMI to launch: aws.image_id, else the one the SSM parameter names."""
+    settings = clients.settings
+    if settings.image_id:
+        image_id, source = settings.image_id, "aws.image_id"
+    else:
+        name = settings.image_ssm_parameter
+        source = f"SSM parameter {name}"
+        with aws_call("ssm", "GetParameter", region):
+            try:
+                image_id = clients.client("ssm", region).get_parameter(Name=name)["Parameter"][
+                    "Value"
+                ]
+            except ClientError as exc:
+                if error_code(exc) in ("ParameterNotFound", "ValidationException"):
+                    raise UsageError(
+                        f"the {source} does not exist in {region}",
+                        hint="set aws.image_id (an AMI id) or aws.image_ssm_parameter",
+                    ) from exc
+                raise
+    with aws_call("ec2", "DescribeImages", region):
+        try:
+            images = clients.client("ec2", region).describe_images(ImageIds=[image_id])["Images"]
+        except ClientError as exc:
+            if error_code(exc).startswith("InvalidAMIID"):
+                images = []
+            else:
+                raise
+    if not images:
+        raise UsageError(
+            f"image {image_id} (from {source}) does not exist in {region}",
+            hint="check the AMI id and its region, or build one with ami/ (see ami/README.md)",
+        )
+    image = images[0]
+    if image.get("State", "available") != "available":
+        raise UsageError(f"image {image_id} (from {source}) is {image.get('State')}, not available")
+    arch = str(image.get("Architecture", settings.architecture))
+    if arch != settings.architecture:
+        raise UsageError(
+            f"image {image_id} is built for {arch}, but aws.architecture is {settings.architecture}"
+        )
+    return Image(image_id, str(image.get("RootDeviceName") or "/dev/sda1"), arch, source)
+
+
+def client_token(run_id: str, offer: Offer, launched_before: int) -> str:
+    """Same request, same token: EC2 answers a repeat with the instances of the first call."""
+    key = f"{run_id}/{offer.instance_type}/{offer.zone}/{offer.market}/{launched_before}"
+    return f"spotrun-{run_id}-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
+
+
+def run_instances_params(
+    *,
+    run_id: str,
+    offer: Offer,
+    count: int,
+    image: Image,
+    subnet_id: str,
+    security_group_id: str | None,
+    key_name: str | None,
+    disk_gb: int,
+    tags: list[dict[str, str]],
+    token: str,
+    public_address: bool,
+    instance_profile: str | None,
+) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "ImageId": image.id,
+        "InstanceType": offer.instance_type,
+        "MinCount": count,
+        "MaxCount": count,
+        "ClientToken": token,
+        # IMDSv2 only: a token is needed to read metadata (and the instance role's credentials).
+        "MetadataOptions": {
+            "HttpTokens": "required",
+            "HttpEndpoint": "enabled",
+            "HttpPutResponseHopLimit": 2,
+        },
+        "BlockDeviceMappings": [
+            {
+                "DeviceName": image.root_device,
+                "Ebs": {
+                    "VolumeSize": disk_gb,
+                    "VolumeType": "gp3",
+                    "Encrypted": True,
+                    "DeleteOnTermination": True,
+                },
+            }
+        ],
+        # A shutdown from inside (the agent's watchdog) ends the billing, not just the OS.
+        "InstanceInitiatedShutdownBehavior": "terminate",
+        "TagSpecifications": tag_specs(["instance", "volume"], tags),
+    }
+    if key_name:
+        params["KeyName"] = key_name
+    if offer.market == "spot":
+        params["InstanceMarketOptions"] = {
+            "MarketType": "spot",
+            "SpotOptions": {
+                "SpotInstanceType": "one-time",
+                "InstanceInterruptionBehavior": "terminate",
+            },
+        }
+    groups = [security_group_id] if security_group_id else []
+    if public_address:
+        params["NetworkInterfaces"] = [
+            {
+                "DeviceIndex": 0,
+                "SubnetId": subnet_id,
+                "Groups": groups,
+                "AssociatePublicIpAddress": True,
+                "DeleteOnTermination": True,
+            }
+        ]
+    else:
+        params["SubnetId"] = subnet_id
+        if groups:
+            params["SecurityGroupIds"] = groups
+    if instance_profile:
+        params["IamInstanceProfile"] = {"Name": instance_profile}
+    return params
+
+
+def _timestamp(value: Any) -> float | None:
+    return value.timestamp() if isinstance(value, datetime) else None
+
+
+def ended_at(item: dict[str, Any]) -> float | None:
+    """When EC2 began ending the instance, from its StateTransitionReason, if it says."""
+    match = _REASON_TIME.search(str(item.get("StateTransitionReason") or ""))
+    if not match:
+        return None
+    moment = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")
+    return moment.replace(tzinfo=timezone.utc).timestamp()
+
+
+def to_instance(item: dict[str, Any], region: str, private: bool, node_index: int) -> Instance:
+    tags = {t["Key"]: t["Value"] for t in item.get("Tags", [])}
+    state = str(item.get("State", {}).get("Name", "pending"))
+    reason = (item.get("StateReason") or {}).get("Message") or item.get("StateTransitionReason")
+    return Instance(
+        id=item["InstanceId"],
+        run_id=tags.get(TAG_RUN, ""),
+        provider="aws",
+        instance_type=item["InstanceType"],
+        region=region,
+        zone=str(item.get("Placement", {}).get("AvailabilityZone", "")),
+        market="spot" if item.get("InstanceLifecycle") == "spot" else "on-demand",
+        state=state,
+        address=item.get("PrivateIpAddress") if private else item.get("PublicIpAddress"),
+        launched_at=_timestamp(item.get("LaunchTime")),
+        node_index=node_index,
+        state_reason=str(reason) if reason and state not in LIVE_STATES else None,
+        ended_at=ended_at(item) if state not in LIVE_STATES else None,
+    )
+
+
+def describe_run(clients: AwsClients, region: str, run_id: str) -> list[Instance]:
+    """Every instance tagged with the run id, live ones first in node order."""
+    ec2 = clients.client("ec2", region)
+    items: list[dict[str, Any]] = []
+    with aws_call("ec2", "DescribeInstances", region):
+        for page in ec2.get_paginator("describe_instances").paginate(
+            Filters=[
+                {"Name": f"tag:{TAG_RUN}", "Values": [run_id]},
+                {"Name": "instance-state-name", "Values": list(ALL_STATES)},
+            ]
+        ):
+            for reservation in page.get("Reservations", []):
+                items.extend(reservation.get("Instances", []))
+    private = clients.settings.ssh_address == "private"
+
+    def order(item: dict[str, Any]) -> tuple[bool, float, int, str]:
+        live = item.get("State", {}).get("Name") in LIVE_STATES
+        launched = _timestamp(item.get("LaunchTime")) or 0.0
+        return (not live, launched, int(item.get("AmiLaunchIndex", 0)), item["InstanceId"])
+
+    return [to_instance(item, region, private, i) for i, item in enumerate(sorted(items, key=order))]
+
+
+def describe_ids(clients: AwsClients, region: str, ids: list[str]) -> list[Instance]:
+    if not ids:
+        return []
+    ec2 = clients.client("ec2", region)
+    with aws_call("ec2", "DescribeInstances", region):
+        reservations = ec2.describe_instances(InstanceIds=ids)["Reservations"]
+    private = clients.settings.ssh_address == "private"
+    items = [i for r in reservations for i in r.get("Instances", [])]
+    return [to_instance(item, region, private, n) for n, item in enumerate(items)]
+
+
+def run_instances(
+    clients: AwsClients, region: str, params: dict[str, Any], *, dry_run: bool = False
+) -> list[dict[str, Any]]:
+    ec2 = clients.client("ec2", region)
+    spot = "InstanceMarketOptions" in params
+    with aws_call("ec2", "RunInstances", region, instance_type=params["InstanceType"], spot=spot):
+        response = ec2.run_instances(**params, DryRun=dry_run)
+    return list(response.get("Instances", []))
+
+
+def terminate_ids(clients: AwsClients, region: str, ids: list[str], wait_s: float) -> None:
+    """Terminate `ids` and wait until EC2 itself reports them terminated."""
+    if not ids:
+        return
+    ec2 = clients.client("ec2", region)
+    with aws_call("ec2", "TerminateInstances", region):
+        ec2.terminate_instances(InstanceIds=ids)
+    delay = 5
+    with aws_call("ec2", "waiting for TerminateInstances", region):
+        ec2.get_waiter("instance_terminated").wait(
+            InstanceIds=ids,
+            WaiterConfig={"Delay": delay, "MaxAttempts": max(1, int(wait_s // delay))},
+        )

@@ -1,0 +1,171 @@
+"""Offers from the EC2 API itself: instance types and their GPUs, spot prices per zone.
+
+GPU types come from DescribeInstanceTypes (GpuInfo: count, model, memory), narrowed to NVIDIA
+GPUs and to the image's architecture; spot prices from DescribeSpotPriceHistory, per zone;
+on-demand prices for comparison. Only zones where spotrun can launch (a usable subnet) count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spotrun.cloud.aws.errors import aws_call
+from spotrun.cloud.aws.prices import AwsPrices
+from spotrun.cloud.aws.session import AwsClients
+from spotrun.cloud.base import Offer
+from spotrun.config import Resources
+from spotrun.errors import UsageError
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    vcpus: int
+    memory_gb: float
+    gpus: int
+    gpu_model: str | None
+    gpu_memory_gb: float | None
+    gpu_maker: str | None
+    architectures: tuple[str, ...]
+
+    @classmethod
+    def from_api(cls, item: dict[str, Any]) -> InstanceType:
+        gpu_info = item.get("GpuInfo") or {}
+        gpus = gpu_info.get("Gpus") or []
+        first = gpus[0] if gpus else {}
+        memory_mib = (first.get("MemoryInfo") or {}).get("SizeInMiB")
+        return cls(
+            name=item["InstanceType"],
+            vcpus=int(item.get("VCpuInfo", {}).get("DefaultVCpus", 0)),
+            memory_gb=round(item.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024, 1),
+            gpus=sum(int(g.get("Count", 0)) for g in gpus),
+            gpu_model=first.get("Name"),
+            gpu_memory_gb=round(memory_mib / 1024, 1) if memory_mib else None,
+            gpu_maker=first.get("Manufacturer"),
+            architectures=tuple(item.get("ProcessorInfo", {}).get("SupportedArchitectures", [])),
+        )
+
+
+def describe_types(clients: AwsClients, region: str, patterns: list[str]) -> list[InstanceType]:
+    """Every instance type whose name matches one of `patterns` (EC2 wildcards)."""
+    ec2 = clients.client("ec2", region)
+    found: list[InstanceType] = []
+    with aws_call("ec2", "DescribeInstanceTypes", region):
+        pages = ec2.get_paginator("describe_instance_types").paginate(
+            Filters=[{"Name": "instance-type", "Values": patterns}]
+        )
+        for page in pages:
+            found.extend(InstanceType.from_api(item) for item in page.get("InstanceTypes", []))
+    return found
+
+
+def candidate_types(
+    clients: AwsClients, region: str, resources: Resources
+) -> list[InstanceType]:
+    """The instance types that can run the job; a UsageError says why when none can."""
+    settings = clients.settings
+    arch = settings.architecture
+    if resources.instance_type:
+        named = describe_types(clients, region, [resources.instance_type])
+        if not named:
+            raise UsageError(
+                f"unknown instance type '{resources.instance_type}' in {region}",
+                hint="see `spotrun prices` for the types on offer",
+            )
+        it = named[0]
+        if resources.gpus and not it.gpus:
+            raise UsageError(
+                f"instance type {it.name} has no GPUs, but the run asks for {resources.gpus}",
+                hint="pick a GPU type (see `spotrun prices`), or drop --instance-type",
+            )
+        if resources.gpus > it.gpus:
+            raise UsageError(
+                f"instance type {it.name} has {it.gpus} GPU(s), but the run asks for "
+                f"{resources.gpus}"
+            )
+        if arch not in it.architectures:
+            raise UsageError(
+                f"instance type {it.name} does not run {arch} images",
+                hint="set aws.architecture and an image built for it",
+            )
+        return [it]
+    patterns = settings.gpu_instance_types if resources.gpus else settings.cpu_instance_types
+    types = [t for t in describe_types(clients, region, patterns) if arch in t.architectures]
+    if not resources.gpus:
+        return [t for t in types if not t.gpus]
+    # spotrun's images carry CUDA: other makers' accelerators cannot run its jobs.
+    nvidia = [t for t in types if t.gpus and (t.gpu_maker or "").upper() == "NVIDIA"]
+    if resources.gpu_model:
+        models = sorted({t.gpu_model for t in nvidia if t.gpu_model})
+        nvidia = [t for t in nvidia if (t.gpu_model or "").lower() == resources.gpu_model.lower()]
+        if not nvidia:
+            raise UsageError(
+                f"no {arch} instance type in {region} has {resources.gpu_model} GPUs",
+                hint=f"GPU models on offer: {', '.join(models)}",
+            )
+    fitting = [t for t in nvidia if t.gpus >= resources.gpus]
+    if not fitting:
+        counts = sorted({t.gpus for t in nvidia})
+        raise UsageError(
+            f"no instance type in {region} has {resources.gpus} GPUs"
+            + (f" of model {resources.gpu_model}" if resources.gpu_model else ""),
+            hint=f"GPU counts on offer: {', '.join(map(str, counts))}" if counts else None,
+        )
+    if resources.gpu_memory_gb:
+        fitting = [t for t in fitting if (t.gpu_memory_gb or 0) >= resources.gpu_memory_gb]
+        if not fitting:
+            raise UsageError(
+                f"no instance type in {region} has GPUs with {resources.gpu_memory_gb:g} GB"
+            )
+    return fitting
+
+
+def build_offers(
+    clients: AwsClients,
+    prices: AwsPrices,
+    region: str,
+    zones: list[str],
+    resources: Resources,
+) -> list[Offer]:
+    """Offers for every candidate type in every launchable zone, cheapest first."""
+    types = candidate_types(clients, region, resources)
+    if resources.zone:
+        if resources.zone not in zones:
+            raise UsageError(
+                f"spotrun cannot launch in zone '{resources.zone}'",
+                hint=f"zones with a subnet in {region}: {', '.join(zones) or 'none'}",
+            )
+        zones = [resources.zone]
+    by_name = {t.name: t for t in types}
+    spot = prices.current_spot_prices(region, list(by_name)) if resources.spot else {}
+    on_demand = prices.on_demand_prices(region, list(by_name))
+    offers = []
+    for it in types:
+        for zone in zones:
+            spot_usd = spot.get((it.name, zone))
+            if resources.spot and spot_usd is None:
+                continue  # no spot market for this type in this zone
+            offers.append(
+                Offer(
+                    provider="aws",
+                    instance_type=it.name,
+                    region=region,
+                    zone=zone,
+                    gpus=it.gpus,
+                    gpu_model=it.gpu_model,
+                    gpu_memory_gb=it.gpu_memory_gb,
+                    vcpus=it.vcpus,
+                    memory_gb=it.memory_gb,
+                    spot_usd_per_hour=spot_usd,
+                    on_demand_usd_per_hour=on_demand.get(it.name),
+                    market="spot" if resources.spot else "on-demand",
+                )
+            )
+    if not offers:
+        names = ", ".join(sorted(by_name)[:6])
+        raise UsageError(
+            f"no spot price for {names} in {', '.join(zones)}: nothing to offer",
+            hint="try another region or zone, or --instance-type",
+        )
+    return sorted(offers, key=lambda o: (o.usd_per_hour, o.gpus, o.instance_type, o.zone))

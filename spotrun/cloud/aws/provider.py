@@ -1,0 +1,426 @@
+"""The AWS spot provider: offers, launch, readiness, runners, bootstrap, termination.
+
+Everything the rest of spotrun sees is the Provider protocol of spotrun.cloud.base; every AWS
+error code is mapped in spotrun.cloud.aws.errors. A run's resources (instances, volumes, key
+pair, security group) carry its spotrun:run-id tag and are found by it, so every method is safe
+to call again from a fresh process after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shlex
+import threading
+import time
+from pathlib import Path
+
+from botocore.exceptions import ClientError
+
+from spotrun.cloud.aws import instances as ec2i
+from spotrun.cloud.aws import network, store
+from spotrun.cloud.aws.errors import aws_call
+from spotrun.cloud.aws.offers import build_offers
+from spotrun.cloud.aws.prices import AwsPrices
+from spotrun.cloud.aws.session import AwsClients
+from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
+from spotrun.cloud.pricing import PricePoint
+from spotrun.config import Resources, Settings
+from spotrun.errors import CloudError, RemoteError, UsageError
+from spotrun.remote.provision import provision
+from spotrun.remote.ssh import HostKeyPins, SshRunner, banner_answers
+from spotrun.waiting import Backoff, WaitTimeout, wait_until
+
+log = logging.getLogger(__name__)
+
+
+class AwsProvider:
+    name = "aws"
+    shares_filesystem = False
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.aws = settings.aws
+        self.clients = AwsClients(settings.aws)
+        self.prices = AwsPrices(self.clients, settings.home / "cache")
+        self.poll_s = settings.aws.poll_s
+        self._runners: dict[str, SshRunner] = {}
+        self._lock = threading.Lock()
+        self._image: dict[str, ec2i.Image] = {}
+        self._subnets: dict[str, dict[str, network.Subnet]] = {}
+
+    # ------------------------------------------------------------- places
+    @property
+    def _state_dir(self) -> Path:
+        return self.settings.home / "aws"
+
+    @property
+    def keys_dir(self) -> Path:
+        return self.settings.home / "ssh"
+
+    def _run_record(self, run_id: str) -> Path:
+        return self._state_dir / "runs" / f"{run_id}.json"
+
+    def run_region(self, run_id: str) -> str:
+        """The region the run's resources live in (recorded at launch)."""
+        try:
+            return str(json.loads(self._run_record(run_id).read_text())["region"])
+        except (OSError, ValueError, KeyError):
+            return self.aws.region
+
+    def _remember_region(self, run_id: str, region: str) -> None:
+        path = self._run_record(run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"region": region}))
+        os.replace(tmp, path)
+
+    def _region(self, resources: Resources) -> str:
+        return self.clients.check_region(resources.region or self.aws.region)
+
+    def subnets(self, region: str) -> dict[str, network.Subnet]:
+        if region not in self._subnets:
+            self._subnets[region] = network.launch_subnets(self.clients, region)
+        return self._subnets[region]
+
+    def image(self, region: str) -> ec2i.Image:
+        if region not in self._image:
+            self._image[region] = ec2i.resolve_image(self.clients, region)
+        return self._image[region]
+
+    @property
+    def remote_root(self) -> str:
+        if self.aws.remote_root:
+            return self.aws.remote_root.rstrip("/")
+        user = self.aws.ssh_user
+        return f"{'/root' if user == 'root' else f'/home/{user}'}/.spotrun"
+
+    # ------------------------------------------------------------- offers
+    def offers(self, resources: Resources) -> list[Offer]:
+        region = self._region(resources)
+        zones = sorted(self.subnets(region))
+        return build_offers(self.clients, self.prices, region, zones, resources)
+
+    def preflight(self, resources: Resources) -> None:
+        """Check what a launch will need before anything is created (bad input -> UsageError)."""
+        region = self._region(resources)
+        self.image(region)
+        if self.aws.bucket:
+            store.check_bucket(self.clients.client("s3", region), self.aws.bucket, region)
+
+    def dry_run(self, offer: Offer) -> list[str]:
+        """Ask EC2 (DryRun) whether these credentials may do what a launch does."""
+        region = offer.region
+        subnet = self.subnets(region)[offer.zone]
+        image = self.image(region)
+        ec2 = self.clients.client("ec2", region)
+        checks = {
+            "RunInstances": lambda: ec2i.run_instances(
+                self.clients,
+                region,
+                ec2i.run_instances_params(
+                    run_id="dry-run",
+                    offer=offer,
+                    count=1,
+                    image=image,
+                    subnet_id=subnet.id,
+                    security_group_id=None,
+                    key_name=None,
+                    disk_gb=self.aws.root_volume_gb,
+                    tags=network.run_tags("dry-run", self.settings.owner, time.time()),
+                    token=f"spotrun-dry-run-{time.time_ns()}",
+                    public_address=self.aws.ssh_address == "public",
+                    instance_profile=self.aws.instance_profile,
+                ),
+                dry_run=True,
+            ),
+            "CreateSecurityGroup": lambda: ec2.create_security_group(
+                GroupName="spotrun-dry-run", Description="dry run", VpcId=subnet.vpc_id, DryRun=True
+            ),
+            "ImportKeyPair": lambda: ec2.import_key_pair(
+                KeyName="spotrun-dry-run",
+                PublicKeyMaterial=network.ephemeral_public_key().encode(),
+                DryRun=True,
+            ),
+            "TerminateInstances": lambda: ec2.terminate_instances(
+                InstanceIds=["i-0123456789abcdef0"], DryRun=True
+            ),
+        }
+        # EC2 checks permissions first: DryRunOperation means "would have succeeded"; for the
+        # made-up instance id a not-found answer also means the permission check passed.
+        passing = {"DryRunOperation", "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"}
+        passed = []
+        for operation, check in checks.items():
+            with aws_call("ec2", operation, region, instance_type=offer.instance_type):
+                try:
+                    check()
+                except ClientError as exc:
+                    if exc.response.get("Error", {}).get("Code") not in passing:
+                        raise
+            passed.append(operation)
+        return passed
+
+    # ------------------------------------------------------------- launch
+    def launch(self, request: InstanceRequest) -> list[Instance]:
+        offer = request.offer
+        region = offer.region
+        self._remember_region(request.run_id, region)
+        known = ec2i.describe_run(self.clients, region, request.run_id)
+        live = [i for i in known if i.is_live]
+        shortfall = request.count - len(live)
+        if shortfall <= 0:
+            return live
+        subnets = self.subnets(region)
+        if offer.zone not in subnets:
+            raise UsageError(f"spotrun has no subnet in {offer.zone}")
+        subnet = subnets[offer.zone]
+        tags = network.run_tags(
+            request.run_id,
+            self.settings.owner,
+            network.expiry(request.max_hours, self.aws.expires_after_hours),
+        )
+        key_name = network.ensure_key_pair(
+            self.clients, region, self.keys_dir, request.run_id, tags
+        )
+        group_id = network.ensure_security_group(
+            self.clients, region, subnet, request.run_id, tags
+        )
+        params = ec2i.run_instances_params(
+            run_id=request.run_id,
+            offer=offer,
+            count=shortfall,
+            image=self.image(region),
+            subnet_id=subnet.id,
+            security_group_id=group_id,
+            key_name=key_name,
+            disk_gb=request.disk_gb or self.aws.root_volume_gb,
+            tags=tags,
+            token=ec2i.client_token(request.run_id, offer, len(known)),
+            public_address=self.aws.ssh_address == "public",
+            instance_profile=self.aws.instance_profile,
+        )
+        made = ec2i.run_instances(self.clients, region, params)
+        log.info(
+            "run %s: launched %s (%s %s in %s)",
+            request.run_id,
+            ", ".join(i["InstanceId"] for i in made),
+            offer.market,
+            offer.instance_type,
+            offer.zone,
+        )
+        return [i for i in ec2i.describe_run(self.clients, region, request.run_id) if i.is_live]
+
+    def describe(self, run_id: str) -> list[Instance]:
+        return ec2i.describe_run(self.clients, self.run_region(run_id), run_id)
+
+    # -------------------------------------------------------------- ready
+    def wait_ready(self, instances: list[Instance], timeout_s: float) -> list[Instance]:
+        """One bounded wait: running in EC2, then an SSH banner, then a verified connection."""
+        if not instances:
+            return []
+        run_id = instances[0].run_id
+        region = instances[0].region
+        ids = [i.id for i in instances]
+        deadline = time.monotonic() + timeout_s
+        ec2 = self.clients.client("ec2", region)
+        delay = 2 if timeout_s < 120 else 5
+        try:
+            with aws_call("ec2", "waiting for RunInstances", region):
+                ec2.get_waiter("instance_running").wait(
+                    InstanceIds=ids,
+                    WaiterConfig={"Delay": delay, "MaxAttempts": max(1, math.ceil(timeout_s / delay))},
+                )
+        except CloudError as exc:
+            gone = [i for i in ec2i.describe_ids(self.clients, region, ids) if not i.is_live]
+            if gone:
+                raise CloudError(
+                    f"instance {gone[0].id} ended while booting: {gone[0].state_reason or gone[0].state}"
+                ) from exc
+            self._give_up(run_id, f"did not reach the running state within {timeout_s:.0f} s")
+        ready = ec2i.describe_ids(self.clients, region, ids)
+        for inst in ready:
+            if not inst.address:
+                self._give_up(
+                    run_id,
+                    f"has no {self.aws.ssh_address} address",
+                    hint="set aws.ssh_address = 'private' when spotrun runs inside the VPC",
+                )
+            address = inst.address
+            assert address is not None
+            try:
+                wait_until(
+                    lambda address=address: banner_answers(address, self.aws.ssh_port),
+                    timeout_s=max(0.0, deadline - time.monotonic()),
+                    what=f"SSH on {inst.id}",
+                    backoff=Backoff(first_s=0.05, factor=1.5, max_s=2.0),
+                )
+            except WaitTimeout:
+                self._give_up(
+                    run_id,
+                    f"{inst.id} did not answer SSH on {address}:{self.aws.ssh_port} within "
+                    f"{timeout_s:.0f} s (aws.ssh_timeout_s)",
+                )
+            self._runner_for(inst).connect()  # pins (or checks) the host key now
+        return ready
+
+    def _give_up(self, run_id: str, what: str, hint: str | None = None) -> None:
+        ended = self.terminate(run_id)
+        names = ", ".join(i.id for i in ended) or "nothing was left running"
+        raise RemoteError(f"instance {what}; terminated {names}", hint=hint)
+
+    # ------------------------------------------------------------ runners
+    def _runner_for(self, instance: Instance) -> SshRunner:
+        if not instance.address:
+            raise RemoteError(f"instance {instance.id} has no {self.aws.ssh_address} address")
+        with self._lock:
+            runner = self._runners.get(instance.id)
+            if runner is None or runner.host != instance.address:
+                runner = SshRunner(
+                    instance.address,
+                    self.aws.ssh_port,
+                    self.aws.ssh_user,
+                    network.key_path(self.keys_dir, instance.run_id),
+                    instance_id=instance.id,
+                    pins=self.host_keys(instance.run_id),
+                )
+                self._runners[instance.id] = runner
+            return runner
+
+    def host_keys(self, run_id: str) -> HostKeyPins:
+        return HostKeyPins(self.keys_dir / run_id / "hosts")
+
+    def runner(self, instance: Instance) -> Runner:
+        return self._runner_for(instance)
+
+    def run_dir(self, instance: Instance, run_id: str) -> str:
+        return f"{self.remote_root}/runs/{run_id}"
+
+    def spotrun_command(self, instance: Instance) -> list[str]:
+        return [f"{self.remote_root}/venv/bin/python", "-m", "spotrun"]
+
+    def bootstrap(self, instance: Instance, runner: Runner) -> None:
+        done = provision(runner, root=self.remote_root, python=self.aws.python)
+        log.info(
+            "instance %s provisioned (%s code)", instance.id, "pushed" if done.pushed_code else "had"
+        )
+        if self.aws.bucket:
+            self._start_uploader(instance, runner)
+
+    def _store_command(self, instance: Instance, watch_s: float) -> str:
+        run_dir = self.run_dir(instance, instance.run_id)
+        argv = [
+            *self.spotrun_command(instance)[:1],
+            "-m",
+            "spotrun.cloud.aws.store",
+            "push",
+            "--run-dir",
+            run_dir,
+            "--run-id",
+            instance.run_id,
+            "--bucket",
+            str(self.aws.bucket),
+            "--region",
+            instance.region,
+            "--watch",
+            str(watch_s),
+        ]
+        return shlex.join(argv)
+
+    def _start_uploader(self, instance: Instance, runner: Runner) -> None:
+        """Keep uploading checkpoints to S3 from the instance until the job ends."""
+        run_dir = shlex.quote(self.run_dir(instance, instance.run_id))
+        command = (
+            f"mkdir -p {run_dir} && cd {run_dir} && "
+            "{ test -f store.pid && kill -0 $(cat store.pid) 2>/dev/null || "
+            f"{{ setsid nohup {self._store_command(instance, 5.0)} >> store.log 2>&1 < /dev/null & "
+            "echo $! > store.pid; }; }"
+        )
+        runner.run(command, timeout_s=60).check("starting the checkpoint uploader")
+
+    def _flush_store(self, instance: Instance) -> None:
+        """One last upload from the instance before it ends (best effort, recorded)."""
+        try:
+            result = self._runner_for(instance).run(self._store_command(instance, 0.0), timeout_s=300)
+        except RemoteError as exc:
+            log.warning("could not flush checkpoints of %s to S3: %s", instance.id, exc.message)
+            return
+        if not result.ok:
+            log.warning("flushing checkpoints of %s to S3 failed: %s", instance.id, result.stderr[-300:])
+
+    def pull_durable(self, run_id: str, local_dir: Path) -> list[str]:
+        """Fetch from S3 the run's stored files that `local_dir` lacks."""
+        if not self.aws.bucket:
+            return []
+        region = self.run_region(run_id)
+        s3 = self.clients.client("s3", region)
+        return store.pull(s3, self.aws.bucket, run_id, local_dir, region)
+
+    # -------------------------------------------------------------- attach
+    def attach_command(self, run_id: str) -> list[str]:
+        """The user's own ssh, with the run's key and pinned host key, into the tmux session."""
+        from spotrun.agent.session import session_name
+
+        live = [i for i in self.describe(run_id) if i.is_live]
+        if not live or not live[0].address:
+            raise RemoteError(f"run {run_id} has no live instance to attach to")
+        head = live[0]
+        line = self.host_keys(run_id).known_hosts_line(head.id, head.address or "", self.aws.ssh_port)
+        if line is None:
+            raise RemoteError(f"spotrun has not connected to {head.id} yet; try again in a moment")
+        known_hosts = self.keys_dir / run_id / "known_hosts"
+        known_hosts.write_text(line + "\n")
+        return [
+            "ssh",
+            "-i",
+            str(network.key_path(self.keys_dir, run_id)),
+            "-p",
+            str(self.aws.ssh_port),
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            f"UserKnownHostsFile={known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-t",
+            f"{self.aws.ssh_user}@{head.address}",
+            f"tmux attach-session -t ={session_name(run_id)}",
+        ]
+
+    # ----------------------------------------------------------- terminate
+    def terminate(self, run_id: str) -> list[Instance]:
+        region = self.run_region(run_id)
+        billable = [
+            i
+            for i in ec2i.describe_run(self.clients, region, run_id)
+            if i.state in ec2i.BILLABLE_STATES
+        ]
+        if self.aws.bucket:
+            for inst in billable:
+                if inst.state == "running" and inst.address:
+                    self._flush_store(inst)
+        ids = [i.id for i in billable]
+        ec2i.terminate_ids(self.clients, region, ids, wait_s=self.aws.ssh_timeout_s)
+        with self._lock:
+            for instance_id in ids:
+                runner = self._runners.pop(instance_id, None)
+                if runner is not None:
+                    runner.close()
+        left = network.delete_run_network(self.clients, region, run_id)
+        if left:
+            log.warning("run %s: security groups %s still in use; `spotrun gc` removes them", run_id, left)
+        return ec2i.describe_ids(self.clients, region, ids)
+
+    # ------------------------------------------------------------- prices
+    @property
+    def on_demand_source(self) -> str:
+        return self.prices.on_demand_source
+
+    def spot_price_history(
+        self, region: str, zone: str, instance_type: str, start: float, end: float
+    ) -> list[PricePoint]:
+        return self.prices.spot_price_history(region, zone, instance_type, start, end)
+
+    def on_demand_price(self, region: str, instance_type: str) -> float | None:
+        return self.prices.on_demand_price(region, instance_type)

@@ -1,0 +1,63 @@
+"""boto3 clients, one per service and region, with the retry rules spotrun relies on.
+
+Standard retry mode absorbs throttling (RequestLimitExceeded) with backoff; capacity, quota and
+permission errors are never retried (see errors.fail_fast) so a launch moves on at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from difflib import get_close_matches
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from spotrun.cloud.aws.errors import fail_fast
+from spotrun.config import AwsSettings
+from spotrun.errors import UsageError
+
+
+class AwsClients:
+    def __init__(self, settings: AwsSettings) -> None:
+        self.settings = settings
+        self._session = boto3.session.Session()
+        self._clients: dict[tuple[str, str, int], Any] = {}
+        self._lock = threading.Lock()
+
+    def client(self, service: str, region: str | None = None, *, attempts: int | None = None) -> Any:
+        region = region or self.settings.region
+        total = attempts or self.settings.max_attempts
+        key = (service, region, total)
+        with self._lock:
+            found = self._clients.get(key)
+            if found is not None:
+                return found
+            config = Config(
+                region_name=region,
+                retries={"mode": "standard", "total_max_attempts": total},
+                connect_timeout=10,
+                read_timeout=60,
+                user_agent_extra="spotrun",
+            )
+            made = self._session.client(service, config=config)  # type: ignore[call-overload]
+            if service == "ec2":
+                for operation in ("RunInstances", "CreateFleet", "RequestSpotInstances"):
+                    made.meta.events.register(f"needs-retry.ec2.{operation}", fail_fast)
+            self._clients[key] = made
+            return made
+
+    def known_regions(self) -> list[str]:
+        names: set[str] = set()
+        for partition in self._session.get_available_partitions():
+            names.update(self._session.get_available_regions("ec2", partition_name=partition))
+        return sorted(names)
+
+    def check_region(self, region: str) -> str:
+        """`region`, if EC2 has it; a UsageError naming close matches otherwise."""
+        known = self.known_regions()
+        if region in known:
+            return region
+        near = get_close_matches(region, known, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(near)}" if near else "e.g. us-east-1, eu-west-1"
+        raise UsageError(f"unknown AWS region '{region}'", hint=hint)

@@ -1,0 +1,293 @@
+"""A Runner over SSH (paramiko): shell commands, SFTP put/get, host keys verified.
+
+Host keys are pinned per instance id on first use: the first connection to an instance records
+its key under SPOTRUN_HOME, and every later connection must present the same key or it is
+refused. Keying by instance id (not by address) matters on a cloud, where addresses are reused
+by later instances.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import stat
+import threading
+import time
+from pathlib import Path
+
+import paramiko
+
+from spotrun.cloud.base import CommandResult
+from spotrun.errors import RemoteError
+
+_CHUNK = 1 << 16
+
+
+class HostKeyPins:
+    """Pinned host keys, one file per instance id, in OpenSSH public-key form."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, instance_id: str) -> Path:
+        return self.directory / f"{instance_id}.pub"
+
+    def pinned(self, instance_id: str) -> paramiko.PKey | None:
+        try:
+            kind, data = self.path(instance_id).read_text().split()[:2]
+        except (OSError, ValueError):
+            return None
+        return paramiko.PKey.from_type_string(kind, base64.b64decode(data))
+
+    def pin(self, instance_id: str, key: paramiko.PKey) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.path(instance_id)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(f"{key.get_name()} {key.get_base64()}\n")
+        os.replace(tmp, path)
+
+    def known_hosts_line(self, instance_id: str, host: str, port: int) -> str | None:
+        key = self.pinned(instance_id)
+        if key is None:
+            return None
+        return f"{_host_key_name(host, port)} {key.get_name()} {key.get_base64()}"
+
+
+def _host_key_name(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+class _PinOnFirstUse(paramiko.MissingHostKeyPolicy):
+    def __init__(self, pins: HostKeyPins, instance_id: str) -> None:
+        self.pins = pins
+        self.instance_id = instance_id
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        self.pins.pin(self.instance_id, key)
+
+
+class SshRunner:
+    """Runs commands on one instance over one SSH connection, reconnecting when it drops."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        user: str,
+        key_file: Path,
+        *,
+        instance_id: str,
+        pins: HostKeyPins,
+        connect_timeout_s: float = 15.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.user = user
+        self.key_file = key_file
+        self.instance_id = instance_id
+        self.pins = pins
+        self.connect_timeout_s = connect_timeout_s
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        self._lock = threading.RLock()
+
+    @property
+    def where(self) -> str:
+        return f"instance {self.instance_id} ({self.user}@{self.host}:{self.port})"
+
+    # ------------------------------------------------------------ connection
+    def _transport(self) -> paramiko.Transport:
+        with self._lock:
+            client = self._client
+            transport = client.get_transport() if client is not None else None
+            if transport is not None and transport.is_active():
+                return transport
+            self.close()
+            self._client = self._connect()
+            transport = self._client.get_transport()
+            assert transport is not None
+            transport.set_keepalive(30)
+            return transport
+
+    def _connect(self) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        pinned = self.pins.pinned(self.instance_id)
+        if pinned is not None:
+            client.get_host_keys().add(_host_key_name(self.host, self.port), pinned.get_name(), pinned)
+        client.set_missing_host_key_policy(_PinOnFirstUse(self.pins, self.instance_id))
+        try:
+            key = paramiko.Ed25519Key.from_private_key_file(str(self.key_file))
+        except (OSError, paramiko.SSHException) as exc:
+            raise RemoteError(f"cannot read the run's SSH key {self.key_file}: {exc}") from exc
+        try:
+            client.connect(
+                self.host,
+                port=self.port,
+                username=self.user,
+                pkey=key,
+                timeout=self.connect_timeout_s,
+                banner_timeout=self.connect_timeout_s,
+                auth_timeout=self.connect_timeout_s,
+                allow_agent=False,
+                look_for_keys=False,
+            )
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise RemoteError(
+                f"{self.where} presented host key {exc.key.fingerprint}, "
+                "not the key pinned when spotrun first connected to it: connection refused",
+                hint=f"if the instance was legitimately rebuilt, delete {self.pins.path(self.instance_id)}",
+            ) from exc
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise RemoteError(f"{self.where} refused the run's SSH key: {exc}") from exc
+        except (OSError, paramiko.SSHException) as exc:
+            client.close()
+            raise RemoteError(f"cannot connect to {self.where}: {exc}") from exc
+        return client
+
+    def connect(self) -> None:
+        """Connect now (verifying or pinning the host key)."""
+        self._transport()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sftp is not None:
+                self._sftp.close()
+                self._sftp = None
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    # --------------------------------------------------------------- commands
+    def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
+        try:
+            channel = self._transport().open_session()
+        except (OSError, paramiko.SSHException) as exc:
+            self.close()
+            raise RemoteError(f"lost the connection to {self.where}: {exc}") from exc
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        out, err = bytearray(), bytearray()
+        try:
+            channel.settimeout(1.0)
+            channel.exec_command(command)
+            while True:
+                drained = False
+                while channel.recv_ready():
+                    out += channel.recv(_CHUNK)
+                    drained = True
+                while channel.recv_stderr_ready():
+                    err += channel.recv_stderr(_CHUNK)
+                    drained = True
+                if channel.exit_status_ready() and not channel.recv_ready():
+                    if not channel.recv_stderr_ready():
+                        break
+                if deadline is not None and time.monotonic() > deadline:
+                    channel.close()
+                    return CommandResult(
+                        command, 124, out.decode(errors="replace"),
+                        err.decode(errors="replace") + "\n(timed out)",
+                    )
+                if not drained:
+                    channel.status_event.wait(0.01)
+            code = channel.recv_exit_status()
+        except (OSError, paramiko.SSHException) as exc:
+            self.close()
+            raise RemoteError(f"lost the connection to {self.where} running a command: {exc}") from exc
+        finally:
+            channel.close()
+        return CommandResult(command, code, out.decode(errors="replace"), err.decode(errors="replace"))
+
+    # ------------------------------------------------------------------ files
+    def _sftp_client(self) -> paramiko.SFTPClient:
+        with self._lock:
+            transport = self._transport()
+            if self._sftp is None or self._sftp.get_channel() is None or self._sftp.sock.closed:
+                self._sftp = paramiko.SFTPClient.from_transport(transport)
+                if self._sftp is None:
+                    raise RemoteError(f"{self.where} offers no SFTP")
+            return self._sftp
+
+    def put(self, local: Path, remote: str) -> None:
+        try:
+            sftp = self._sftp_client()
+            if local.is_dir():
+                self._put_tree(sftp, local, remote)
+            else:
+                self._mkdirs(sftp, os.path.dirname(remote))
+                sftp.put(str(local), remote)
+        except (OSError, paramiko.SSHException) as exc:
+            raise RemoteError(f"cannot copy {local} to {self.where}:{remote}: {exc}") from exc
+
+    def _put_tree(self, sftp: paramiko.SFTPClient, local: Path, remote: str) -> None:
+        self._mkdirs(sftp, remote)
+        for item in sorted(local.iterdir()):
+            target = f"{remote}/{item.name}"
+            if item.is_dir():
+                self._put_tree(sftp, item, target)
+            else:
+                sftp.put(str(item), target)
+
+    def _mkdirs(self, sftp: paramiko.SFTPClient, remote_dir: str) -> None:
+        if not remote_dir:
+            return
+        parts = remote_dir.rstrip("/").split("/")
+        for i in range(1, len(parts) + 1):
+            path = "/".join(parts[:i]) or "/"
+            try:
+                sftp.stat(path)
+            except FileNotFoundError:
+                sftp.mkdir(path)
+
+    def get(self, remote: str, local: Path) -> None:
+        try:
+            sftp = self._sftp_client()
+            if stat.S_ISDIR(sftp.stat(remote).st_mode or 0):
+                self._get_tree(sftp, remote, local)
+            else:
+                self._get_file(sftp, remote, local)
+        except (OSError, paramiko.SSHException) as exc:
+            raise RemoteError(f"cannot copy {self.where}:{remote} to {local}: {exc}") from exc
+
+    def _get_tree(self, sftp: paramiko.SFTPClient, remote: str, local: Path) -> None:
+        local.mkdir(parents=True, exist_ok=True)
+        for attr in sftp.listdir_attr(remote):
+            source = f"{remote}/{attr.filename}"
+            if stat.S_ISDIR(attr.st_mode or 0):
+                self._get_tree(sftp, source, local / attr.filename)
+            else:
+                self._get_file(sftp, source, local / attr.filename)
+
+    def _get_file(self, sftp: paramiko.SFTPClient, remote: str, local: Path) -> None:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(local.name + ".part")
+        sftp.get(remote, str(tmp))
+        os.replace(tmp, local)
+
+    def read_from(self, remote: str, offset: int) -> bytes:
+        """The bytes of `remote` from `offset` to its current end (for growing logs)."""
+        try:
+            sftp = self._sftp_client()
+            with sftp.open(remote, "rb") as fh:
+                fh.seek(offset)
+                fh.prefetch()
+                return fh.read()
+        except (OSError, paramiko.SSHException) as exc:
+            raise RemoteError(f"cannot read {self.where}:{remote}: {exc}") from exc
+
+
+def banner_answers(host: str, port: int, timeout_s: float = 2.0) -> bool:
+    """True when an SSH server answers on host:port with its version banner."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            data = b""
+            while b"\n" not in data and len(data) < 512:
+                chunk = sock.recv(256)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return False
+    return any(line.startswith(b"SSH-") for line in data.splitlines())

@@ -1,0 +1,123 @@
+"""Pull a run's folder from its instance, incrementally: only new or changed files move.
+
+One remote `find` lists the folder (path, size, mtime); what was pulled before is remembered in
+`.sync.json` inside the local run folder, so a supervisor that restarts carries on where the last
+one stopped. Files that only grow (job.log, metrics.jsonl) are fetched from where the local copy
+ends; every other changed file is fetched whole into a temporary name and renamed, so readers
+never see half a checkpoint. Files deleted on the instance are kept here: after a spot
+interruption a fresh instance starts empty, and that must never erase what was already saved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from spotrun.cloud.base import Runner
+from spotrun.errors import RemoteError
+
+STATE_FILE = ".sync.json"
+APPEND_ONLY_SUFFIXES = (".log", ".jsonl")
+SKIPPED_SUFFIXES = (".tmp", ".part", ".lock", ".pid")
+SKIPPED_NAMES = frozenset({"supervisor.log"})
+
+
+@runtime_checkable
+class RangeReader(Protocol):
+    def read_from(self, remote: str, offset: int) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    path: str  # relative to the run folder
+    size: int
+    mtime: float
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    fetched: list[str]
+    appended_bytes: int
+    whole_bytes: int
+    unchanged: int
+
+
+def list_remote(runner: Runner, remote_dir: str) -> list[RemoteFile] | None:
+    """The run folder's files, or None when the folder does not exist (yet)."""
+    command = (
+        f"cd {shlex.quote(remote_dir)} 2>/dev/null || exit 3; "
+        "find . -type f -printf '%P\\t%s\\t%T@\\n'"
+    )
+    result = runner.run(command, timeout_s=120)
+    if result.exit_code == 3:
+        return None
+    result.check(f"listing {remote_dir}")
+    files = []
+    for line in result.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 3:
+            continue
+        path, size, mtime = parts
+        name = os.path.basename(path)
+        # Dot files are the instance's own bookkeeping (e.g. the uploader's state).
+        if name.startswith(".") or name in SKIPPED_NAMES or name.endswith(SKIPPED_SUFFIXES):
+            continue
+        files.append(RemoteFile(path, int(size), float(mtime)))
+    return files
+
+
+def _load_state(local_dir: Path) -> dict[str, list[float]]:
+    try:
+        data = json.loads((local_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save_state(local_dir: Path, state: dict[str, list[float]]) -> None:
+    path = local_dir / STATE_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(state, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def pull_run_dir(runner: Runner, remote_dir: str, local_dir: Path, *, final: bool) -> SyncResult:
+    """Bring `remote_dir` into `local_dir`; `final` is the last pull before the instance ends."""
+    local_dir.mkdir(parents=True, exist_ok=True)
+    state = _load_state(local_dir)
+    fetched: list[str] = []
+    appended = whole = unchanged = 0
+    listing = list_remote(runner, remote_dir)
+    if listing is None:
+        if final:
+            raise RemoteError(f"the run folder {remote_dir} is missing on the instance")
+        return SyncResult([], 0, 0, 0)
+    for item in listing:
+        if ".." in Path(item.path).parts or item.path.startswith("/"):
+            raise RemoteError(f"refusing to sync a path outside the run folder: {item.path!r}")
+        target = local_dir / item.path
+        have = target.stat().st_size if target.exists() else -1
+        before = state.get(item.path)
+        if before is not None and before == [item.size, item.mtime] and have == item.size:
+            unchanged += 1
+            continue
+        remote_path = f"{remote_dir}/{item.path}"
+        grows = item.path.endswith(APPEND_ONLY_SUFFIXES)
+        if grows and 0 < have <= item.size and isinstance(runner, RangeReader):
+            data = runner.read_from(remote_path, have)
+            with open(target, "ab") as fh:
+                fh.write(data)
+            appended += len(data)
+            state[item.path] = [have + len(data), item.mtime]
+        else:
+            runner.get(remote_path, target)
+            whole += item.size
+            state[item.path] = [item.size, item.mtime]
+        fetched.append(item.path)
+    if fetched:
+        _save_state(local_dir, state)
+    return SyncResult(fetched, appended, whole, unchanged)

@@ -1,0 +1,153 @@
+"""`spotrun launch --cloud aws` in the lab: moto's EC2 API, a real sshd host per instance,
+real tmux on the host, real torch. Everything is checked through the EC2/S3 APIs and the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from tests.conftest import Env
+from tests.helpers import wait_for
+from tests.lab import Lab
+
+pytestmark = pytest.mark.slow
+
+SHORT = ["--set", "epochs=2"]
+
+
+def _run(env: Env, ref: str) -> dict[str, Any]:
+    return next(r for r in env.runs() if r["id"] == ref or r["name"] == ref)
+
+
+def _status(env: Env, ref: str) -> dict[str, Any]:
+    return json.loads(env.cli("status", ref, "--json", check=True).stdout)
+
+
+def _tags(item: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in item.get("Tags", [])}
+
+
+def _host_tmux(lab: Lab, instance_id: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """tmux of the host itself, through its server's socket in the host's own /tmp."""
+    socket = lab.host(instance_id).path("/tmp/tmux-0/default")
+    return subprocess.run(["tmux", "-S", str(socket), *args], capture_output=True, text=True)
+
+
+def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
+    env = aws_env
+    run_id = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "--detach", *SHORT, check=True
+    ).stdout.strip()
+    wait_for(lambda: _run(env, run_id)["state"] in ("running", "syncing", "succeeded"),
+             timeout=60, what="the job to start on the instance")
+
+    # While it runs: what EC2 says about the instance and everything around it.
+    (item,) = lab.instances(run_id)
+    instance_id = item["InstanceId"]
+    assert item["InstanceLifecycle"] == "spot"
+    tags = _tags(item)
+    assert tags["spotrun:run-id"] == run_id
+    assert tags["spotrun:owner"] and tags["spotrun:expires"].endswith("Z")
+    assert item["KeyName"] == f"spotrun-{run_id}"
+    assert item["MetadataOptions"]["HttpTokens"] == "required"
+    assert item["PrivateIpAddress"].startswith("127.")
+    (group,) = lab.ec2.describe_security_groups(
+        GroupIds=[g["GroupId"] for g in item["SecurityGroups"]]
+    )["SecurityGroups"]
+    assert _tags(group)["spotrun:run-id"] == run_id
+    (rule,) = group["IpPermissions"]
+    assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == ("tcp", lab.ssh_port, lab.ssh_port)
+    assert [r["CidrIp"] for r in rule["IpRanges"]] == ["127.0.0.1/32"]
+    (volume,) = lab.ec2.describe_volumes(
+        Filters=[{"Name": "attachment.instance-id", "Values": [instance_id]}]
+    )["Volumes"]
+    assert volume["Encrypted"] is True and volume["Size"] == 30
+    assert _tags(volume)["spotrun:run-id"] == run_id
+    (key_pair,) = lab.ec2.describe_key_pairs(KeyNames=[f"spotrun-{run_id}"])["KeyPairs"]
+    assert key_pair["KeyType"] == "ed25519" and _tags(key_pair)["spotrun:run-id"] == run_id
+    key_file = env.home / "ssh" / run_id / "id_ed25519"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+
+    # The job runs in tmux on the host (its own tmux server), not on this machine.
+    session = f"spotrun-{run_id}"
+    host = lab.host(instance_id)
+    if _run(env, run_id)["state"] == "running":
+        assert session in _host_tmux(lab, instance_id, "list-sessions", "-F", "#{session_name}").stdout
+    assert session not in env.sessions()
+
+    wait_for(lambda: _run(env, run_id)["state"] in ("succeeded", "failed"), timeout=120,
+             what="the run to end")
+    run = _run(env, run_id)
+    assert run["state"] == "succeeded", run
+    assert run["cloud"] == "aws" and run["metrics"]["epoch"] == 2
+
+    # Metrics and checkpoints came back, incrementally synced, and the log.
+    run_dir = env.home / "runs" / run_id
+    metrics = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["epoch"] for m in metrics] == [1, 2]
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("ckpt-*.pt"))
+    assert json.loads((run_dir / "exit.json").read_text())["exit_code"] == 0
+    remote_log = host.path(f"/root/.spotrun/runs/{run_id}/job.log").read_bytes()
+    assert (run_dir / "job.log").read_bytes() == remote_log
+    assert "training digits-fast" in env.cli("logs", run_id, check=True).stdout
+
+    # The checkpoints are in S3 too (the instance uploaded them, with its role's credentials).
+    stored = lab.s3.list_objects_v2(Bucket=lab.bucket, Prefix=f"runs/{run_id}/")
+    keys = {o["Key"] for o in stored.get("Contents", [])}
+    for ckpt in (run_dir / "checkpoints").glob("ckpt-*.pt"):
+        assert f"runs/{run_id}/checkpoints/{ckpt.name}" in keys
+
+    # Terminated, confirmed by EC2; the host and everything on it is gone; nothing left.
+    (item,) = lab.instances(run_id)
+    assert item["State"]["Name"] == "terminated"
+    assert not host.alive
+    assert lab.ec2.describe_security_groups(
+        Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]}]
+    )["SecurityGroups"] == []
+    assert lab.ec2.describe_key_pairs(
+        Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]}]
+    )["KeyPairs"] == []
+
+    status = _status(env, run_id)
+    assert [t["to"] for t in status["transitions"]] == [
+        "planned", "requested", "provisioning", "bootstrapping", "running", "syncing", "succeeded",
+    ]
+    (inst,) = status["instances"]
+    assert inst["id"] == instance_id and inst["market"] == "spot" and inst["state"] == "terminated"
+    assert inst["terminated_at"] >= inst["launched_at"]
+
+
+def test_repeat_after_a_crash_makes_no_second_instance(aws_env: Env, lab: Lab) -> None:
+    """The supervisor dies after EC2 made the instance but before it heard back; the next
+    spotrun command restarts it, and the run goes on with that same one instance."""
+    env = aws_env
+    lab.delay_response("RunInstances", 4.0)
+    run_id = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "-d", "--set", "epochs=1", check=True
+    ).stdout.strip()
+    wait_for(lambda: lab.instances(run_id), timeout=30, what="EC2 to make the instance")
+    pid = _supervisor_pid(env, run_id)
+    assert _run(env, run_id)["state"] == "requested"
+    os.kill(pid, signal.SIGKILL)
+
+    env.cli("ls", check=True)  # any command notices the dead supervisor and starts another
+    wait_for(lambda: _run(env, run_id)["state"] in ("succeeded", "failed"), timeout=120,
+             what="the run to end")
+    assert _run(env, run_id)["state"] == "succeeded"
+    assert len(lab.instances(run_id)) == 1
+    events = [e["message"] for e in _status(env, run_id)["events"]]
+    assert any("supervisor was not running" in e for e in events)
+
+
+def _supervisor_pid(env: Env, run_id: str) -> int:
+    import sqlite3
+
+    with sqlite3.connect(env.home / "ledger.db") as db:
+        (pid,) = db.execute("SELECT supervisor_pid FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return int(pid)

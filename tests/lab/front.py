@@ -1,0 +1,333 @@
+"""The lab's AWS endpoint: an HTTP front on loopback that forwards to moto, with what moto lacks.
+
+Every spotrun process of a test (the CLI, detached supervisors, the instances' own uploaders)
+reaches AWS through AWS_ENDPOINT_URL, so whatever the front answers reaches all of them, and
+their own botocore parses it and retries it. (A botocore before-send handler only reaches the
+process that registers it; spotrun's runs are driven by other processes.) The front:
+
+- injects real EC2 error responses (error XML, EC2's status codes) for chosen operations:
+  `Faults.add("RunInstances", "InsufficientInstanceCapacity", times=1, zone="us-east-1a")`;
+- answers DescribeSpotPriceHistory from price histories a test sets (moto's is one constant
+  from 2006), with StartTime/EndTime and MaxResults/NextToken pagination as EC2 does;
+- answers the Pricing API's GetProducts from on-demand prices a test sets, and otherwise as an
+  account without pricing permissions does (moto has no Pricing API);
+- tells the lab's watcher the moment RunInstances or TerminateInstances went through.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+from xml.sax.saxutils import escape
+
+# HTTP status EC2 sends with each code (capacity errors are server errors).
+STATUS = {
+    "InsufficientInstanceCapacity": 500,
+    "InsufficientCapacity": 500,
+    "RequestLimitExceeded": 503,
+    "Unavailable": 503,
+    "InternalError": 500,
+}
+DEFAULT_MESSAGES = {
+    "InsufficientInstanceCapacity": (
+        "We currently do not have sufficient {type} capacity in the Availability Zone you "
+        "requested ({zone}). Our system will be working on provisioning additional capacity."
+    ),
+    "SpotMaxPriceTooLow": "Your Spot request price is lower than the minimum required Spot request fulfillment price.",
+    "MaxSpotInstanceCountExceeded": "Max spot instance count exceeded",
+    "VcpuLimitExceeded": (
+        "You have requested more vCPU capacity than your current vCPU limit of 0 allows for the "
+        "instance bucket that the specified instance type belongs to."
+    ),
+    "UnauthorizedOperation": (
+        "You are not authorized to perform this operation. Encoded authorization failure "
+        "message: lab-encoded-message"
+    ),
+    "RequestLimitExceeded": "Request limit exceeded.",
+}
+EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+
+
+@dataclass
+class Fault:
+    """Answer matching calls with an EC2 error, `times` times (None: until removed)."""
+
+    action: str
+    code: str
+    times: int | None = 1
+    message: str | None = None
+    status: int | None = None
+    match: dict[str, str] = field(default_factory=dict)  # request parameters that must match
+    zone: str | None = None  # named in the message, as EC2 does
+    hits: int = 0
+
+    def matches(self, action: str, params: dict[str, str]) -> bool:
+        if action != self.action or self.times == 0:
+            return False
+        return all(params.get(key) == value for key, value in self.match.items())
+
+    def render(self, params: dict[str, str]) -> tuple[int, bytes]:
+        template = self.message or DEFAULT_MESSAGES.get(self.code, f"lab-injected {self.code}")
+        zone = self.zone or "the requested zone"
+        message = template.format(type=params.get("InstanceType", "?"), zone=zone)
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<Response><Errors><Error><Code>{escape(self.code)}</Code>"
+            f"<Message>{escape(message)}</Message></Error></Errors>"
+            f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
+        )
+        return self.status or STATUS.get(self.code, 400), body.encode()
+
+
+class Faults:
+    def __init__(self) -> None:
+        self._faults: list[Fault] = []
+        self._lock = threading.Lock()
+
+    def add(
+        self,
+        action: str,
+        code: str,
+        *,
+        times: int | None = 1,
+        message: str | None = None,
+        status: int | None = None,
+        zone: str | None = None,
+        match: dict[str, str] | None = None,
+    ) -> Fault:
+        fault = Fault(action, code, times, message, status, dict(match or {}), zone)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def take(self, action: str, params: dict[str, str]) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(action, params):
+                    fault.hits += 1
+                    if fault.times is not None:
+                        fault.times -= 1
+                    return fault
+        return None
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def _parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    text = value.replace("Z", "+00:00")
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+class SpotPrices:
+    """Price histories per (instance type, zone), served the way EC2 serves them."""
+
+    def __init__(self) -> None:
+        self.series: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        self.calls: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+
+    def set(self, instance_type: str, zone: str, points: list[tuple[float, float]]) -> None:
+        with self._lock:
+            self.series[(instance_type, zone)] = sorted((float(t), float(p)) for t, p in points)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.series)
+
+    def answer(self, params: dict[str, str]) -> bytes:
+        with self._lock:
+            self.calls.append(dict(params))
+            types = {v for k, v in params.items() if k.startswith("InstanceType.")}
+            zone = params.get("AvailabilityZone")
+            start = _parse_time(params.get("StartTime"))
+            end = _parse_time(params.get("EndTime")) or time.time()
+            rows: list[tuple[float, str, str, float]] = []
+            for (itype, izone), points in self.series.items():
+                if (types and itype not in types) or (zone and izone != zone):
+                    continue
+                in_force = [p for p in points if start is not None and p[0] <= start]
+                window = [p for p in points if (start is None or p[0] > start) and p[0] <= end]
+                for at, price in in_force[-1:] + window:
+                    rows.append((at, itype, izone, price))
+        rows.sort(key=lambda r: (-r[0], r[1], r[2]))  # newest first, as EC2 answers
+        size = int(params.get("MaxResults", "1000"))
+        offset = int(params.get("NextToken", "0") or 0)
+        page = rows[offset : offset + size]
+        items = "".join(
+            f"<item><instanceType>{itype}</instanceType>"
+            f"<productDescription>Linux/UNIX</productDescription>"
+            f"<spotPrice>{price:.6f}</spotPrice><timestamp>{_iso(at)}</timestamp>"
+            f"<availabilityZone>{izone}</availabilityZone></item>"
+            for at, itype, izone, price in page
+        )
+        token = (
+            f"<nextToken>{offset + size}</nextToken>" if offset + size < len(rows) else "<nextToken/>"
+        )
+        return (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeSpotPriceHistoryResponse xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId><spotPriceHistorySet>{items}</spotPriceHistorySet>"
+            f"{token}</DescribeSpotPriceHistoryResponse>"
+        ).encode()
+
+
+class OnDemandPrices:
+    """The Pricing API's GetProducts, for the types a test gave prices."""
+
+    def __init__(self) -> None:
+        self.prices: dict[tuple[str, str], float] = {}
+        self.calls = 0
+
+    def answer(self, body: bytes) -> tuple[int, bytes]:
+        self.calls += 1
+        if not self.prices:
+            error = {
+                "__type": "AccessDeniedException",
+                "message": "User is not authorized to perform: pricing:GetProducts",
+            }
+            return 400, json.dumps(error).encode()
+        request = json.loads(body or b"{}")
+        fields = {f["Field"]: f["Value"] for f in request.get("Filters", [])}
+        key = (fields.get("regionCode", ""), fields.get("instanceType", ""))
+        price_list = []
+        if key in self.prices:
+            product = {
+                "product": {"attributes": {"instanceType": key[1], "regionCode": key[0]}},
+                "terms": {
+                    "OnDemand": {
+                        "SKU.JRTCKXETXF": {
+                            "priceDimensions": {
+                                "SKU.JRTCKXETXF.6YS6EN2CT7": {
+                                    "unit": "Hrs",
+                                    "pricePerUnit": {"USD": f"{self.prices[key]:.6f}"},
+                                }
+                            }
+                        }
+                    }
+                },
+            }
+            price_list.append(json.dumps(product))
+        return 200, json.dumps({"FormatVersion": "aws_v1", "PriceList": price_list}).encode()
+
+
+_HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
+
+
+class AwsFront:
+    """Listens on 127.0.0.1; forwards to moto at `backend` unless it answers itself."""
+
+    def __init__(self, backend_host: str, backend_port: int, on_instances_changed: Callable[[], None]) -> None:
+        self.backend = (backend_host, backend_port)
+        self.faults = Faults()
+        self.spot_prices = SpotPrices()
+        self.on_demand = OnDemandPrices()
+        self.on_instances_changed = on_instances_changed
+        self.actions: list[str] = []  # every EC2 action seen, in order (tests may count calls)
+        # action -> [seconds, times]: hold the answer after moto acted (a lost/late response)
+        self.delays: dict[str, list[float]] = {}
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                return None
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, headers, payload = front.handle(self.command, self.path, dict(self.headers), body)
+                self.send_response(status)
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, name="lab-aws-front", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        target = headers.get("X-Amz-Target", "")
+        if target.startswith("AWSPriceListService."):
+            status, payload = self.on_demand.answer(body)
+            return status, [("Content-Type", "application/x-amz-json-1.1")], payload
+        service = _service_of(headers.get("Authorization", ""))
+        if service == "ec2" and method == "POST":
+            params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
+            action = params.get("Action", "")
+            self.actions.append(action)
+            fault = self.faults.take(action, params)
+            if fault is not None:
+                status, payload = fault.render(params)
+                return status, [("Content-Type", "text/xml")], payload
+            if action == "DescribeSpotPriceHistory" and self.spot_prices.active:
+                return 200, [("Content-Type", "text/xml")], self.spot_prices.answer(params)
+            if action in ("RunInstances", "TerminateInstances") and params.get("DryRun") != "true":
+                response = self._forward(method, path, headers, body)
+                self.on_instances_changed()
+                self._hold(action)
+                return response
+        return self._forward(method, path, headers, body)
+
+    def _hold(self, action: str) -> None:
+        delay = self.delays.get(action)
+        if delay and delay[1] > 0:
+            delay[1] -= 1
+            time.sleep(delay[0])
+
+    def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(*self.backend, timeout=120)
+        try:
+            forwarded = {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}
+            forwarded["Host"] = headers.get("Host", f"{self.backend[0]}:{self.backend[1]}")
+            conn.request(method, path, body=body, headers=forwarded)
+            response = conn.getresponse()
+            payload = response.read()
+            kept = [(k, v) for k, v in response.getheaders() if k.lower() not in _HOP_HEADERS]
+            return response.status, kept, payload
+        finally:
+            conn.close()
+
+
+def _service_of(authorization: str) -> str:
+    # "AWS4-HMAC-SHA256 Credential=KEY/20260101/us-east-1/ec2/aws4_request, ..."
+    marker = "Credential="
+    if marker not in authorization:
+        return ""
+    scope = authorization.split(marker, 1)[1].split(",", 1)[0].split("/")
+    return scope[3] if len(scope) > 3 else ""

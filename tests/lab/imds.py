@@ -1,0 +1,141 @@
+"""A per-instance metadata service speaking IMDSv2, on the instance's own loopback address.
+
+PUT /latest/api/token (with X-aws-ec2-metadata-token-ttl-seconds) returns a token; every GET
+must carry it in X-aws-ec2-metadata-token, or gets 401, as on an instance whose launch required
+IMDSv2. It serves what spotrun's agents and boto3 read on an instance: instance-id, type, zone,
+addresses, the instance role's credentials (so boto3 on the host needs no copied keys), the
+identity document, and spot/instance-action once the lab announces an interruption.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ROLE = "spotrun-lab-role"
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Imds:
+    def __init__(
+        self,
+        address: str,
+        port: int,
+        *,
+        instance_id: str,
+        instance_type: str,
+        zone: str,
+        region: str,
+        ami_id: str,
+    ) -> None:
+        self.instance_id = instance_id
+        self.values: dict[str, str] = {
+            "meta-data/instance-id": instance_id,
+            "meta-data/instance-type": instance_type,
+            "meta-data/placement/availability-zone": zone,
+            "meta-data/placement/region": region,
+            "meta-data/local-ipv4": address,
+            "meta-data/ami-id": ami_id,
+            "meta-data/iam/security-credentials/": ROLE,
+            f"meta-data/iam/security-credentials/{ROLE}": "",  # filled per request
+            "dynamic/instance-identity/document": json.dumps(
+                {
+                    "instanceId": instance_id,
+                    "instanceType": instance_type,
+                    "availabilityZone": zone,
+                    "region": region,
+                    "privateIp": address,
+                    "imageId": ami_id,
+                    "accountId": "123456789012",
+                }
+            ),
+        }
+        self._tokens: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self.requests = 0
+        imds = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                return None
+
+            def _send(self, status: int, body: str, content_type: str = "text/plain") -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_PUT(self) -> None:
+                imds.requests += 1
+                if self.path != "/latest/api/token":
+                    return self._send(404, "Not Found")
+                ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
+                if not ttl or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
+                    return self._send(400, "Bad Request")
+                token = secrets.token_urlsafe(32)
+                with imds._lock:
+                    imds._tokens[token] = time.time() + int(ttl)
+                self._send(200, token)
+
+            def do_GET(self) -> None:
+                imds.requests += 1
+                token = self.headers.get("X-aws-ec2-metadata-token", "")
+                with imds._lock:
+                    valid = imds._tokens.get(token, 0) > time.time()
+                if not valid:
+                    return self._send(401, "Unauthorized")
+                if not self.path.startswith("/latest/"):
+                    return self._send(404, "Not Found")
+                key = self.path[len("/latest/") :]
+                value = imds.lookup(key)
+                if value is None:
+                    return self._send(404, "Not Found")
+                self._send(200, value)
+
+        self.server = ThreadingHTTPServer((address, port), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://{address}:{port}"
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name=f"imds-{instance_id}", daemon=True
+        )
+        self._thread.start()
+
+    def lookup(self, key: str) -> str | None:
+        if key == f"meta-data/iam/security-credentials/{ROLE}":
+            now = time.time()
+            return json.dumps(
+                {
+                    "Code": "Success",
+                    "LastUpdated": _iso(now),
+                    "Type": "AWS-HMAC",
+                    "AccessKeyId": "testing",
+                    "SecretAccessKey": "testing",
+                    "Token": "testing",
+                    "Expiration": _iso(now + 6 * 3600),
+                }
+            )
+        with self._lock:
+            return self.values.get(key)
+
+    def announce(self, key: str, value: str | None) -> None:
+        """Serve (or, with None, stop serving) `key`, e.g. meta-data/spot/instance-action."""
+        with self._lock:
+            if value is None:
+                self.values.pop(key, None)
+            else:
+                self.values[key] = value
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
