@@ -21,7 +21,7 @@ from spotrun.agent.session import session_exists, session_name, tmux_argv
 from spotrun.agent.wrapper import LOG_FILE
 from spotrun.billing import RunBill, bill_run
 from spotrun.cloud import get_provider
-from spotrun.cloud.base import Offer
+from spotrun.cloud.base import Offer, Provider
 from spotrun.config import (
     CloudName,
     LaunchSpec,
@@ -54,6 +54,7 @@ class LaunchPlan:
     spec: LaunchSpec
     recipe: Recipe
     plan: Plan
+    provider: Provider | None = None  # the provider that planned it (reused by a dry run)
 
 
 def prepare_launch(
@@ -99,7 +100,7 @@ def prepare_launch(
     preflight = getattr(provider, "preflight", None)
     if preflight is not None:
         preflight(merged)
-    return LaunchPlan(spec, recipe, plan)
+    return LaunchPlan(spec, recipe, plan, provider)
 
 
 def dry_run(settings: Settings, prepared: LaunchPlan) -> list[str]:
@@ -107,7 +108,7 @@ def dry_run(settings: Settings, prepared: LaunchPlan) -> list[str]:
 
     Returns the operations that passed. Only clouds with a permission check (AWS's DryRun) can.
     """
-    provider = get_provider(prepared.spec.cloud, settings)
+    provider = prepared.provider or get_provider(prepared.spec.cloud, settings)
     check = getattr(provider, "dry_run", None)
     if check is None:
         raise UsageError(f"--dry-run needs a cloud that can check permissions; not {provider.name}")

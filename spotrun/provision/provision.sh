@@ -49,11 +49,19 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv --without-pip "$venv"
   }
 fi
-site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-base=$("$python" -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))')
-pth="$site/spotrun.pth"
-{ if [ -n "$code" ]; then echo "$code"; fi; echo "$base"; } > "$pth.tmp"
-mv "$pth.tmp" "$pth"
+# The venv sees, in this order: the pushed code, then the image's own packages.
+pth=$("$python" - "$venv" "$code" <<'PY'
+import os, site, sys
+venv, code = sys.argv[1], sys.argv[2]
+version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+pth = os.path.join(venv, "lib", version, "site-packages", "spotrun.pth")
+lines = ([code] if code else []) + site.getsitepackages() + [site.getusersitepackages()]
+with open(pth + ".tmp", "w") as fh:
+    fh.write("\n".join(lines) + "\n")
+os.replace(pth + ".tmp", pth)
+print(pth)
+PY
+)
 
 # 4. what the image lacks (a presence check: importing torch would take seconds).
 missing=$("$venv/bin/python" - <<'PY'
@@ -63,6 +71,8 @@ needed = {
     "typer": "typer>=0.12", "rich": "rich>=13", "pydantic": "pydantic>=2.5",
     "sklearn": "scikit-learn>=1.3", "boto3": "boto3>=1.28",
 }
+if importlib.util.find_spec("spotrun") is None:
+    raise SystemExit("provision: the spotrun code is not on the venv's path")
 print(" ".join(spec for module, spec in needed.items() if importlib.util.find_spec(module) is None))
 PY
 )
@@ -71,11 +81,10 @@ if [ -n "$missing" ]; then
   echo "provision: installing $missing (pip)"
   # --target: into the venv only (pip's --python option is too new for Ubuntu 22.04's pip).
   # shellcheck disable=SC2086  # one word per requirement
-  "$python" -m pip install -q --disable-pip-version-check --target "$site" $missing
+  "$python" -m pip install -q --disable-pip-version-check --target "$(dirname "$pth")" $missing
 fi
 
 # 5. a data cache that recipes and images share.
 mkdir -p "$root/data"
 
-"$venv/bin/python" -c 'import spotrun' || { echo "provision: spotrun does not import" >&2; exit 1; }
 echo "provisioned: $venv/bin/python"

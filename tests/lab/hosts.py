@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,6 +205,20 @@ class Host:
     def restart(self, *, new_host_key: bool = False) -> None:
         self.stop()
         self.start(new_host_key=new_host_key)
+        self.wait_listening()
+
+    def wait_listening(self, timeout_s: float = 10.0) -> None:
+        """Block until sshd sends its banner (it takes some 10 ms after the start)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((self.address, self.spec.port), timeout=1) as sock:
+                    if sock.recv(4) == b"SSH-":
+                        return
+            except OSError:
+                pass  # not listening yet
+            time.sleep(0.01)
+        raise TimeoutError(f"sshd of {self.instance_id} did not answer on {self.address}")
 
     def remove_files(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -86,6 +86,7 @@ class MotoServer:
         host, port = self.server.get_host_and_port()
         self.host, self.port = str(host), int(port)
         self.url = f"http://{self.host}:{self.port}"
+        self._clients: dict[str, Any] = {}
 
     @classmethod
     def shared(cls) -> MotoServer:
@@ -95,10 +96,19 @@ class MotoServer:
             return cls._shared
 
     def client(self, service: str) -> Any:
-        config = Config(region_name=REGION, retries={"mode": "standard", "total_max_attempts": 3})
-        return boto3.session.Session(
-            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
-        ).client(service, endpoint_url=self.url, config=config)  # type: ignore[call-overload]
+        """A client straight to moto (made once: botocore takes a good part of a second)."""
+        with self._lock:
+            if service not in self._clients:
+                config = Config(
+                    region_name=REGION, retries={"mode": "standard", "total_max_attempts": 3}
+                )
+                session = boto3.session.Session(
+                    aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+                )
+                self._clients[service] = session.client(  # type: ignore[call-overload]
+                    service, endpoint_url=self.url, config=config
+                )
+            return self._clients[service]
 
 
 @dataclass(frozen=True)
@@ -217,7 +227,7 @@ class Lab:
             "ssh_timeout_s": 30.0,
             "python": sys.executable,
             "root_volume_gb": 30,
-            "poll_s": 0.5,
+            "poll_s": 1.0,
             "max_attempts": 4,
         }
         if self.bucket:

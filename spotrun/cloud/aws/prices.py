@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 LINUX = "Linux/UNIX"
 PRICING_REGION = "us-east-1"  # the Pricing API answers from here for every region
 CACHE_TTL_S = 7 * 24 * 3600
+UNAVAILABLE_TTL_S = 24 * 3600  # how long a refusal of the Pricing API is believed
 
 
 def _utc(ts: float) -> datetime:
@@ -101,6 +102,8 @@ class AwsPrices:
         """On-demand USD/h per type: cache, then the Pricing API, then the shipped table."""
         wanted = sorted(set(instance_types))
         cached = self._read_cache(region)
+        if self._pricing_ok and self._pricing_refused_lately():
+            self._pricing_ok = False
         with self._lock:
             for name in wanted:
                 if (region, name) not in self._on_demand and name in cached:
@@ -154,8 +157,25 @@ class AwsPrices:
         except (ClientError, BotoCoreError) as exc:
             log.info("the Pricing API cannot be asked (%s); using the shipped table", exc)
             self._pricing_ok = False
+            self._remember_refusal()
             return None
         return dict(zip(instance_types, results))
+
+    def _refusal_path(self) -> Path:
+        return self.cache_dir / "pricing-api-refused"
+
+    def _pricing_refused_lately(self) -> bool:
+        try:
+            return time.time() - self._refusal_path().stat().st_mtime < UNAVAILABLE_TTL_S
+        except OSError:
+            return False
+
+    def _remember_refusal(self) -> None:
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            self._refusal_path().touch()
+        except OSError as exc:
+            log.info("cannot write %s: %s", self._refusal_path(), exc)
 
     def _cache_path(self, region: str) -> Path:
         return self.cache_dir / f"on-demand-{region}.json"

@@ -117,10 +117,8 @@ class AwsProvider:
         image = self.image(region)
         ec2 = self.clients.client("ec2", region)
         checks = {
-            "RunInstances": lambda: ec2i.run_instances(
-                self.clients,
-                region,
-                ec2i.run_instances_params(
+            "RunInstances": lambda: ec2.run_instances(
+                **ec2i.run_instances_params(
                     run_id="dry-run",
                     offer=offer,
                     count=1,
@@ -134,7 +132,7 @@ class AwsProvider:
                     public_address=self.aws.ssh_address == "public",
                     instance_profile=self.aws.instance_profile,
                 ),
-                dry_run=True,
+                DryRun=True,
             ),
             "CreateSecurityGroup": lambda: ec2.create_security_group(
                 GroupName="spotrun-dry-run", Description="dry run", VpcId=subnet.vpc_id, DryRun=True
@@ -340,14 +338,28 @@ class AwsProvider:
         runner.run(command, timeout_s=60).check("starting the checkpoint uploader")
 
     def _flush_store(self, instance: Instance) -> None:
-        """One last upload from the instance before it ends (best effort, recorded)."""
+        """The last upload from the instance before it ends (best effort, recorded).
+
+        When the job has ended, the uploader makes its final push and exits by itself: wait
+        for that. Otherwise (a stop, a failure) push once more here.
+        """
+        run_dir = shlex.quote(self.run_dir(instance, instance.run_id))
+        command = (
+            f"cd {run_dir} 2>/dev/null || exit 0; "
+            "if test -f exit.json && test -f store.pid; then "
+            "for i in $(seq 3000); do kill -0 $(cat store.pid) 2>/dev/null || exit 0; "
+            "sleep 0.1; done; fi; "
+            f"{self._store_command(instance, 0.0)}"
+        )
         try:
-            result = self._runner_for(instance).run(self._store_command(instance, 0.0), timeout_s=300)
+            result = self._runner_for(instance).run(command, timeout_s=330)
         except RemoteError as exc:
             log.warning("could not flush checkpoints of %s to S3: %s", instance.id, exc.message)
             return
         if not result.ok:
-            log.warning("flushing checkpoints of %s to S3 failed: %s", instance.id, result.stderr[-300:])
+            log.warning(
+                "flushing checkpoints of %s to S3 failed: %s", instance.id, result.stderr[-300:]
+            )
 
     def pull_durable(self, run_id: str, local_dir: Path) -> list[str]:
         """Fetch from S3 the run's stored files that `local_dir` lacks."""

@@ -18,18 +18,32 @@ from spotrun.config import AwsSettings
 from spotrun.errors import UsageError
 
 
+_SESSION_LOCK = threading.Lock()
+_SESSION: boto3.session.Session | None = None
+
+
+def shared_session() -> boto3.session.Session:
+    """One boto3 session per process: it caches the service models (the EC2 model alone takes
+    a good part of a second to load), so a second provider in a process costs nothing."""
+    global _SESSION
+    with _SESSION_LOCK:
+        if _SESSION is None:
+            _SESSION = boto3.session.Session()
+        return _SESSION
+
+
 class AwsClients:
     def __init__(self, settings: AwsSettings) -> None:
         self.settings = settings
-        self._session = boto3.session.Session()
+        self._session = shared_session()
         self._clients: dict[tuple[str, str, int], Any] = {}
-        self._lock = threading.Lock()
+        self._lock = _SESSION_LOCK
 
     def client(self, service: str, region: str | None = None, *, attempts: int | None = None) -> Any:
         region = region or self.settings.region
         total = attempts or self.settings.max_attempts
         key = (service, region, total)
-        with self._lock:
+        with self._lock:  # creating clients from one session is not thread-safe
             found = self._clients.get(key)
             if found is not None:
                 return found

@@ -1,0 +1,164 @@
+"""AWS errors, injected as EC2 itself sends them (error XML, EC2's status codes), parsed and
+retried by botocore in whichever spotrun process meets them; hosts that never answer SSH; host
+keys that change."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from spotrun import api
+from spotrun.cloud.aws import AwsProvider
+from spotrun.cloud.base import InstanceRequest
+from spotrun.config import Resources, load_settings
+from spotrun.controller import RunController
+from spotrun.errors import RemoteError
+from spotrun.ledger import Ledger, RunRecord
+from spotrun.runs import RunState
+from tests.conftest import Env
+from tests.e2e.test_bad_input import assert_one_line_error
+from tests.lab import Lab
+from tests.lab.fixtures import use_lab
+
+CAPACITY_CODES = ["InsufficientInstanceCapacity", "SpotMaxPriceTooLow", "MaxSpotInstanceCountExceeded"]
+
+
+def _request_step(env: Env) -> tuple[Ledger, RunRecord, AwsProvider]:
+    """Plan a digits-fast run on the lab and drive only its request step, in this process."""
+    settings = load_settings(env.home)
+    prepared = api.prepare_launch(settings, "digits-fast", cloud="aws")
+    ledger = Ledger(settings)
+    run = ledger.create_run(prepared.spec, plan=prepared.plan.to_dict())
+    provider = AwsProvider(settings)
+    controller = RunController(ledger, run.id, provider=provider)
+    return ledger, controller._request(ledger.get_run(run.id)), provider
+
+
+def _nothing_left(lab: Lab, run_id: str) -> None:
+    live = lab.instances(run_id, states=("pending", "running"))
+    assert live == []
+    run_filter = [{"Name": "tag:spotrun:run-id", "Values": [run_id]}]
+    assert lab.ec2.describe_security_groups(Filters=run_filter)["SecurityGroups"] == []
+    assert lab.ec2.describe_key_pairs(Filters=run_filter)["KeyPairs"] == []
+
+
+@pytest.mark.parametrize("code", CAPACITY_CODES)
+def test_capacity_error_moves_on_to_the_next_offer(aws_env: Env, lab: Lab, code: str) -> None:
+    cheapest = "us-east-1c"  # c6i.large is cheapest there in the lab's default market
+    fault = lab.fail("RunInstances", code, zone=cheapest)
+    ledger, run, provider = _request_step(aws_env)
+    assert run.state is RunState.PROVISIONING
+    assert fault.hits == 1  # not retried by botocore: the next offer is tried at once
+    (instance,) = provider.describe(run.id)
+    assert (instance.instance_type, instance.zone) == ("c6i.large", "us-east-1a")
+    events = [e.message for e in ledger.events(run.id)]
+    assert any(e.startswith(f"c6i.large in {cheapest}: {code}") for e in events), events
+    provider.terminate(run.id)
+    _nothing_left(lab, run.id)
+
+
+def test_all_offers_failing_lists_what_was_tried(aws_env: Env, lab: Lab) -> None:
+    fault = lab.fail("RunInstances", "InsufficientInstanceCapacity", times=None)
+    proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (run,) = aws_env.runs()
+    assert run["state"] == "failed"
+    message = run["message"]
+    assert message.startswith("no offer could be filled; tried ")
+    for zone in ("us-east-1a", "us-east-1b", "us-east-1c"):
+        for instance_type in ("c6i.large", "m6i.large"):
+            assert f"{instance_type} in {zone}: InsufficientInstanceCapacity" in message
+    assert fault.hits == 6  # each offer once
+    _nothing_left(lab, run["id"])
+
+
+@pytest.mark.parametrize(
+    ("code", "names"),
+    [
+        ("VcpuLimitExceeded", ["All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+                               "Service Quotas"]),
+        ("UnauthorizedOperation", ["ec2:RunInstances", "grant"]),
+    ],
+)
+def test_quota_and_permission_errors_name_what_to_raise(
+    aws_env: Env, lab: Lab, code: str, names: list[str]
+) -> None:
+    fault = lab.fail("RunInstances", code, times=None)
+    proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (run,) = aws_env.runs()
+    assert run["state"] == "failed" and run["message"].startswith(code)
+    for name in names:
+        assert name in run["message"] and name in proc.stdout
+    assert fault.hits == 1  # neither retried nor tried elsewhere: another zone cannot help
+    _nothing_left(lab, run["id"])
+
+
+def test_request_limit_exceeded_is_left_to_botocore_retries(aws_env: Env, lab: Lab) -> None:
+    fault = lab.fail("RunInstances", "RequestLimitExceeded", times=2)
+    ledger, run, provider = _request_step(aws_env)
+    assert run.state is RunState.PROVISIONING
+    assert fault.hits == 2 and lab.front.actions.count("RunInstances") == 3
+    assert len(provider.describe(run.id)) == 1
+    assert not [e for e in ledger.events(run.id) if "RequestLimitExceeded" in e.message]
+    provider.terminate(run.id)
+
+
+def test_dry_run_checks_permissions_and_launches_nothing(aws_env: Env, lab: Lab) -> None:
+    proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "permitted: RunInstances, CreateSecurityGroup, ImportKeyPair, TerminateInstances" in proc.stdout
+    assert "nothing was launched" in proc.stdout
+    assert aws_env.runs() == [] and lab.instances() == []
+    assert lab.ec2.describe_key_pairs()["KeyPairs"] == [] or all(
+        not k["KeyName"].startswith("spotrun-") for k in lab.ec2.describe_key_pairs()["KeyPairs"]
+    )
+
+    lab.fail("RunInstances", "UnauthorizedOperation")
+    proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws", "--dry-run")
+    assert_one_line_error(proc, 1, "UnauthorizedOperation", "ec2:RunInstances")
+    assert aws_env.runs() == [] and lab.instances() == []
+
+
+def test_ssh_never_answering_terminates_the_instance(
+    env: Env, make_lab: Callable[..., Lab]
+) -> None:
+    silent = make_lab(boot="silent", bucket=False)
+    with use_lab(env, silent, ssh_timeout_s=3.0):
+        proc = env.cli("launch", "digits-fast", "--cloud", "aws")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (run,) = env.runs()
+    assert run["state"] == "failed"
+    assert "did not answer SSH" in run["message"] and "within 3 s" in run["message"]
+    (item,) = silent.instances(run["id"])
+    assert item["State"]["Name"] == "terminated"
+    assert f"terminated {item['InstanceId']}" in run["message"]
+    assert not silent.host(item["InstanceId"]).alive
+
+
+def test_a_changed_host_key_is_refused(aws_env: Env, lab: Lab) -> None:
+    settings = load_settings(aws_env.home)
+    provider = AwsProvider(settings)
+    (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
+    run_id = "hostkey00001"
+    (instance,) = provider.wait_ready(provider.launch(InstanceRequest(run_id, offer)), 20)
+    assert provider.runner(instance).run("echo first").stdout == "first\n"  # pinned on first use
+    attach = provider.attach_command(run_id)
+    user_ssh = [*[a for a in attach[:-1] if a != "-t"], "-o", "BatchMode=yes", "true"]
+    assert subprocess.run(user_ssh, capture_output=True, timeout=30).returncode == 0
+
+    lab.replace_host_key(instance.id)  # another machine now answers on the instance's address
+    fresh = AwsProvider(settings)  # a new process: no connection left over
+    with pytest.raises(RemoteError, match="not the key pinned when spotrun first connected"):
+        fresh.runner(instance).run("echo second")
+    refused = subprocess.run(user_ssh, capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 255 and "host key" in refused.stderr.lower()
+    provider.terminate(run_id)
+
+
+def _json(proc: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(proc.stdout)
