@@ -152,8 +152,9 @@ class AwsPrices:
             return _on_demand_from_price_list(response.get("PriceList", []))
 
         try:
+            first = one(instance_types[0])  # alone: a refusal then costs one call, not many
             with ThreadPoolExecutor(max_workers=min(8, len(instance_types))) as pool:
-                results = list(pool.map(one, instance_types))
+                results = [first, *pool.map(one, instance_types[1:])]
         except (ClientError, BotoCoreError) as exc:
             log.info("the Pricing API cannot be asked (%s); using the shipped table", exc)
             self._pricing_ok = False

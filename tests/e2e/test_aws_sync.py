@@ -1,0 +1,65 @@
+"""Incremental pulls of a run folder from a lab host over SSH/SFTP: only new or changed files
+move, growing logs move only their new bytes, and a restarted puller carries on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spotrun.cloud.aws import AwsProvider
+from spotrun.cloud.base import InstanceRequest, Runner
+from spotrun.config import Resources, load_settings
+from spotrun.errors import RemoteError
+from spotrun.remote.sync import pull_run_dir
+from tests.conftest import Env
+from tests.lab import Lab
+from tests.lab.hosts import Host
+
+RUN_ID = "sync00000001"
+
+
+@pytest.fixture
+def host(aws_env: Env, lab: Lab) -> Iterator[tuple[Runner, Host]]:
+    provider = AwsProvider(load_settings(aws_env.home))
+    (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
+    (instance,) = provider.wait_ready(provider.launch(InstanceRequest(RUN_ID, offer)), 20)
+    yield provider.runner(instance), lab.host(instance.id)
+    provider.terminate(RUN_ID)
+
+
+def test_pull_moves_only_what_changed(host: tuple[Runner, Host], tmp_path: Path) -> None:
+    host_runner, machine = host
+    remote = "/root/.spotrun/runs/" + RUN_ID
+    local = tmp_path / "run"
+    sh = host_runner.run
+    assert pull_run_dir(host_runner, remote, local, final=False).fetched == []  # not there yet
+    with pytest.raises(RemoteError, match="missing on the instance"):
+        pull_run_dir(host_runner, remote, local, final=True)
+
+    sh(
+        f"mkdir -p {remote}/checkpoints && printf 'line 1\\n' > {remote}/job.log && "
+        f"head -c 200000 /dev/urandom > {remote}/checkpoints/ckpt-1.pt && "
+        f"echo half > {remote}/checkpoints/ckpt-2.pt.tmp && echo mine > {remote}/.store.json"
+    ).check("writing files")
+    first = pull_run_dir(host_runner, remote, local, final=False)
+    assert sorted(first.fetched) == ["checkpoints/ckpt-1.pt", "job.log"]
+    assert first.whole_bytes == 200000 + 7
+    on_host = machine.path(f"{remote}/checkpoints/ckpt-1.pt").read_bytes()
+    assert (local / "checkpoints/ckpt-1.pt").read_bytes() == on_host
+
+    sh(f"printf 'line 2\\n' >> {remote}/job.log").check("appending")
+    second = pull_run_dir(host_runner, remote, local, final=False)
+    assert second.fetched == ["job.log"]
+    assert (second.appended_bytes, second.whole_bytes, second.unchanged) == (7, 0, 1)
+    assert (local / "job.log").read_text() == "line 1\nline 2\n"
+
+    # A new puller (a restarted supervisor) finds the state left in the run folder.
+    assert pull_run_dir(host_runner, remote, local, final=True).fetched == []
+
+    sh(f"head -c 1000 /dev/urandom > {remote}/checkpoints/ckpt-1.pt && rm {remote}/job.log").check("changing")
+    third = pull_run_dir(host_runner, remote, local, final=True)
+    assert third.fetched == ["checkpoints/ckpt-1.pt"] and third.whole_bytes == 1000
+    assert (local / "job.log").exists()  # what the instance deleted stays here
+    assert not (local / ".store.json").exists() and not list(local.rglob("*.tmp"))

@@ -1,0 +1,100 @@
+"""The lab itself: what tests built on it may rely on (hosts per instance, their isolation,
+IMDSv2, interruptions, injected faults)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+from botocore.exceptions import ClientError
+
+from spotrun.cloud.aws import AwsProvider
+from spotrun.cloud.base import InstanceRequest
+from spotrun.config import Resources, load_settings
+from tests.conftest import Env
+from tests.helpers import wait_for
+from tests.lab import Lab
+
+
+def _imds(url: str, path: str, token: str | None) -> tuple[int, str]:
+    headers = {"X-aws-ec2-metadata-token": token} if token else {}
+    request = urllib.request.Request(f"{url}/latest/{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+
+
+def _token(url: str) -> str:
+    request = urllib.request.Request(
+        f"{url}/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return response.read().decode()
+
+
+def test_hosts_follow_instances_isolated_with_imdsv2(aws_env: Env, lab: Lab) -> None:
+    provider = AwsProvider(load_settings(aws_env.home))
+    (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
+    a, b = provider.wait_ready(provider.launch(InstanceRequest("labhosts0001", offer, count=2)), 20)
+    run_a, run_b = provider.runner(a), provider.runner(b)
+    assert a.address != b.address and a.address and a.address.startswith("127.")
+
+    # Own /tmp, own home, own tmux server, own process tree.
+    run_a.run("echo only-a > /tmp/mark && tmux new-session -d -s on-a 'sleep 300'").check("a")
+    assert run_b.run("cat /tmp/mark").exit_code != 0
+    assert "on-a" not in run_b.run("tmux list-sessions 2>&1").stdout
+    assert "on-a" in run_a.run("tmux list-sessions").stdout
+    assert run_a.run("ps -p 1 -o comm=").stdout.strip() == "sshd"  # its own PID namespace
+    assert lab.host(a.id).path("/tmp/mark").read_text() == "only-a\n"
+
+    # IMDSv2: a token first, every read with it.
+    url = lab.imds(a.id).url
+    assert _imds(url, "meta-data/instance-id", None)[0] == 401
+    token = _token(url)
+    assert _imds(url, "meta-data/instance-id", token) == (200, a.id)
+    assert _imds(url, "meta-data/spot/instance-action", token)[0] == 404
+    creds = json.loads(_imds(url, "meta-data/iam/security-credentials/spotrun-lab-role", token)[1])
+    assert creds["Code"] == "Success"
+    on_host = run_a.run(f"curl -s -H 'X-aws-ec2-metadata-token: {token}' {url}/latest/meta-data/instance-id")
+    assert on_host.stdout == a.id
+
+    # Interruption: the notice now, then EC2 terminates it and everything on the host dies.
+    lab.interrupt(a.id, notice_s=0.5)
+    notice = json.loads(_imds(url, "meta-data/spot/instance-action", token)[1])
+    assert notice["action"] == "terminate"
+    host_a = lab.host(a.id)
+    wait_for(lambda: not host_a.alive, timeout=10, what="the interrupted host to die")
+    (item,) = [i for i in lab.instances("labhosts0001") if i["InstanceId"] == a.id]
+    assert item["State"]["Name"] == "terminated"
+    assert item["StateReason"]["Code"] == "Server.SpotInstanceTermination"
+    socket = host_a.path("/tmp/tmux-0/default")
+    assert subprocess.run(["tmux", "-S", str(socket), "list-sessions"], capture_output=True).returncode != 0
+    assert lab.host(b.id).alive
+    provider.terminate("labhosts0001")
+    wait_for(lambda: not lab.host(b.id).alive, timeout=10, what="the terminated host to die")
+
+
+def test_faults_are_real_ec2_errors_for_every_process(lab: Lab) -> None:
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client(
+        "ec2",
+        endpoint_url=lab.front.url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+    )
+    fault = lab.fail("DescribeAvailabilityZones", "UnauthorizedOperation", times=1)
+    with pytest.raises(ClientError) as caught:
+        client.describe_availability_zones()
+    assert caught.value.response["Error"]["Code"] == "UnauthorizedOperation"
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert fault.hits == 1 and fault.times == 0
+    assert client.describe_availability_zones()["AvailabilityZones"]  # then moto answers again
