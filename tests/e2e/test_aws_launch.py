@@ -7,7 +7,7 @@ import json
 import os
 import signal
 import subprocess
-import time
+import sys
 from typing import Any
 
 import pytest
@@ -161,3 +161,43 @@ def _supervisor_pid(env: Env, run_id: str) -> int:
     with sqlite3.connect(env.home / "ledger.db") as db:
         (pid,) = db.execute("SELECT supervisor_pid FROM runs WHERE id = ?", (run_id,)).fetchone()
     return int(pid)
+
+
+def test_attach_follow_logs_and_stop_on_aws(aws_env: Env, lab: Lab) -> None:
+    env = aws_env
+    run_id = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "-d", "--name", "long", "--set", "epochs=400",
+        check=True,
+    ).stdout.strip()
+    wait_for(lambda: _state(env, run_id) == "running", timeout=60, what="the job to start")
+    (item,) = lab.instances(run_id)
+    instance_id = item["InstanceId"]
+    session = f"spotrun-{run_id}"
+
+    # `attach`: the user's own ssh, the run's key and pinned host key, into the remote session.
+    env.tmux("-L", "outer", "new-session", "-d", "-x", "150", "-y", "40",
+             f"{sys.executable} -m spotrun attach long; sleep 60")
+    try:
+        clients = wait_for(
+            lambda: _host_tmux(lab, instance_id, "list-clients", "-t", f"={session}").stdout.strip(),
+            timeout=30, what="a client attached to the session on the host",
+        )
+        assert clients
+        wait_for(lambda: "epoch" in env.tmux("-L", "outer", "capture-pane", "-p").stdout,
+                 timeout=60, what="training output in the attached terminal")
+    finally:
+        env.tmux("-L", "outer", "kill-server")
+
+    follower = env.popen("logs", "-f", "long")  # follows the instance's log as it syncs
+    stopped = env.cli("stop", "long", timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    out, _ = follower.communicate(timeout=60)  # returns by itself once the run has ended
+    assert "training digits-fast" in out and "epoch 1/400" in out
+
+    assert _state(env, run_id) == "stopped"
+    run_dir = env.home / "runs" / run_id
+    assert list((run_dir / "checkpoints").glob("ckpt-*.pt")), "the trainer checkpointed on stop"
+    assert "stop requested by SIGTERM" in (run_dir / "job.log").read_text()
+    (item,) = lab.instances(run_id)
+    assert item["State"]["Name"] == "terminated"
+    assert not lab.host(instance_id).alive
