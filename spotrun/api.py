@@ -134,11 +134,16 @@ def prices(
     return PriceTable(offers, str(getattr(provider, "on_demand_source", "the cloud")))
 
 
-def launch(ledger: Ledger, prepared: LaunchPlan) -> RunRecord:
-    """Record the run and hand it to a new supervisor; returns at once."""
+def launch(
+    ledger: Ledger, prepared: LaunchPlan, *, prewarmed: supervisor.Prewarmed | None = None
+) -> RunRecord:
+    """Record the run and hand it to a new supervisor (or to `prewarmed`); returns at once."""
     run = ledger.create_run(prepared.spec, plan=prepared.plan.to_dict())
     ledger.add_event(run.id, "plan", prepared.plan.reason)
-    pid = supervisor.spawn(ledger.settings, run)
+    if prewarmed is not None:
+        pid = prewarmed.hand(run)
+    else:
+        pid = supervisor.spawn(ledger.settings, run)
     ledger.set_supervisor(run.id, pid)
     return ledger.get_run(run.id)
 

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from spotrun import api
+from spotrun import api, supervisor
 from spotrun.config import load_settings
 from spotrun.errors import SpotrunError, UsageError
 from spotrun.exitcodes import FAILURE, SUCCESS
@@ -98,23 +98,31 @@ def launch(
     """Launch RECIPE on the cheapest capacity that fits and follow it to the end."""
     settings = load_settings()
     ledger = api.open_ledger(settings)
-    prepared = api.prepare_launch(
-        settings,
-        recipe,
-        overrides=set_,
-        cloud=cloud.value if cloud else None,
-        gpus=gpus,
-        name=name,
-        max_cost_usd=max_cost,
-        max_hours=max_hours,
-        resources=_resource_flags(gpu_model, instance_type, region, zone, disk_gb),
-    )
+    chosen_cloud = cloud.value if cloud else settings.default_cloud
+    # The run's supervisor starts now and gets ready (imports, cloud clients) while we plan.
+    warm = None if dry_run else supervisor.Prewarmed(settings, chosen_cloud)
+    try:
+        prepared = api.prepare_launch(
+            settings,
+            recipe,
+            overrides=set_,
+            cloud=chosen_cloud,
+            gpus=gpus,
+            name=name,
+            max_cost_usd=max_cost,
+            max_hours=max_hours,
+            resources=_resource_flags(gpu_model, instance_type, region, zone, disk_gb),
+        )
+    except BaseException:
+        if warm is not None:
+            warm.cancel()
+        raise
     if dry_run:
         passed = api.dry_run(settings, prepared)
         out.print(f"dry run on {prepared.spec.cloud}: {prepared.plan.reason}")
         out.print(f"permitted: {', '.join(passed)}; nothing was launched")
         return
-    run = api.launch(ledger, prepared)
+    run = api.launch(ledger, prepared, prewarmed=warm)
     if detach:
         sys.stdout.write(run.id + "\n")
         err.print(

@@ -70,6 +70,64 @@ def spawn(settings: Settings, run: RunRecord) -> int:
     return proc.pid
 
 
+class Prewarmed:
+    """A supervisor started before its run exists, so that its imports and cloud clients are
+    ready when the run is handed to it (they take a second or more; `launch` plans meanwhile).
+
+    Hand it a run with `hand(run)`; `cancel()` (or this process ending) lets it exit unused.
+    """
+
+    def __init__(self, settings: Settings, cloud: str) -> None:
+        env = {**os.environ, "SPOTRUN_HOME": str(settings.home)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "spotrun.supervisor", "--prewarm", cloud],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+            close_fds=True,
+        )
+
+    def hand(self, run: RunRecord) -> int:
+        """Give it `run`; returns its pid. It logs to the run's supervisor.log from now on."""
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(f"{run.id}\n".encode())
+            self.proc.stdin.close()
+        except BrokenPipeError:  # it died while warming up: start a plain one
+            return spawn_fresh(run)
+        return self.proc.pid
+
+    def cancel(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+
+
+def spawn_fresh(run: RunRecord) -> int:
+    return spawn(load_settings(), run)
+
+
+def _await_run(cloud: str) -> str | None:
+    """The prewarm half of `main`: import and connect what driving a run needs, then wait."""
+    import spotrun.controller  # noqa: F401  (the import is the point)
+    from spotrun.cloud import get_provider
+
+    warm = getattr(get_provider(cloud, load_settings()), "warm", None)
+    if warm is not None:
+        warm()
+    line = sys.stdin.readline().strip()
+    if not line:
+        return None
+    run_dir = Ledger(load_settings()).get_run(line).run_dir
+    log_fd = os.open(run_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    return line
+
+
 def ensure_supervised(ledger: Ledger) -> list[str]:
     """Start a supervisor for every live run that has none; returns the run ids restarted."""
     restarted = []
@@ -91,6 +149,11 @@ def _raise_exit(signum: int, _frame: FrameType | None) -> None:
 def main(argv: list[str]) -> int:
     from spotrun.controller import RunController
 
+    if argv[:1] == ["--prewarm"]:
+        awaited = _await_run(argv[1])
+        if awaited is None:
+            return 0
+        argv = [awaited]
     run_id = argv[0]
     logging.basicConfig(
         level=logging.INFO,

@@ -15,6 +15,8 @@ import os
 import shlex
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from botocore.exceptions import ClientError
@@ -29,11 +31,13 @@ from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
 from spotrun.cloud.pricing import PricePoint
 from spotrun.config import Resources, Settings
 from spotrun.errors import CloudError, RemoteError, UsageError
-from spotrun.remote.provision import provision
+from spotrun.remote.provision import code_bundle, provision
 from spotrun.remote.ssh import HostKeyPins, SshRunner, banner_answers
 from spotrun.waiting import Backoff, WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
+
+CONTEXT_TTL_S = 600.0
 
 
 class AwsProvider:
@@ -82,13 +86,57 @@ class AwsProvider:
 
     def subnets(self, region: str) -> dict[str, network.Subnet]:
         if region not in self._subnets:
-            self._subnets[region] = network.launch_subnets(self.clients, region)
+            cached = self._context(region).get("subnets")
+            if isinstance(cached, dict):
+                self._subnets[region] = {z: network.Subnet(**v) for z, v in cached.items()}
+            else:
+                self._subnets[region] = network.launch_subnets(self.clients, region)
+                self._save_context(region)
         return self._subnets[region]
 
     def image(self, region: str) -> ec2i.Image:
         if region not in self._image:
-            self._image[region] = ec2i.resolve_image(self.clients, region)
+            cached = self._context(region).get("image")
+            if isinstance(cached, dict):
+                self._image[region] = ec2i.Image(**cached)
+            else:
+                self._image[region] = ec2i.resolve_image(self.clients, region)
+                self._save_context(region)
         return self._image[region]
+
+    # The image and subnets a launch resolved are kept for a few minutes, so the supervisor
+    # that carries the launch out does not resolve them again (keyed by the settings used).
+    def _context_path(self, region: str) -> Path:
+        return self.settings.home / "cache" / f"aws-{region}.json"
+
+    def _context_key(self) -> str:
+        a = self.aws
+        return json.dumps(
+            [a.image_id, a.image_ssm_parameter, a.architecture, a.subnet_id, a.subnet_ids]
+        )
+
+    def _context(self, region: str) -> dict[str, object]:
+        try:
+            data = json.loads(self._context_path(region).read_text())
+        except (OSError, ValueError):
+            return {}
+        fresh = time.time() - float(data.get("at", 0)) < CONTEXT_TTL_S
+        return data if fresh and data.get("key") == self._context_key() else {}
+
+    def _save_context(self, region: str) -> None:
+        data: dict[str, object] = {"at": time.time(), "key": self._context_key()}
+        if region in self._image:
+            data["image"] = asdict(self._image[region])
+        if region in self._subnets:
+            data["subnets"] = {z: asdict(s) for z, s in self._subnets[region].items()}
+        path = self._context_path(region)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({**self._context(region), **data}))
+            os.replace(tmp, path)
+        except OSError as exc:  # only costs the next process a lookup
+            log.info("cannot write %s: %s", path, exc)
 
     @property
     def remote_root(self) -> str:
@@ -96,6 +144,16 @@ class AwsProvider:
             return self.aws.remote_root.rstrip("/")
         user = self.aws.ssh_user
         return f"{'/root' if user == 'root' else f'/home/{user}'}/.spotrun"
+
+    def warm(self) -> None:
+        """Make what driving a run needs first (clients, the code bundle) before it is asked."""
+        region = self.aws.region
+        self.clients.client("ec2", region)
+        if not self.aws.image_id:
+            self.clients.client("ssm", region)
+        if self.aws.bucket:
+            self.clients.client("s3", region)
+        code_bundle()
 
     # ------------------------------------------------------------- offers
     def offers(self, resources: Resources) -> list[Offer]:
@@ -179,12 +237,14 @@ class AwsProvider:
             self.settings.owner,
             network.expiry(request.max_hours, self.aws.expires_after_hours),
         )
-        key_name = network.ensure_key_pair(
-            self.clients, region, self.keys_dir, request.run_id, tags
-        )
-        group_id = network.ensure_security_group(
-            self.clients, region, subnet, request.run_id, tags
-        )
+        with ThreadPoolExecutor(max_workers=2) as pool:  # two independent round trips
+            key_job = pool.submit(
+                network.ensure_key_pair, self.clients, region, self.keys_dir, request.run_id, tags
+            )
+            group_job = pool.submit(
+                network.ensure_security_group, self.clients, region, subnet, request.run_id, tags
+            )
+            key_name, group_id = key_job.result(), group_job.result()
         params = ec2i.run_instances_params(
             run_id=request.run_id,
             offer=offer,
@@ -208,7 +268,12 @@ class AwsProvider:
             offer.instance_type,
             offer.zone,
         )
-        return [i for i in ec2i.describe_run(self.clients, region, request.run_id) if i.is_live]
+        private = self.aws.ssh_address == "private"
+        made_instances = [
+            replace(ec2i.to_instance(item, region, private, len(live) + n), run_id=request.run_id)
+            for n, item in enumerate(made)
+        ]
+        return live + made_instances
 
     def describe(self, run_id: str) -> list[Instance]:
         return ec2i.describe_run(self.clients, self.run_region(run_id), run_id)
