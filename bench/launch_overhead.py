@@ -69,7 +69,10 @@ def one_launch(cloud: str, home: Path, env: dict[str, str], lab: Lab | None) -> 
     started = time.time()
     proc = subprocess.run(
         [sys.executable, "-m", "spotrun", "launch", "digits-fast", "--cloud", cloud, "-d", *JOB],
-        env=env, capture_output=True, text=True, cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
     )
     if proc.returncode != 0:
         raise SystemExit(f"launch failed: {proc.stderr}")
@@ -77,6 +80,7 @@ def one_launch(cloud: str, home: Path, env: dict[str, str], lab: Lab | None) -> 
     if lab is None:
         run_dir = home / "runs" / run_id
     else:
+
         def run_dir_on_host() -> Path | None:
             found = lab.instances(run_id)
             if not found or found[0]["InstanceId"] not in lab.hosts:
@@ -105,7 +109,7 @@ def one_launch(cloud: str, home: Path, env: dict[str, str], lab: Lab | None) -> 
 
 
 def report(name: str, rows: list[dict[str, float]]) -> dict[str, float]:
-    print(f"\n{name}: {len(rows)} launches (seconds)")
+    print(f"\n{name}: {len(rows)} launches, one after another (seconds; the first is cold)")
     print(f"  {'phase':<11}" + "".join(f"{i + 1:>7}" for i in range(len(rows))) + "   median")
     medians = {}
     for key, what in PHASES:
@@ -125,9 +129,9 @@ def main() -> None:
         root = Path(scratch)
         with Lab(root / "lab", bucket=False) as lab:
             aws_rows, local_rows = [], []
-            for i in range(args.repeats):
+            for _ in range(args.repeats):
                 for cloud, rows in (("aws", aws_rows), ("local", local_rows)):
-                    home = root / f"{cloud}-{i}"
+                    home = root / cloud  # one user's home: the first launch finds no caches
                     lab.write_config(home)
                     env = {
                         **os.environ,
@@ -137,8 +141,9 @@ def main() -> None:
                         "PYTHONPATH": str(REPO),
                     }
                     rows.append(one_launch(cloud, home, env, lab if cloud == "aws" else None))
-            subprocess.run(["tmux", "-S", str(root / "tmux-0" / "default"), "kill-server"],
-                           capture_output=True)
+            subprocess.run(
+                ["tmux", "-S", str(root / "tmux-0" / "default"), "kill-server"], capture_output=True
+            )
         aws = report("aws (lab)", aws_rows)
         local = report("local cloud, same machine", local_rows)
     print(

@@ -140,10 +140,7 @@ def launch(
     """Record the run and hand it to a new supervisor (or to `prewarmed`); returns at once."""
     run = ledger.create_run(prepared.spec, plan=prepared.plan.to_dict())
     ledger.add_event(run.id, "plan", prepared.plan.reason)
-    if prewarmed is not None:
-        pid = prewarmed.hand(run)
-    else:
-        pid = supervisor.spawn(ledger.settings, run)
+    pid = prewarmed.hand(run) if prewarmed else supervisor.spawn(ledger.settings, run)
     ledger.set_supervisor(run.id, pid)
     return ledger.get_run(run.id)
 

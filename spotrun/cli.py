@@ -176,7 +176,9 @@ def prices(
         return
     table = Table(box=None, pad_edge=False)
     for col in ("TYPE", "ZONE", "GPUS", "GPU", "SPOT $/H", "ON-DEMAND $/H", "SAVING"):
-        table.add_column(col, justify="right" if "$" in col or col in ("GPUS", "SAVING") else "left")
+        table.add_column(
+            col, justify="right" if "$" in col or col in ("GPUS", "SAVING") else "left"
+        )
     for o in offers:
         table.add_row(
             o.instance_type,

@@ -58,12 +58,14 @@ def _host_key_name(host: str, port: int) -> str:
     return host if port == 22 else f"[{host}]:{port}"
 
 
-class _PinOnFirstUse(paramiko.MissingHostKeyPolicy):
+class _PinOnFirstUse(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
     def __init__(self, pins: HostKeyPins, instance_id: str) -> None:
         self.pins = pins
         self.instance_id = instance_id
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
         self.pins.pin(self.instance_id, key)
 
 
@@ -114,7 +116,9 @@ class SshRunner:
         client = paramiko.SSHClient()
         pinned = self.pins.pinned(self.instance_id)
         if pinned is not None:
-            client.get_host_keys().add(_host_key_name(self.host, self.port), pinned.get_name(), pinned)
+            client.get_host_keys().add(
+                _host_key_name(self.host, self.port), pinned.get_name(), pinned
+            )
         client.set_missing_host_key_policy(_PinOnFirstUse(self.pins, self.instance_id))
         try:
             key = paramiko.Ed25519Key.from_private_key_file(str(self.key_file))
@@ -137,7 +141,8 @@ class SshRunner:
             raise RemoteError(
                 f"{self.where} presented host key {exc.key.fingerprint}, "
                 "not the key pinned when spotrun first connected to it: connection refused",
-                hint=f"if the instance was legitimately rebuilt, delete {self.pins.path(self.instance_id)}",
+                hint="if the instance was legitimately rebuilt, delete "
+                f"{self.pins.path(self.instance_id)}",
             ) from exc
         except paramiko.AuthenticationException as exc:
             client.close()
@@ -180,13 +185,16 @@ class SshRunner:
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(_CHUNK)
                     drained = True
-                if channel.exit_status_ready() and not channel.recv_ready():
-                    if not channel.recv_stderr_ready():
-                        break
+                if channel.exit_status_ready() and not (
+                    channel.recv_ready() or channel.recv_stderr_ready()
+                ):
+                    break
                 if deadline is not None and time.monotonic() > deadline:
                     channel.close()
                     return CommandResult(
-                        command, 124, out.decode(errors="replace"),
+                        command,
+                        124,
+                        out.decode(errors="replace"),
                         err.decode(errors="replace") + "\n(timed out)",
                     )
                 if not drained:
@@ -194,10 +202,14 @@ class SshRunner:
             code = channel.recv_exit_status()
         except (OSError, paramiko.SSHException) as exc:
             self.close()
-            raise RemoteError(f"lost the connection to {self.where} running a command: {exc}") from exc
+            raise RemoteError(
+                f"lost the connection to {self.where} running a command: {exc}"
+            ) from exc
         finally:
             channel.close()
-        return CommandResult(command, code, out.decode(errors="replace"), err.decode(errors="replace"))
+        return CommandResult(
+            command, code, out.decode(errors="replace"), err.decode(errors="replace")
+        )
 
     # ------------------------------------------------------------------ files
     def _sftp_client(self) -> paramiko.SFTPClient:
@@ -272,7 +284,7 @@ class SshRunner:
             with sftp.open(remote, "rb") as fh:
                 fh.seek(offset)
                 fh.prefetch()
-                return fh.read()
+                return bytes(fh.read())
         except (OSError, paramiko.SSHException) as exc:
             raise RemoteError(f"cannot read {self.where}:{remote}: {exc}") from exc
 

@@ -89,7 +89,9 @@ def test_a_ready_instance_runs_commands_files_and_jobs(case: Case, tmp_path: Pat
         assert (tmp_path / "back.bin").read_bytes() == source.read_bytes()
 
         provider.bootstrap(instance, runner)
-        driver = JobDriver(runner, provider.spotrun_command(instance), remote_dir, session_name(run_id))
+        driver = JobDriver(
+            runner, provider.spotrun_command(instance), remote_dir, session_name(run_id)
+        )
         assert driver.start(["sh", "-c", "echo contract-job; exit 7"], {"LANG": "C.UTF-8"})
         status = wait_for(lambda: (s := driver.status()).finished and s, timeout=30, what="the job")
         assert status.exit_code == 7

@@ -24,7 +24,11 @@ from tests.e2e.test_bad_input import assert_one_line_error
 from tests.lab import Lab
 from tests.lab.fixtures import use_lab
 
-CAPACITY_CODES = ["InsufficientInstanceCapacity", "SpotMaxPriceTooLow", "MaxSpotInstanceCountExceeded"]
+CAPACITY_CODES = [
+    "InsufficientInstanceCapacity",
+    "SpotMaxPriceTooLow",
+    "MaxSpotInstanceCountExceeded",
+]
 
 
 def _request_step(env: Env) -> tuple[Ledger, RunRecord, AwsProvider]:
@@ -79,8 +83,10 @@ def test_all_offers_failing_lists_what_was_tried(aws_env: Env, lab: Lab) -> None
 @pytest.mark.parametrize(
     ("code", "names"),
     [
-        ("VcpuLimitExceeded", ["All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
-                               "Service Quotas"]),
+        (
+            "VcpuLimitExceeded",
+            ["All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests", "Service Quotas"],
+        ),
         ("UnauthorizedOperation", ["ec2:RunInstances", "grant"]),
     ],
 )
@@ -111,7 +117,10 @@ def test_request_limit_exceeded_is_left_to_botocore_retries(aws_env: Env, lab: L
 def test_dry_run_checks_permissions_and_launches_nothing(aws_env: Env, lab: Lab) -> None:
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws", "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    assert "permitted: RunInstances, CreateSecurityGroup, ImportKeyPair, TerminateInstances" in proc.stdout
+    assert (
+        "permitted: RunInstances, CreateSecurityGroup, ImportKeyPair, TerminateInstances"
+        in proc.stdout
+    )
     assert "nothing was launched" in proc.stdout
     assert aws_env.runs() == [] and lab.instances() == []
     assert lab.ec2.describe_key_pairs()["KeyPairs"] == [] or all(

@@ -31,26 +31,48 @@ def _nothing_made(env: Env, lab: Lab) -> None:
     ("resources", "settings", "fragments"),
     [
         ({"region": "mars-1"}, {}, ["unknown AWS region 'mars-1'"]),
-        ({"gpus": 16}, {}, ["no instance type in us-east-1 has 16 GPUs", "GPU counts on offer: 1, ", ", 8"]),
+        (
+            {"gpus": 16},
+            {},
+            ["no instance type in us-east-1 has 16 GPUs", "GPU counts on offer: 1, ", ", 8"],
+        ),
         ({"gpus": 1, "gpu_model": "Z9000"}, {}, ["has Z9000 GPUs", "GPU models on offer"]),
         ({"gpus": 1, "instance_type": "c6i.large"}, {}, ["c6i.large has no GPUs"]),
         ({"instance_type": "c6i.huge"}, {}, ["unknown instance type 'c6i.huge'"]),
         ({"zone": "us-east-1z"}, {}, ["cannot launch in zone 'us-east-1z'", "us-east-1a"]),
-        ({}, {"image_id": "ami-0123456789abcdef0"}, ["image ami-0123456789abcdef0", "does not exist"]),
-        ({}, {"image_ssm_parameter": "/no/such/parameter"}, ["SSM parameter /no/such/parameter does not exist"]),
-        ({}, {"bucket": "no-such-bucket-for-spotrun"}, ["S3 bucket 'no-such-bucket-for-spotrun'", "does not exist"]),
+        (
+            {},
+            {"image_id": "ami-0123456789abcdef0"},
+            ["image ami-0123456789abcdef0", "does not exist"],
+        ),
+        (
+            {},
+            {"image_ssm_parameter": "/no/such/parameter"},
+            ["SSM parameter /no/such/parameter does not exist"],
+        ),
+        (
+            {},
+            {"bucket": "no-such-bucket-for-spotrun"},
+            ["S3 bucket 'no-such-bucket-for-spotrun'", "does not exist"],
+        ),
         ({}, {"subnet_ids": ["subnet-00000000"]}, ["subnet", "does not have"]),
     ],
 )
 def test_bad_input_is_refused_before_anything_exists(
-    aws_env: Env, lab: Lab, resources: dict[str, Any], settings: dict[str, Any], fragments: list[str]
+    aws_env: Env,
+    lab: Lab,
+    resources: dict[str, Any],
+    settings: dict[str, Any],
+    fragments: list[str],
 ) -> None:
     """Validation against the real (lab) APIs, in this process; the CLI cases below show the
     same errors reach the user as one line with exit code 2."""
     if settings:
         lab.write_config(aws_env.home, **settings)
     with pytest.raises(UsageError) as caught:
-        api.prepare_launch(load_settings(aws_env.home), "digits-fast", cloud="aws", resources=resources)
+        api.prepare_launch(
+            load_settings(aws_env.home), "digits-fast", cloud="aws", resources=resources
+        )
     for fragment in fragments:
         assert fragment in caught.value.user_message()
     _nothing_made(aws_env, lab)
@@ -58,7 +80,9 @@ def test_bad_input_is_refused_before_anything_exists(
 
 def test_bad_input_on_the_command_line(aws_env: Env, lab: Lab) -> None:
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws", "--region", "us-east-9")
-    assert_one_line_error(proc, 2, "unknown AWS region 'us-east-9'", "did you mean us-east-2, us-east-1")
+    assert_one_line_error(
+        proc, 2, "unknown AWS region 'us-east-9'", "did you mean us-east-2, us-east-1"
+    )
     lab.write_config(aws_env.home, image_id="ami-0123456789abcdef0")
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
     assert_one_line_error(proc, 2, "image ami-0123456789abcdef0", "does not exist")
@@ -80,7 +104,11 @@ def test_prices_table(aws_env: Env, lab: Lab) -> None:
     prices = [o["spot_usd_per_hour"] for o in offers]
     assert prices == sorted(prices) and len(offers) == 15  # 5 GPU types x 3 zones
     first = offers[0]
-    assert (first["instance_type"], first["zone"], first["gpu_model"]) == ("g4dn.xlarge", "us-east-1b", "T4")
+    assert (first["instance_type"], first["zone"], first["gpu_model"]) == (
+        "g4dn.xlarge",
+        "us-east-1b",
+        "T4",
+    )
     g5 = next(o for o in offers if o["instance_type"] == "g5.xlarge")
     assert g5["on_demand_usd_per_hour"] == 1.0
     assert g5["saving_pct"] == pytest.approx(100 * (1 - g5["spot_usd_per_hour"]))

@@ -52,8 +52,11 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     run_id = env.cli(
         "launch", "digits-fast", "--cloud", "aws", "--detach", *SHORT, check=True
     ).stdout.strip()
-    wait_for(lambda: _state(env, run_id) in ("running", "syncing", "succeeded"),
-             timeout=60, what="the job to start on the instance")
+    wait_for(
+        lambda: _state(env, run_id) in ("running", "syncing", "succeeded"),
+        timeout=60,
+        what="the job to start on the instance",
+    )
 
     # While it runs: what EC2 says about the instance and everything around it.
     (item,) = lab.instances(run_id)
@@ -70,7 +73,11 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     )["SecurityGroups"]
     assert _tags(group)["spotrun:run-id"] == run_id
     (rule,) = group["IpPermissions"]
-    assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == ("tcp", lab.ssh_port, lab.ssh_port)
+    assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == (
+        "tcp",
+        lab.ssh_port,
+        lab.ssh_port,
+    )
     assert [r["CidrIp"] for r in rule["IpRanges"]] == ["127.0.0.1/32"]
     (volume,) = lab.ec2.describe_volumes(
         Filters=[{"Name": "attachment.instance-id", "Values": [instance_id]}]
@@ -86,11 +93,14 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     session = f"spotrun-{run_id}"
     host = lab.host(instance_id)
     if _state(env, run_id) == "running":
-        assert session in _host_tmux(lab, instance_id, "list-sessions", "-F", "#{session_name}").stdout
+        assert (
+            session in _host_tmux(lab, instance_id, "list-sessions", "-F", "#{session_name}").stdout
+        )
     assert session not in env.sessions()
 
-    wait_for(lambda: _state(env, run_id) in ("succeeded", "failed"), timeout=120,
-             what="the run to end")
+    wait_for(
+        lambda: _state(env, run_id) in ("succeeded", "failed"), timeout=120, what="the run to end"
+    )
     run = _run(env, run_id)
     assert run["state"] == "succeeded", run
     assert run["cloud"] == "aws" and run["metrics"]["epoch"] == 2
@@ -115,16 +125,28 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     (item,) = lab.instances(run_id)
     assert item["State"]["Name"] == "terminated"
     assert not host.alive
-    assert lab.ec2.describe_security_groups(
-        Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]}]
-    )["SecurityGroups"] == []
-    assert lab.ec2.describe_key_pairs(
-        Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]}]
-    )["KeyPairs"] == []
+    assert (
+        lab.ec2.describe_security_groups(
+            Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]}]
+        )["SecurityGroups"]
+        == []
+    )
+    assert (
+        lab.ec2.describe_key_pairs(Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]}])[
+            "KeyPairs"
+        ]
+        == []
+    )
 
     status = _status(env, run_id)
     assert [t["to"] for t in status["transitions"]] == [
-        "planned", "requested", "provisioning", "bootstrapping", "running", "syncing", "succeeded",
+        "planned",
+        "requested",
+        "provisioning",
+        "bootstrapping",
+        "running",
+        "syncing",
+        "succeeded",
     ]
     (inst,) = status["instances"]
     assert inst["id"] == instance_id and inst["market"] == "spot" and inst["state"] == "terminated"
@@ -139,14 +161,19 @@ def test_repeat_after_a_crash_makes_no_second_instance(aws_env: Env, lab: Lab) -
     run_id = env.cli(
         "launch", "digits-fast", "--cloud", "aws", "-d", "--set", "epochs=1", check=True
     ).stdout.strip()
-    wait_for(lambda: lab.instances(run_id), timeout=30, interval=0.05, what="EC2 to make the instance")
+    wait_for(
+        lambda: lab.instances(run_id), timeout=30, interval=0.05, what="EC2 to make the instance"
+    )
     pid = _supervisor_pid(env, run_id)
     assert _state(env, run_id) == "requested"
     os.kill(pid, signal.SIGKILL)
 
     env.cli("ls", check=True)  # any command notices the dead supervisor and starts another
-    wait_for(lambda: _state(env, run_id) in ("running", "syncing", "succeeded", "failed"),
-             timeout=60, what="the restarted supervisor to start the job")
+    wait_for(
+        lambda: _state(env, run_id) in ("running", "syncing", "succeeded", "failed"),
+        timeout=60,
+        what="the restarted supervisor to start the job",
+    )
     assert _state(env, run_id) != "failed"
     (item,) = lab.instances(run_id)  # the instance made before the crash, and no other
     assert item["State"]["Name"] == "running"
@@ -166,7 +193,15 @@ def _supervisor_pid(env: Env, run_id: str) -> int:
 def test_attach_follow_logs_and_stop_on_aws(aws_env: Env, lab: Lab) -> None:
     env = aws_env
     run_id = env.cli(
-        "launch", "digits-fast", "--cloud", "aws", "-d", "--name", "long", "--set", "epochs=400",
+        "launch",
+        "digits-fast",
+        "--cloud",
+        "aws",
+        "-d",
+        "--name",
+        "long",
+        "--set",
+        "epochs=400",
         check=True,
     ).stdout.strip()
     wait_for(lambda: _state(env, run_id) == "running", timeout=60, what="the job to start")
@@ -175,16 +210,31 @@ def test_attach_follow_logs_and_stop_on_aws(aws_env: Env, lab: Lab) -> None:
     session = f"spotrun-{run_id}"
 
     # `attach`: the user's own ssh, the run's key and pinned host key, into the remote session.
-    env.tmux("-L", "outer", "new-session", "-d", "-x", "150", "-y", "40",
-             f"{sys.executable} -m spotrun attach long; sleep 60")
+    env.tmux(
+        "-L",
+        "outer",
+        "new-session",
+        "-d",
+        "-x",
+        "150",
+        "-y",
+        "40",
+        f"{sys.executable} -m spotrun attach long; sleep 60",
+    )
     try:
         clients = wait_for(
-            lambda: _host_tmux(lab, instance_id, "list-clients", "-t", f"={session}").stdout.strip(),
-            timeout=30, what="a client attached to the session on the host",
+            lambda: _host_tmux(
+                lab, instance_id, "list-clients", "-t", f"={session}"
+            ).stdout.strip(),
+            timeout=30,
+            what="a client attached to the session on the host",
         )
         assert clients
-        wait_for(lambda: "epoch" in env.tmux("-L", "outer", "capture-pane", "-p").stdout,
-                 timeout=60, what="training output in the attached terminal")
+        wait_for(
+            lambda: "epoch" in env.tmux("-L", "outer", "capture-pane", "-p").stdout,
+            timeout=60,
+            what="training output in the attached terminal",
+        )
     finally:
         env.tmux("-L", "outer", "kill-server")
 

@@ -24,15 +24,21 @@ def test_spot_price_history_is_the_window_with_the_price_in_force(aws_env: Env, 
 
     start, end = t0 + 60 * 100 + 30, t0 + 60 * 1400
     history = provider.spot_price_history("us-east-1", "us-east-1a", "g5.xlarge", start, end)
-    expected = [p for p in points if start - 60 < p[0] <= end]  # the one in force at start, then all
+    expected = [
+        p for p in points if start - 60 < p[0] <= end
+    ]  # the one in force at start, then all
     assert history == expected and history[0][0] < start
     pages = [c for c in lab.front.spot_prices.calls if c.get("AvailabilityZone") == "us-east-1a"]
     assert len(pages) == 2 and pages[1]["NextToken"]  # 1,301 points: EC2 pages by 1,000
 
-    assert provider.spot_price_history("us-east-1", "us-east-1a", "g5.xlarge", t0 - 100, t0 - 50) == []
+    assert (
+        provider.spot_price_history("us-east-1", "us-east-1a", "g5.xlarge", t0 - 100, t0 - 50) == []
+    )
 
 
-def test_on_demand_price_from_the_pricing_api_else_the_shipped_table(aws_env: Env, lab: Lab) -> None:
+def test_on_demand_price_from_the_pricing_api_else_the_shipped_table(
+    aws_env: Env, lab: Lab
+) -> None:
     lab.set_on_demand_price("g5.xlarge", 1.1)
     asked = AwsProvider(load_settings(aws_env.home))
     assert asked.on_demand_price("us-east-1", "g5.xlarge") == 1.1

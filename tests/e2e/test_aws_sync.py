@@ -58,7 +58,9 @@ def test_pull_moves_only_what_changed(host: tuple[Runner, Host], tmp_path: Path)
     # A new puller (a restarted supervisor) finds the state left in the run folder.
     assert pull_run_dir(host_runner, remote, local, final=True).fetched == []
 
-    sh(f"head -c 1000 /dev/urandom > {remote}/checkpoints/ckpt-1.pt && rm {remote}/job.log").check("changing")
+    sh(f"head -c 1000 /dev/urandom > {remote}/checkpoints/ckpt-1.pt && rm {remote}/job.log").check(
+        "changing"
+    )
     third = pull_run_dir(host_runner, remote, local, final=True)
     assert third.fetched == ["checkpoints/ckpt-1.pt"] and third.whole_bytes == 1000
     assert (local / "job.log").exists()  # what the instance deleted stays here

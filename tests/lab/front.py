@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import sys
 import threading
 import time
 import uuid
@@ -180,7 +181,9 @@ class SpotPrices:
             for at, itype, izone, price in page
         )
         token = (
-            f"<nextToken>{offset + size}</nextToken>" if offset + size < len(rows) else "<nextToken/>"
+            f"<nextToken>{offset + size}</nextToken>"
+            if offset + size < len(rows)
+            else "<nextToken/>"
         )
         return (
             f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeSpotPriceHistoryResponse xmlns="{EC2_NS}">'
@@ -228,13 +231,24 @@ class OnDemandPrices:
         return 200, json.dumps({"FormatVersion": "aws_v1", "PriceList": price_list}).encode()
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A caller that went away (a killed supervisor, a timed-out probe) is no lab failure.
+        error = sys.exc_info()[1]
+        if isinstance(error, (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
 class AwsFront:
     """Listens on 127.0.0.1; forwards to moto at `backend` unless it answers itself."""
 
-    def __init__(self, backend_host: str, backend_port: int, on_instances_changed: Callable[[], None]) -> None:
+    def __init__(
+        self, backend_host: str, backend_port: int, on_instances_changed: Callable[[], None]
+    ) -> None:
         self.backend = (backend_host, backend_port)
         self.faults = Faults()
         self.spot_prices = SpotPrices()
@@ -254,7 +268,9 @@ class AwsFront:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                status, headers, payload = front.handle(self.command, self.path, dict(self.headers), body)
+                status, headers, payload = front.handle(
+                    self.command, self.path, dict(self.headers), body
+                )
                 self.send_response(status)
                 for name, value in headers:
                     self.send_header(name, value)
@@ -265,10 +281,12 @@ class AwsFront:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, name="lab-aws-front", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name="lab-aws-front", daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -281,7 +299,9 @@ class AwsFront:
         self.server.shutdown()
         self.server.server_close()
 
-    def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def handle(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         target = headers.get("X-Amz-Target", "")
         if target.startswith("AWSPriceListService."):
             status, payload = self.on_demand.answer(body)
@@ -310,7 +330,9 @@ class AwsFront:
             delay[1] -= 1
             time.sleep(delay[0])
 
-    def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def _forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         conn = http.client.HTTPConnection(*self.backend, timeout=120)
         try:
             forwarded = {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}

@@ -9,6 +9,7 @@ terminating an instance does. sshd runs as `/usr/sbin/sshd -D -e -f CONFIG`.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -29,13 +30,17 @@ def write_host_key(path: Path) -> str:
     """A new Ed25519 host key at `path`; returns its public line (type and base64)."""
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
     )
     path.write_bytes(pem)
     path.chmod(0o600)
-    public = key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
     path.with_suffix(".pub").write_text(public + "\n")
     return public
 
@@ -50,6 +55,9 @@ class HostSpec:
     home_config: str | None = None  # written to ~/.spotrun/config.toml on the host
     # Folders under /root the "image" must keep (e.g. a pyenv python), mounted read-only.
     image_paths: tuple[str, ...] = ()
+    # CPU priority of everything on the host; >0 keeps many hosts' jobs from starving the
+    # controller side on a small machine, where real instances would have CPUs of their own.
+    nice: int = 0
 
 
 class Host:
@@ -135,9 +143,7 @@ class Host:
         for source in self.spec.image_paths:
             target = self.home / Path(source).relative_to(HOST_HOME)
             target.mkdir(parents=True, exist_ok=True)
-            keep.append(
-                f"mount --bind {source} {target} && mount -o remount,bind,ro {target} && "
-            )
+            keep.append(f"mount --bind {source} {target} && mount -o remount,bind,ro {target} && ")
         script = (
             "".join(keep)
             + f"mount --rbind {self.home} {HOST_HOME} && mount --bind {self.tmp} /tmp && "
@@ -146,6 +152,7 @@ class Host:
         log = open(self.log_path, "ab")
         self._proc = subprocess.Popen(
             [
+                *(["nice", "-n", str(self.spec.nice)] if self.spec.nice else []),
                 "unshare",
                 "--mount",
                 "--propagation",
@@ -183,17 +190,17 @@ class Host:
             for conn in held:
                 conn.close()
 
-        self._silent_thread = threading.Thread(target=accept, name=f"silent-{self.instance_id}", daemon=True)
+        self._silent_thread = threading.Thread(
+            target=accept, name=f"silent-{self.instance_id}", daemon=True
+        )
         self._silent_thread.start()
 
     # ----------------------------------------------------------------- stop
     def stop(self) -> None:
         """Kill the host and everything running on it."""
         if self._silent is not None:
-            try:
+            with contextlib.suppress(OSError):  # not connected: closing is all there is
                 self._silent.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # not connected: closing is all there is to do
             self._silent.close()
             self._silent = None
         if self._proc is not None:

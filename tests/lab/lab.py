@@ -12,6 +12,7 @@ Servers listen on 127.0.0.0/8 only; no network namespaces are made.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -132,10 +133,15 @@ class Lab:
         boot: str = "ssh",
         bucket: bool = True,
         default_prices: bool = True,
+        host_nice: int = 0,
+        boot_s: float = 0.0,
         moto: MotoServer | None = None,
     ) -> None:
         self.root = root
         self.boot = boot
+        self.host_nice = host_nice
+        self.boot_s = boot_s  # seconds from "running" in EC2 to the host answering SSH
+        self._first_seen: dict[str, float] = {}
         self.moto = moto or MotoServer.shared()
         self.id = secrets.token_hex(3)
         self.ec2 = self.moto.client("ec2")  # straight to moto: lab calls see no faults
@@ -257,7 +263,9 @@ class Lab:
                     os.environ[key] = value
 
     # ------------------------------------------------------------- market
-    def set_spot_prices(self, instance_type: str, zone: str, points: list[tuple[float, float]]) -> None:
+    def set_spot_prices(
+        self, instance_type: str, zone: str, points: list[tuple[float, float]]
+    ) -> None:
         """The spot price history of a type in a zone: [(unix time, USD/h), ...].
 
         Once any history is set, DescribeSpotPriceHistory is answered from the lab's histories
@@ -265,7 +273,9 @@ class Lab:
         """
         self.front.spot_prices.set(instance_type, zone, points)
 
-    def set_on_demand_price(self, instance_type: str, usd_per_hour: float, region: str = REGION) -> None:
+    def set_on_demand_price(
+        self, instance_type: str, usd_per_hour: float, region: str = REGION
+    ) -> None:
         """Answer the Pricing API for this type (until one is set, it answers AccessDenied)."""
         self.front.on_demand.prices[(region, instance_type)] = usd_per_hour
 
@@ -300,7 +310,9 @@ class Lab:
         self.front.delays[action] = [seconds, times]
 
     # ---------------------------------------------------------- instances
-    def instances(self, run_id: str | None = None, states: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    def instances(
+        self, run_id: str | None = None, states: tuple[str, ...] | None = None
+    ) -> list[dict[str, Any]]:
         """The lab VPC's instances as EC2 describes them (optionally one run's)."""
         assert self.network is not None
         filters = [{"Name": "vpc-id", "Values": [self.network.vpc_id]}]
@@ -338,9 +350,8 @@ class Lab:
     def interrupt(self, instance_id: str, notice_s: float = 2.0) -> None:
         """A spot interruption: the notice in IMDS now, termination by EC2 after `notice_s`."""
         when = time.time() + notice_s
-        action = '{"action": "terminate", "time": "%s"}' % datetime.fromtimestamp(
-            when, tz=timezone.utc
-        ).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        action = json.dumps({"action": "terminate", "time": stamp})
         imds = self._imds.get(instance_id)
         if imds is not None:
             imds.announce("meta-data/spot/instance-action", action)
@@ -369,7 +380,7 @@ class Lab:
         if imds is not None:
             stamp = datetime.now(tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             imds.announce(
-                "meta-data/events/recommendations/rebalance", '{"noticeTime": "%s"}' % stamp
+                "meta-data/events/recommendations/rebalance", json.dumps({"noticeTime": stamp})
             )
 
     def imds(self, instance_id: str) -> Imds:
@@ -394,10 +405,23 @@ class Lab:
                 instance_id = item["InstanceId"]
                 state = item["State"]["Name"]
                 if state in ("pending", "running") and instance_id not in self.hosts:
-                    if instance_id not in self.ended_hosts:
+                    if instance_id not in self.ended_hosts and self._booted(instance_id):
                         self._start_host(item)
                 elif state not in ("pending", "running") and instance_id in self.hosts:
                     self._end_host(instance_id)
+
+    def _booted(self, instance_id: str) -> bool:
+        """Whether the instance's boot time has passed (at once unless the lab has boot_s)."""
+        if self.boot_s <= 0:
+            return True
+        seen = self._first_seen.setdefault(instance_id, time.monotonic())
+        left = seen + self.boot_s - time.monotonic()
+        if left > 0:
+            timer = threading.Timer(left, self._changed.set)
+            timer.daemon = True
+            timer.start()
+            return False
+        return True
 
     def _start_host(self, item: dict[str, Any]) -> None:
         instance_id = item["InstanceId"]
@@ -429,6 +453,7 @@ class Lab:
             env=env,
             home_config=f'[aws]\nmetadata_url = "{imds.url}"\n' if imds else None,
             image_paths=image_paths(),
+            nice=self.host_nice,
         )
         host = Host(spec, self.root / "hosts" / instance_id, mode=self.boot)
         if self.boot != "none":

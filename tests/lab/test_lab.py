@@ -31,7 +31,9 @@ def _imds(url: str, path: str, token: str | None) -> tuple[int, str]:
 
 def _token(url: str) -> str:
     request = urllib.request.Request(
-        f"{url}/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+        f"{url}/latest/api/token",
+        method="PUT",
+        headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"},
     )
     with urllib.request.urlopen(request, timeout=5) as response:
         return response.read().decode()
@@ -60,7 +62,9 @@ def test_hosts_follow_instances_isolated_with_imdsv2(aws_env: Env, lab: Lab) -> 
     assert _imds(url, "meta-data/spot/instance-action", token)[0] == 404
     creds = json.loads(_imds(url, "meta-data/iam/security-credentials/spotrun-lab-role", token)[1])
     assert creds["Code"] == "Success"
-    on_host = run_a.run(f"curl -s -H 'X-aws-ec2-metadata-token: {token}' {url}/latest/meta-data/instance-id")
+    on_host = run_a.run(
+        f"curl -s -H 'X-aws-ec2-metadata-token: {token}' {url}/latest/meta-data/instance-id"
+    )
     assert on_host.stdout == a.id
 
     # Interruption: the notice now, then EC2 terminates it and everything on the host dies.
@@ -73,7 +77,10 @@ def test_hosts_follow_instances_isolated_with_imdsv2(aws_env: Env, lab: Lab) -> 
     assert item["State"]["Name"] == "terminated"
     assert item["StateReason"]["Code"] == "Server.SpotInstanceTermination"
     socket = host_a.path("/tmp/tmux-0/default")
-    assert subprocess.run(["tmux", "-S", str(socket), "list-sessions"], capture_output=True).returncode != 0
+    assert (
+        subprocess.run(["tmux", "-S", str(socket), "list-sessions"], capture_output=True).returncode
+        != 0
+    )
     assert lab.host(b.id).alive
     provider.terminate("labhosts0001")
     wait_for(lambda: not lab.host(b.id).alive, timeout=10, what="the terminated host to die")

@@ -74,7 +74,9 @@ def test_client_token_is_stable_per_request_and_fits_ec2() -> None:
 def test_ended_at_reads_the_state_transition_reason() -> None:
     moment = datetime(2026, 5, 4, 3, 2, 1, tzinfo=timezone.utc).timestamp()
     assert ended_at({"StateTransitionReason": "User initiated (2026-05-04 03:02:01 GMT)"}) == moment
-    assert ended_at({"StateTransitionReason": "Service initiated (2026-05-04 03:02:01 UTC)"}) == moment
+    assert (
+        ended_at({"StateTransitionReason": "Service initiated (2026-05-04 03:02:01 UTC)"}) == moment
+    )
     assert ended_at({"StateTransitionReason": ""}) is None
 
 

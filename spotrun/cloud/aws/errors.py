@@ -77,7 +77,9 @@ _SPOT_QUOTAS = (
     (("f",), "All F Spot Instance Requests"),
     (("x",), "All X Spot Instance Requests"),
 )
-_STANDARD_SPOT_QUOTA = "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests (L-34B43A08)"
+_STANDARD_SPOT_QUOTA = (
+    "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests (L-34B43A08)"
+)
 _ON_DEMAND_QUOTAS = (
     (("p",), "Running On-Demand P instances (L-417A185B)"),
     (("g", "vt"), "Running On-Demand G and VT instances (L-DB2E81BA)"),
@@ -139,7 +141,9 @@ def translate(
             hint=f"grant {action} to the IAM user or role that spotrun runs as",
         )
     if code in CREDENTIAL_CODES:
-        return UsageError(f"AWS rejected the credentials ({code}: {message})", hint=CREDENTIALS_HINT)
+        return UsageError(
+            f"AWS rejected the credentials ({code}: {message})", hint=CREDENTIALS_HINT
+        )
     if code in ("RequestLimitExceeded", "Throttling", "ThrottlingException"):
         return CloudError(
             f"AWS kept throttling {operation} in {region} after retries ({code})",

@@ -212,7 +212,9 @@ def describe_run(clients: AwsClients, region: str, run_id: str) -> list[Instance
         launched = _timestamp(item.get("LaunchTime")) or 0.0
         return (not live, launched, int(item.get("AmiLaunchIndex", 0)), item["InstanceId"])
 
-    return [to_instance(item, region, private, i) for i, item in enumerate(sorted(items, key=order))]
+    return [
+        to_instance(item, region, private, i) for i, item in enumerate(sorted(items, key=order))
+    ]
 
 
 def describe_ids(clients: AwsClients, region: str, ids: list[str]) -> list[Instance]:

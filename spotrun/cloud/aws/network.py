@@ -74,12 +74,14 @@ def launch_subnets(clients: AwsClients, region: str) -> dict[str, Subnet]:
                     ) from exc
                 raise
         else:
-            found = ec2.describe_subnets(
-                Filters=[{"Name": "default-for-az", "Values": ["true"]}]
-            )["Subnets"]
+            found = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])[
+                "Subnets"
+            ]
     subnets: dict[str, Subnet] = {}
     for item in found:
-        subnet = Subnet(item["SubnetId"], item["VpcId"], item["AvailabilityZone"], item["CidrBlock"])
+        subnet = Subnet(
+            item["SubnetId"], item["VpcId"], item["AvailabilityZone"], item["CidrBlock"]
+        )
         subnets.setdefault(subnet.zone, subnet)
     if not subnets:
         raise UsageError(

@@ -60,9 +60,7 @@ def describe_types(clients: AwsClients, region: str, patterns: list[str]) -> lis
     return found
 
 
-def candidate_types(
-    clients: AwsClients, region: str, resources: Resources
-) -> list[InstanceType]:
+def candidate_types(clients: AwsClients, region: str, resources: Resources) -> list[InstanceType]:
     """The instance types that can run the job; a UsageError says why when none can."""
     settings = clients.settings
     arch = settings.architecture

@@ -128,7 +128,9 @@ class AwsPrices:
         with self._lock:
             return {name: self._on_demand.get((region, name)) for name in wanted}
 
-    def _ask_pricing_api(self, region: str, instance_types: list[str]) -> dict[str, float | None] | None:
+    def _ask_pricing_api(
+        self, region: str, instance_types: list[str]
+    ) -> dict[str, float | None] | None:
         """Prices from the Pricing API, or None when it cannot be asked (then it is not again)."""
         pricing = self.clients.client("pricing", PRICING_REGION, attempts=2)
 

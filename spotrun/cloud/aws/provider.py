@@ -15,8 +15,10 @@ import os
 import shlex
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 
 from botocore.exceptions import ClientError
@@ -174,7 +176,7 @@ class AwsProvider:
         subnet = self.subnets(region)[offer.zone]
         image = self.image(region)
         ec2 = self.clients.client("ec2", region)
-        checks = {
+        checks: dict[str, Callable[[], object]] = {
             "RunInstances": lambda: ec2.run_instances(
                 **ec2i.run_instances_params(
                     run_id="dry-run",
@@ -293,14 +295,16 @@ class AwsProvider:
             with aws_call("ec2", "waiting for RunInstances", region):
                 ec2.get_waiter("instance_running").wait(
                     InstanceIds=ids,
-                    WaiterConfig={"Delay": delay, "MaxAttempts": max(1, math.ceil(timeout_s / delay))},
+                    WaiterConfig={
+                        "Delay": delay,
+                        "MaxAttempts": max(1, math.ceil(timeout_s / delay)),
+                    },
                 )
         except CloudError as exc:
             gone = [i for i in ec2i.describe_ids(self.clients, region, ids) if not i.is_live]
             if gone:
-                raise CloudError(
-                    f"instance {gone[0].id} ended while booting: {gone[0].state_reason or gone[0].state}"
-                ) from exc
+                why = gone[0].state_reason or gone[0].state
+                raise CloudError(f"instance {gone[0].id} ended while booting: {why}") from exc
             self._give_up(run_id, f"did not reach the running state within {timeout_s:.0f} s")
         ready = ec2i.describe_ids(self.clients, region, ids)
         for inst in ready:
@@ -314,7 +318,7 @@ class AwsProvider:
             assert address is not None
             try:
                 wait_until(
-                    lambda address=address: banner_answers(address, self.aws.ssh_port),
+                    partial(banner_answers, address, self.aws.ssh_port),
                     timeout_s=max(0.0, deadline - time.monotonic()),
                     what=f"SSH on {inst.id}",
                     backoff=Backoff(first_s=0.05, factor=1.5, max_s=2.0),
@@ -366,7 +370,9 @@ class AwsProvider:
     def bootstrap(self, instance: Instance, runner: Runner) -> None:
         done = provision(runner, root=self.remote_root, python=self.aws.python)
         log.info(
-            "instance %s provisioned (%s code)", instance.id, "pushed" if done.pushed_code else "had"
+            "instance %s provisioned (%s code)",
+            instance.id,
+            "pushed" if done.pushed_code else "had",
         )
         if self.aws.bucket:
             self._start_uploader(instance, runner)
@@ -443,7 +449,9 @@ class AwsProvider:
         if not live or not live[0].address:
             raise RemoteError(f"run {run_id} has no live instance to attach to")
         head = live[0]
-        line = self.host_keys(run_id).known_hosts_line(head.id, head.address or "", self.aws.ssh_port)
+        line = self.host_keys(run_id).known_hosts_line(
+            head.id, head.address or "", self.aws.ssh_port
+        )
         if line is None:
             raise RemoteError(f"spotrun has not connected to {head.id} yet; try again in a moment")
         known_hosts = self.keys_dir / run_id / "known_hosts"
@@ -486,7 +494,9 @@ class AwsProvider:
                     runner.close()
         left = network.delete_run_network(self.clients, region, run_id)
         if left:
-            log.warning("run %s: security groups %s still in use; `spotrun gc` removes them", run_id, left)
+            log.warning(
+                "run %s: security groups %s still in use; `spotrun gc` removes them", run_id, left
+            )
         return ec2i.describe_ids(self.clients, region, ids)
 
     # ------------------------------------------------------------- prices

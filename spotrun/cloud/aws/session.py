@@ -18,7 +18,6 @@ from spotrun.cloud.aws.errors import fail_fast
 from spotrun.config import AwsSettings
 from spotrun.errors import UsageError
 
-
 _SESSION_LOCK = threading.Lock()
 _SESSION: boto3.session.Session | None = None
 # Clients are thread-safe and cost a good part of a second to make: one per process and key.
@@ -42,7 +41,9 @@ class AwsClients:
         self._clients = _CLIENTS
         self._lock = _SESSION_LOCK
 
-    def client(self, service: str, region: str | None = None, *, attempts: int | None = None) -> Any:
+    def client(
+        self, service: str, region: str | None = None, *, attempts: int | None = None
+    ) -> Any:
         region = region or self.settings.region
         total = attempts or self.settings.max_attempts
         key = (service, region, total)
@@ -57,7 +58,7 @@ class AwsClients:
                 read_timeout=60,
                 user_agent_extra="spotrun",
             )
-            made = self._session.client(service, config=config)  # type: ignore[call-overload]
+            made = self._session.client(service, config=config)
             if service == "ec2":
                 for operation in ("RunInstances", "CreateFleet", "RequestSpotInstances"):
                     made.meta.events.register(f"needs-retry.ec2.{operation}", fail_fast)

@@ -37,7 +37,7 @@ def run_prefix(run_id: str) -> str:
 
 def _client(region: str) -> Any:
     config = Config(region_name=region, retries={"mode": "standard", "total_max_attempts": 8})
-    return boto3.session.Session().client("s3", config=config)  # type: ignore[call-overload]
+    return boto3.session.Session().client("s3", config=config)
 
 
 def check_bucket(s3: Any, bucket: str, region: str) -> None:
