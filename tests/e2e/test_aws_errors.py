@@ -114,7 +114,12 @@ def test_request_limit_exceeded_is_left_to_botocore_retries(aws_env: Env, lab: L
     provider.terminate(run.id)
 
 
+def _key_pairs(lab: Lab) -> set[str]:
+    return {k["KeyName"] for k in lab.ec2.describe_key_pairs()["KeyPairs"]}
+
+
 def test_dry_run_checks_permissions_and_launches_nothing(aws_env: Env, lab: Lab) -> None:
+    keys_before = _key_pairs(lab)
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert (
@@ -123,9 +128,8 @@ def test_dry_run_checks_permissions_and_launches_nothing(aws_env: Env, lab: Lab)
     )
     assert "nothing was launched" in proc.stdout
     assert aws_env.runs() == [] and lab.instances() == []
-    assert lab.ec2.describe_key_pairs()["KeyPairs"] == [] or all(
-        not k["KeyName"].startswith("spotrun-") for k in lab.ec2.describe_key_pairs()["KeyPairs"]
-    )
+    assert _key_pairs(lab) == keys_before
+    assert not (aws_env.home / "ssh").exists()  # no key was made either
 
     lab.fail("RunInstances", "UnauthorizedOperation")
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws", "--dry-run")

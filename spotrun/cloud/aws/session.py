@@ -6,6 +6,7 @@ permission errors are never retried (see errors.fail_fast) so a launch moves on 
 
 from __future__ import annotations
 
+import os
 import threading
 from difflib import get_close_matches
 from typing import Any
@@ -19,24 +20,30 @@ from spotrun.config import AwsSettings
 from spotrun.errors import UsageError
 
 _SESSION_LOCK = threading.Lock()
-_SESSION: boto3.session.Session | None = None
-# Clients are thread-safe and cost a good part of a second to make: one per process and key.
-_CLIENTS: dict[tuple[str, str, int], Any] = {}
+# One boto3 session, and one client per service, region and retry budget, for each AWS
+# environment (credentials, profile, endpoint) a process meets: sessions cache the service
+# models (the EC2 model alone takes a good part of a second to load) and clients are
+# thread-safe, so a second provider in a process costs nothing.
+_SESSIONS: dict[tuple[tuple[str, str], ...], boto3.session.Session] = {}
+_CLIENTS: dict[tuple[object, ...], Any] = {}
+
+
+def _aws_environment() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
 
 
 def shared_session() -> boto3.session.Session:
-    """One boto3 session per process: it caches the service models (the EC2 model alone takes
-    a good part of a second to load), so a second provider in a process costs nothing."""
-    global _SESSION
     with _SESSION_LOCK:
-        if _SESSION is None:
-            _SESSION = boto3.session.Session()
-        return _SESSION
+        key = _aws_environment()
+        if key not in _SESSIONS:
+            _SESSIONS[key] = boto3.session.Session()
+        return _SESSIONS[key]
 
 
 class AwsClients:
     def __init__(self, settings: AwsSettings) -> None:
         self.settings = settings
+        self._environment = _aws_environment()
         self._session = shared_session()
         self._clients = _CLIENTS
         self._lock = _SESSION_LOCK
@@ -46,7 +53,7 @@ class AwsClients:
     ) -> Any:
         region = region or self.settings.region
         total = attempts or self.settings.max_attempts
-        key = (service, region, total)
+        key = (service, region, total, self._environment)
         with self._lock:  # creating clients from one session is not thread-safe
             found = self._clients.get(key)
             if found is not None:
