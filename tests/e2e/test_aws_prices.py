@@ -8,8 +8,8 @@ import time
 
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
-from spotrun.cloud.pricing import PriceSource
 from spotrun.config import Resources, load_settings
+from spotrun.pricing import PriceSource
 from tests.conftest import Env
 from tests.lab import Lab
 

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError, NoCredentialsError
 from spotrun.cloud.aws.errors import fail_fast, translate, vcpu_quota_name
 from spotrun.cloud.aws.instances import client_token, ended_at
 from spotrun.cloud.base import Offer
-from spotrun.cloud.pricing import shipped_table
+from spotrun.cloud.pricing_table import shipped_table
 from spotrun.errors import CapacityError, CloudError, QuotaError, UsageError
 from spotrun.remote.provision import code_bundle
 

@@ -19,7 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spotrun.cloud.aws.errors import aws_call
 from spotrun.cloud.aws.session import AwsClients
-from spotrun.cloud.pricing import PricePoint, shipped_table
+from spotrun.cloud.pricing_table import shipped_table
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def _is_linux(product: str) -> bool:
 
 
 class AwsPrices:
-    """Spot and on-demand prices for one account; implements spotrun.cloud.pricing.PriceSource."""
+    """Spot and on-demand prices for one account; a spotrun.pricing.PriceSource."""
 
     def __init__(self, clients: AwsClients, cache_dir: Path) -> None:
         self.clients = clients
@@ -61,7 +61,7 @@ class AwsPrices:
 
     def spot_price_history(
         self, region: str, zone: str, instance_type: str, start: float, end: float
-    ) -> list[PricePoint]:
+    ) -> list[tuple[float, float]]:
         points: dict[float, float] = {}
         for item in self._history_pages(
             region,

@@ -30,7 +30,6 @@ from spotrun.cloud.aws.offers import build_offers
 from spotrun.cloud.aws.prices import AwsPrices
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
-from spotrun.cloud.pricing import PricePoint
 from spotrun.config import Resources, Settings
 from spotrun.errors import CloudError, RemoteError, UsageError
 from spotrun.remote.provision import code_bundle, provision
@@ -506,7 +505,7 @@ class AwsProvider:
 
     def spot_price_history(
         self, region: str, zone: str, instance_type: str, start: float, end: float
-    ) -> list[PricePoint]:
+    ) -> list[tuple[float, float]]:
         return self.prices.spot_price_history(region, zone, instance_type, start, end)
 
     def on_demand_price(self, region: str, instance_type: str) -> float | None:
