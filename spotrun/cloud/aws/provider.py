@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
@@ -33,7 +34,9 @@ from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
 from spotrun.config import Resources, Settings
 from spotrun.errors import CloudError, RemoteError, UsageError
 from spotrun.remote.provision import code_bundle, provision
-from spotrun.remote.ssh import HostKeyPins, SshRunner, banner_answers
+
+if TYPE_CHECKING:  # paramiko costs a tenth of a second to import; `prices` never needs it
+    from spotrun.remote.ssh import HostKeyPins, SshRunner
 from spotrun.waiting import Backoff, WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
@@ -149,6 +152,8 @@ class AwsProvider:
     def warm(self) -> None:
         """Make what driving a run needs first (clients, the code bundle) before it is asked."""
         region = self.aws.region
+        import spotrun.remote.ssh  # noqa: F401  (paramiko: imported now, not at the first connect)
+
         self.clients.client("ec2", region)
         if not self.aws.image_id:
             self.clients.client("ssm", region)
@@ -288,6 +293,8 @@ class AwsProvider:
         region = instances[0].region
         ids = [i.id for i in instances]
         deadline = time.monotonic() + timeout_s
+        from spotrun.remote.ssh import banner_answers
+
         ec2 = self.clients.client("ec2", region)
         delay = 2 if timeout_s < 120 else 5
         try:
@@ -338,6 +345,8 @@ class AwsProvider:
 
     # ------------------------------------------------------------ runners
     def _runner_for(self, instance: Instance) -> SshRunner:
+        from spotrun.remote.ssh import SshRunner
+
         if not instance.address:
             raise RemoteError(f"instance {instance.id} has no {self.aws.ssh_address} address")
         with self._lock:
@@ -355,6 +364,8 @@ class AwsProvider:
             return runner
 
     def host_keys(self, run_id: str) -> HostKeyPins:
+        from spotrun.remote.ssh import HostKeyPins
+
         return HostKeyPins(self.keys_dir / run_id / "hosts")
 
     def runner(self, instance: Instance) -> Runner:
