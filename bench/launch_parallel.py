@@ -118,12 +118,18 @@ def main() -> None:
     )
     singles: list[float] = []
     manys: list[float] = []
+    library: list[float] = []
     with tempfile.TemporaryDirectory(prefix="sr-bench-", dir="/tmp") as scratch:
         root = Path(scratch)
         with Lab(root / "lab", bucket=False, host_nice=19, boot_s=args.boot_s) as lab:
             for i in range(args.repeats):
-                for count, results in ((1, singles), (args.runs, manys)):
-                    home = root / f"home-{count}-{i}"
+                rounds = (
+                    (1, singles, "cli"),
+                    (args.runs, manys, "cli"),
+                    (args.runs, library, "api"),
+                )
+                for count, results, via in rounds:
+                    home = root / f"home-{count}-{via}-{i}"
                     env = {
                         **os.environ,
                         **lab.env(),
@@ -156,9 +162,12 @@ def main() -> None:
                         f"  (each: {spread})"
                     )
     single, many = statistics.median(singles), statistics.median(manys)
+    from_one = statistics.median(library)
     print(
-        f"\nmedian time until every run is running: 1 run {single:.2f} s, {args.runs} runs at "
-        f"once {many:.2f} s; ratio {many / single:.2f} (target <= 2)"
+        f"\nmedian time until every run is running: 1 run {single:.2f} s; {args.runs} runs at "
+        f"once from {args.runs} CLI processes {many:.2f} s, ratio {many / single:.2f} "
+        f"(target <= 2); {args.runs} runs from one process (spotrun.api) {from_one:.2f} s, "
+        f"ratio {from_one / single:.2f}"
     )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 

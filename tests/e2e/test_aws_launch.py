@@ -104,6 +104,8 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     run = _run(env, run_id)
     assert run["state"] == "succeeded", run
     assert run["cloud"] == "aws" and run["metrics"]["epoch"] == 2
+    # Priced from the spot price history of its type in its zone (the lab's market).
+    assert run["cost_usd"] is not None and 0 < run["cost_usd"] < 0.01
 
     # Metrics and checkpoints came back, incrementally synced, and the log.
     run_dir = env.home / "runs" / run_id
