@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from spotrun import api
-from spotrun.config import load_settings
+from spotrun.cloud.aws import AwsProvider
+from spotrun.cloud.base import InstanceRequest
+from spotrun.config import Resources, load_settings
 from spotrun.errors import UsageError
 from tests.conftest import Env
 from tests.e2e.test_bad_input import assert_one_line_error
@@ -136,3 +138,21 @@ def test_prices_fall_back_to_the_shipped_table(aws_env: Env, lab: Lab) -> None:
     g5 = next(o for o in offers if o["instance_type"] == "g5.xlarge")
     assert g5["on_demand_usd_per_hour"] == 1.006
     assert lab.front.on_demand.calls == 1  # the refusal is remembered, not asked again
+
+
+def test_public_addresses_are_asked_for_when_configured(aws_env: Env, lab: Lab) -> None:
+    """ssh_address = "public": the instance gets a public address and spotrun would use it.
+    (Nothing connects to it: the lab's network rule keeps all traffic on loopback.)"""
+    lab.write_config(aws_env.home, ssh_address="public")
+    provider = AwsProvider(load_settings(aws_env.home))
+    (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1b"))
+    (instance,) = provider.launch(InstanceRequest("public000001", offer))
+    (item,) = lab.instances("public000001")
+    assert item["PublicIpAddress"] and instance.address == item["PublicIpAddress"]
+    (group,) = lab.ec2.describe_security_groups(
+        GroupIds=[item["NetworkInterfaces"][0]["Groups"][0]["GroupId"]]
+    )["SecurityGroups"]
+    assert group["GroupName"] == "spotrun-public000001"
+    (rule,) = group["IpPermissions"]
+    assert [r["CidrIp"] for r in rule["IpRanges"]] == [f"{lab.front.public_address}/32"]
+    provider.terminate("public000001")

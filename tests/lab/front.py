@@ -55,6 +55,7 @@ DEFAULT_MESSAGES = {
     "RequestLimitExceeded": "Request limit exceeded.",
 }
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+CHECKIP_PATH = "/lab/checkip"
 
 
 @dataclass
@@ -255,6 +256,7 @@ class AwsFront:
         self.on_demand = OnDemandPrices()
         self.on_instances_changed = on_instances_changed
         self.actions: list[str] = []  # every EC2 action seen, in order (tests may count calls)
+        self.public_address = "203.0.113.7"  # TEST-NET-3: answered, never reached
         # action -> [seconds, times]: hold the answer after moto acted (a lost/late response)
         self.delays: dict[str, list[float]] = {}
         front = self
@@ -302,6 +304,8 @@ class AwsFront:
     def handle(
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, list[tuple[str, str]], bytes]:
+        if path == CHECKIP_PATH:  # what checkip.amazonaws.com would say this machine is
+            return 200, [("Content-Type", "text/plain")], f"{self.public_address}\n".encode()
         target = headers.get("X-Amz-Target", "")
         if target.startswith("AWSPriceListService."):
             status, payload = self.on_demand.answer(body)

@@ -32,7 +32,7 @@ import boto3
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
-from tests.lab.front import AwsFront, Fault
+from tests.lab.front import CHECKIP_PATH, AwsFront, Fault
 from tests.lab.hosts import HOST_HOME, Host, HostSpec
 from tests.lab.imds import Imds
 
@@ -228,6 +228,8 @@ class Lab:
             "image_ssm_parameter": self.image_parameter,
             "subnet_ids": [self.network.subnets[z] for z in ZONES],
             "ssh_address": "private",
+            # Asked only with ssh_address = "public": the front answers as checkip would.
+            "caller_ip_url": self.front.url + CHECKIP_PATH,
             "ssh_user": "root",
             "ssh_port": self.ssh_port,
             "ssh_timeout_s": 30.0,
