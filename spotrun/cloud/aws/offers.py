@@ -7,7 +7,12 @@ on-demand prices for comparison. Only zones where spotrun can launch (a usable s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from spotrun.cloud.aws.errors import aws_call
@@ -47,6 +52,42 @@ class InstanceType:
         )
 
 
+class TypeCatalog:
+    """DescribeInstanceTypes answers, kept a day under SPOTRUN_HOME/cache: instance types
+    change with AWS launches, not by the minute (prices are always asked afresh)."""
+
+    TTL_S = 24 * 3600.0
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = cache_dir
+
+    def _path(self, region: str, patterns: list[str]) -> Path:
+        key = hashlib.sha256(json.dumps([region, sorted(patterns)]).encode()).hexdigest()[:16]
+        return self.cache_dir / f"instance-types-{region}-{key}.json"
+
+    def get(self, clients: AwsClients, region: str, patterns: list[str]) -> list[InstanceType]:
+        path = self._path(region, patterns)
+        try:
+            data = json.loads(path.read_text())
+            if time.time() - float(data["at"]) < self.TTL_S:
+                return [
+                    InstanceType(**{**item, "architectures": tuple(item["architectures"])})
+                    for item in data["types"]
+                ]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # no cache, or an unreadable one: ask EC2
+        types = describe_types(clients, region, patterns)
+        if types:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps({"at": time.time(), "types": [asdict(t) for t in types]}))
+                os.replace(tmp, path)
+            except OSError:
+                pass  # only costs the next launch one call
+        return types
+
+
 def describe_types(clients: AwsClients, region: str, patterns: list[str]) -> list[InstanceType]:
     """Every instance type whose name matches one of `patterns` (EC2 wildcards)."""
     ec2 = clients.client("ec2", region)
@@ -60,12 +101,14 @@ def describe_types(clients: AwsClients, region: str, patterns: list[str]) -> lis
     return found
 
 
-def candidate_types(clients: AwsClients, region: str, resources: Resources) -> list[InstanceType]:
+def candidate_types(
+    clients: AwsClients, region: str, resources: Resources, catalog: TypeCatalog
+) -> list[InstanceType]:
     """The instance types that can run the job; a UsageError says why when none can."""
     settings = clients.settings
     arch = settings.architecture
     if resources.instance_type:
-        named = describe_types(clients, region, [resources.instance_type])
+        named = catalog.get(clients, region, [resources.instance_type])
         if not named:
             raise UsageError(
                 f"unknown instance type '{resources.instance_type}' in {region}",
@@ -89,7 +132,7 @@ def candidate_types(clients: AwsClients, region: str, resources: Resources) -> l
             )
         return [it]
     patterns = settings.gpu_instance_types if resources.gpus else settings.cpu_instance_types
-    types = [t for t in describe_types(clients, region, patterns) if arch in t.architectures]
+    types = [t for t in catalog.get(clients, region, patterns) if arch in t.architectures]
     if not resources.gpus:
         return [t for t in types if not t.gpus]
     # spotrun's images carry CUDA: other makers' accelerators cannot run its jobs.
@@ -125,9 +168,10 @@ def build_offers(
     region: str,
     zones: list[str],
     resources: Resources,
+    catalog: TypeCatalog,
 ) -> list[Offer]:
     """Offers for every candidate type in every launchable zone, cheapest first."""
-    types = candidate_types(clients, region, resources)
+    types = candidate_types(clients, region, resources, catalog)
     if resources.zone:
         if resources.zone not in zones:
             raise UsageError(

@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 from spotrun.cloud.aws import instances as ec2i
 from spotrun.cloud.aws import network, store
 from spotrun.cloud.aws.errors import aws_call
-from spotrun.cloud.aws.offers import build_offers
+from spotrun.cloud.aws.offers import TypeCatalog, build_offers
 from spotrun.cloud.aws.prices import AwsPrices
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
@@ -53,6 +53,7 @@ class AwsProvider:
         self.aws = settings.aws
         self.clients = AwsClients(settings.aws)
         self.prices = AwsPrices(self.clients, settings.home / "cache")
+        self.catalog = TypeCatalog(settings.home / "cache")
         self.poll_s = settings.aws.poll_s
         self._runners: dict[str, SshRunner] = {}
         self._lock = threading.Lock()
@@ -165,7 +166,7 @@ class AwsProvider:
     def offers(self, resources: Resources) -> list[Offer]:
         region = self._region(resources)
         zones = sorted(self.subnets(region))
-        return build_offers(self.clients, self.prices, region, zones, resources)
+        return build_offers(self.clients, self.prices, region, zones, resources, self.catalog)
 
     def preflight(self, resources: Resources) -> None:
         """Check what a launch will need before anything is created (bad input -> UsageError)."""
