@@ -20,6 +20,7 @@ from types import FrameType
 from typing import IO
 
 from spotrun.config import Settings, load_settings
+from spotrun.errors import SpotrunError
 from spotrun.ledger import Ledger, RunRecord
 
 LOCK_FILE = "supervisor.lock"
@@ -114,9 +115,12 @@ def _await_run(cloud: str) -> str | None:
     import spotrun.controller  # noqa: F401  (the import is the point)
     from spotrun.cloud import get_provider
 
-    warm = getattr(get_provider(cloud, load_settings()), "warm", None)
-    if warm is not None:
-        warm()
+    try:
+        warm = getattr(get_provider(cloud, load_settings()), "warm", None)
+        if warm is not None:
+            warm()
+    except SpotrunError:
+        pass  # warming is only a head start; driving the run meets (and logs) the same error
     line = sys.stdin.readline().strip()
     if not line:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from spotrun.config import Resources, load_settings
 from spotrun.errors import UsageError
 from tests.conftest import Env
 from tests.e2e.test_bad_input import assert_one_line_error
+from tests.helpers import wait_for
 from tests.lab import Lab
 
 
@@ -80,6 +82,20 @@ def test_bad_input_is_refused_before_anything_exists(
     _nothing_made(aws_env, lab)
 
 
+def _prewarmed_supervisors(home: Path) -> list[int]:
+    """Supervisors started ahead of a launch (`--prewarm`) for this SPOTRUN_HOME."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--prewarm" in cmdline and f"SPOTRUN_HOME={home}".encode() in environ:
+            found.append(int(proc.name))
+    return found
+
+
 def test_bad_input_on_the_command_line(aws_env: Env, lab: Lab) -> None:
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws", "--region", "us-east-9")
     assert_one_line_error(
@@ -89,6 +105,8 @@ def test_bad_input_on_the_command_line(aws_env: Env, lab: Lab) -> None:
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
     assert_one_line_error(proc, 2, "image ami-0123456789abcdef0", "does not exist")
     _nothing_made(aws_env, lab)
+    # The supervisor that started ahead of the plan leaves once the launch is refused.
+    wait_for(lambda: not _prewarmed_supervisors(aws_env.home), timeout=30, what="it to leave")
 
 
 def test_no_credentials_launches_nothing(aws_env: Env, lab: Lab) -> None:

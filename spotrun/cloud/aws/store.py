@@ -124,6 +124,15 @@ def pull(s3: Any, bucket: str, run_id: str, local_dir: Path, region: str) -> lis
     return fetched
 
 
+def _job_ended_since(exit_file: Path, started: float) -> bool:
+    """The job's exit record, if written after `started` (one left by an earlier job of a
+    resumed run does not count)."""
+    try:
+        return exit_file.stat().st_mtime >= started - 1.0
+    except FileNotFoundError:
+        return False
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m spotrun.cloud.aws.store")
     sub = parser.add_subparsers(dest="op", required=True)
@@ -135,8 +144,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--watch", type=float, default=0.0, help="seconds between pushes; 0 = once")
     args = parser.parse_args(argv)
     s3 = _client(args.region)
+    started = time.time()
     while True:
-        ended = (args.run_dir / EXIT_FILE).exists()
+        ended = _job_ended_since(args.run_dir / EXIT_FILE, started)
         try:
             result = push(s3, args.bucket, args.run_id, args.run_dir, args.region)
         except CloudError as exc:
