@@ -102,10 +102,11 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
         lambda: _state(env, run_id) in ("succeeded", "failed"), timeout=120, what="the run to end"
     )
     run = _run(env, run_id)
-    assert run["state"] == "succeeded", run
-    assert run["cloud"] == "aws" and run["metrics"]["epoch"] == 2
+    status = _status(env, run_id)
+    assert run["state"] == "succeeded", (run, status["events"])
+    assert run["cloud"] == "aws" and run["metrics"]["epoch"] == 2, run
     # Priced from the spot price history of its type in its zone (the lab's market).
-    assert run["cost_usd"] is not None and 0 < run["cost_usd"] < 0.01
+    assert run["cost_usd"] is not None and 0 < run["cost_usd"] < 0.01, (run, status["events"])
 
     # Metrics and checkpoints came back, incrementally synced, and the log.
     run_dir = env.home / "runs" / run_id
@@ -140,7 +141,6 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
         == []
     )
 
-    status = _status(env, run_id)
     assert [t["to"] for t in status["transitions"]] == [
         "planned",
         "requested",
