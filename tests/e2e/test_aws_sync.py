@@ -65,3 +65,27 @@ def test_pull_moves_only_what_changed(host: tuple[Runner, Host], tmp_path: Path)
     assert third.fetched == ["checkpoints/ckpt-1.pt"] and third.whole_bytes == 1000
     assert (local / "job.log").exists()  # what the instance deleted stays here
     assert not (local / ".store.json").exists() and not list(local.rglob("*.tmp"))
+
+
+def test_durable_pull_fills_gaps_and_never_overwrites(
+    aws_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    """What the instance's uploader put in S3 comes back when the instance cannot be synced,
+    and never replaces a newer file the last sync brought."""
+    assert lab.bucket
+    prefix = "runs/durable00001/"
+    lab.s3.put_object(
+        Bucket=lab.bucket, Key=prefix + "checkpoints/ckpt-000000046.pt", Body=b"w" * 5000
+    )
+    lab.s3.put_object(Bucket=lab.bucket, Key=prefix + "metrics.jsonl", Body=b'{"epoch": 1}\n')
+    local = tmp_path / "run"
+    local.mkdir()
+    (local / "metrics.jsonl").write_text(
+        '{"epoch": 1}\n{"epoch": 2}\n'
+    )  # newer, from the last sync
+
+    provider = AwsProvider(load_settings(aws_env.home))
+    assert provider.pull_durable("durable00001", local) == ["checkpoints/ckpt-000000046.pt"]
+    assert (local / "checkpoints/ckpt-000000046.pt").read_bytes() == b"w" * 5000
+    assert (local / "metrics.jsonl").read_text() == '{"epoch": 1}\n{"epoch": 2}\n'
+    assert provider.pull_durable("durable00001", local) == []

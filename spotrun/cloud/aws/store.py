@@ -102,7 +102,10 @@ def push(s3: Any, bucket: str, run_id: str, run_dir: Path, region: str) -> PushR
 
 
 def pull(s3: Any, bucket: str, run_id: str, local_dir: Path, region: str) -> list[str]:
-    """Download the run's stored files that are missing here or differ in size."""
+    """Download the run's stored files that are missing here.
+
+    Files already here are kept: what the last sync brought from the instance is at least as
+    new as what the uploader stored (metrics.jsonl grows after its last upload)."""
     prefix = run_prefix(run_id)
     fetched = []
     with aws_call("s3", "ListObjectsV2", region):
@@ -113,7 +116,7 @@ def pull(s3: Any, bucket: str, run_id: str, local_dir: Path, region: str) -> lis
         if not rel or ".." in Path(rel).parts:
             continue
         target = local_dir / rel
-        if target.exists() and target.stat().st_size == obj["Size"]:
+        if target.exists():
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".part")
