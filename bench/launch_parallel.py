@@ -89,7 +89,12 @@ def one_round(count: int, home: Path, env: dict[str, str], lab: Lab) -> tuple[fl
         now = states(home)
         failed = [r for r, (state, _) in now.items() if state == "failed"]
         if failed:
-            raise SystemExit(f"runs failed: {failed}")
+            with sqlite3.connect(home / "ledger.db") as db:
+                why = db.execute(
+                    f"SELECT id, message FROM runs WHERE id IN ({','.join('?' * len(failed))})",
+                    failed,
+                ).fetchall()
+            raise SystemExit(f"runs failed: {why}")
         reached = [at for _, at in now.values() if at is not None]
         if len(now) == count and len(reached) == count:
             break

@@ -2,7 +2,7 @@
 
 moto in server mode plays EC2, S3, SSM and STS; boto3 is unchanged and reaches it through
 AWS_ENDPOINT_URL (via the lab's front, see front.py). The lab makes a VPC of its own,
-127.A.B.0/24 with one subnet per zone, so instances get private addresses 127.A.B.N, and a
+127.A.B.0/22 with one /24 subnet per zone, so instances get private addresses 127.A.x.N, and a
 watcher pairs every instance of that VPC with a real sshd host on its address (hosts.py): the
 host starts when the instance appears and is killed, with all its processes, when the
 instance is terminated. Each host has an IMDSv2 endpoint (imds.py).
@@ -192,21 +192,22 @@ class Lab:
         return self
 
     def _make_network(self) -> LabNetwork:
-        # A /24 of 127/8 of our own: labs running side by side never share addresses.
-        a, b = random.randint(16, 250), random.randint(1, 254)
-        cidr = f"127.{a}.{b}.0/24"
+        # A /22 of 127/8 of our own (labs side by side never share addresses), a /24 per zone
+        # (moto does not hand a terminated instance's address out again: room for many).
+        a, b = random.randint(16, 250), 4 * random.randint(1, 62)
+        cidr = f"127.{a}.{b}.0/22"
         vpc_id = self.ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
         subnets = {}
         for i, zone in enumerate(ZONES):
             subnet = self.ec2.create_subnet(
-                VpcId=vpc_id, CidrBlock=f"127.{a}.{b}.{64 * i}/26", AvailabilityZone=zone
+                VpcId=vpc_id, CidrBlock=f"127.{a}.{b + i}.0/24", AvailabilityZone=zone
             )
             subnets[zone] = subnet["Subnet"]["SubnetId"]
         return LabNetwork(vpc_id, cidr, subnets)
 
     def _address(self, host: int) -> str:
         assert self.network is not None
-        return self.network.cidr.replace("0/24", str(host))
+        return self.network.cidr.replace("0/22", str(host))
 
     # ------------------------------------------------------ what spotrun sees
     def env(self) -> dict[str, str]:
