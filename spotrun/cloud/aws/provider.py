@@ -12,20 +12,18 @@ import json
 import logging
 import math
 import os
-import shlex
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from botocore.exceptions import ClientError
-
 from spotrun.cloud.aws import instances as ec2i
-from spotrun.cloud.aws import network, store
+from spotrun.cloud.aws import network, store, uploader
+from spotrun.cloud.aws.context import LaunchContext
+from spotrun.cloud.aws.dryrun import dry_run
 from spotrun.cloud.aws.errors import aws_call
 from spotrun.cloud.aws.offers import TypeCatalog, build_offers
 from spotrun.cloud.aws.prices import AwsPrices
@@ -41,8 +39,6 @@ from spotrun.waiting import Backoff, WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
 
-CONTEXT_TTL_S = 600.0
-
 
 class AwsProvider:
     name = "aws"
@@ -57,8 +53,7 @@ class AwsProvider:
         self.poll_s = settings.aws.poll_s
         self._runners: dict[str, SshRunner] = {}
         self._lock = threading.Lock()
-        self._image: dict[str, ec2i.Image] = {}
-        self._subnets: dict[str, dict[str, network.Subnet]] = {}
+        self.context = LaunchContext(self.clients, settings.home / "cache")
 
     # ------------------------------------------------------------- places
     @property
@@ -90,58 +85,10 @@ class AwsProvider:
         return self.clients.check_region(resources.region or self.aws.region)
 
     def subnets(self, region: str) -> dict[str, network.Subnet]:
-        if region not in self._subnets:
-            cached = self._context(region).get("subnets")
-            if isinstance(cached, dict):
-                self._subnets[region] = {z: network.Subnet(**v) for z, v in cached.items()}
-            else:
-                self._subnets[region] = network.launch_subnets(self.clients, region)
-                self._save_context(region)
-        return self._subnets[region]
+        return self.context.subnets(region)
 
     def image(self, region: str) -> ec2i.Image:
-        if region not in self._image:
-            cached = self._context(region).get("image")
-            if isinstance(cached, dict):
-                self._image[region] = ec2i.Image(**cached)
-            else:
-                self._image[region] = ec2i.resolve_image(self.clients, region)
-                self._save_context(region)
-        return self._image[region]
-
-    # The image and subnets a launch resolved are kept for a few minutes, so the supervisor
-    # that carries the launch out does not resolve them again (keyed by the settings used).
-    def _context_path(self, region: str) -> Path:
-        return self.settings.home / "cache" / f"aws-{region}.json"
-
-    def _context_key(self) -> str:
-        a = self.aws
-        return json.dumps(
-            [a.image_id, a.image_ssm_parameter, a.architecture, a.subnet_id, a.subnet_ids]
-        )
-
-    def _context(self, region: str) -> dict[str, object]:
-        try:
-            data = json.loads(self._context_path(region).read_text())
-        except (OSError, ValueError):
-            return {}
-        fresh = time.time() - float(data.get("at", 0)) < CONTEXT_TTL_S
-        return data if fresh and data.get("key") == self._context_key() else {}
-
-    def _save_context(self, region: str) -> None:
-        data: dict[str, object] = {"at": time.time(), "key": self._context_key()}
-        if region in self._image:
-            data["image"] = asdict(self._image[region])
-        if region in self._subnets:
-            data["subnets"] = {z: asdict(s) for z, s in self._subnets[region].items()}
-        path = self._context_path(region)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({**self._context(region), **data}))
-            os.replace(tmp, path)
-        except OSError as exc:  # only costs the next process a lookup
-            log.info("cannot write %s: %s", path, exc)
+        return self.context.image(region)
 
     @property
     def remote_root(self) -> str:
@@ -177,53 +124,9 @@ class AwsProvider:
 
     def dry_run(self, offer: Offer) -> list[str]:
         """Ask EC2 (DryRun) whether these credentials may do what a launch does."""
-        region = offer.region
-        subnet = self.subnets(region)[offer.zone]
-        image = self.image(region)
-        ec2 = self.clients.client("ec2", region)
-        checks: dict[str, Callable[[], object]] = {
-            "RunInstances": lambda: ec2.run_instances(
-                **ec2i.run_instances_params(
-                    run_id="dry-run",
-                    offer=offer,
-                    count=1,
-                    image=image,
-                    subnet_id=subnet.id,
-                    security_group_id=None,
-                    key_name=None,
-                    disk_gb=self.aws.root_volume_gb,
-                    tags=network.run_tags("dry-run", self.settings.owner, time.time()),
-                    token=f"spotrun-dry-run-{time.time_ns()}",
-                    public_address=self.aws.ssh_address == "public",
-                    instance_profile=self.aws.instance_profile,
-                ),
-                DryRun=True,
-            ),
-            "CreateSecurityGroup": lambda: ec2.create_security_group(
-                GroupName="spotrun-dry-run", Description="dry run", VpcId=subnet.vpc_id, DryRun=True
-            ),
-            "ImportKeyPair": lambda: ec2.import_key_pair(
-                KeyName="spotrun-dry-run",
-                PublicKeyMaterial=network.ephemeral_public_key().encode(),
-                DryRun=True,
-            ),
-            "TerminateInstances": lambda: ec2.terminate_instances(
-                InstanceIds=["i-0123456789abcdef0"], DryRun=True
-            ),
-        }
-        # EC2 checks permissions first: DryRunOperation means "would have succeeded"; for the
-        # made-up instance id a not-found answer also means the permission check passed.
-        passing = {"DryRunOperation", "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"}
-        passed = []
-        for operation, check in checks.items():
-            with aws_call("ec2", operation, region, instance_type=offer.instance_type):
-                try:
-                    check()
-                except ClientError as exc:
-                    if exc.response.get("Error", {}).get("Code") not in passing:
-                        raise
-            passed.append(operation)
-        return passed
+        subnet = self.subnets(offer.region)[offer.zone]
+        image = self.image(offer.region)
+        return dry_run(self.clients, offer, image, subnet, self.settings.owner)
 
     # ------------------------------------------------------------- launch
     def launch(self, request: InstanceRequest) -> list[Instance]:
@@ -385,63 +288,22 @@ class AwsProvider:
             instance.id,
             "pushed" if done.pushed_code else "had",
         )
-        if self.aws.bucket:
-            self._start_uploader(instance, runner)
-
-    def _store_command(self, instance: Instance, watch_s: float) -> str:
-        run_dir = self.run_dir(instance, instance.run_id)
-        argv = [
-            *self.spotrun_command(instance)[:1],
-            "-m",
-            "spotrun.cloud.aws.store",
-            "push",
-            "--run-dir",
-            run_dir,
-            "--run-id",
-            instance.run_id,
-            "--bucket",
-            str(self.aws.bucket),
-            "--region",
-            instance.region,
-            "--watch",
-            str(watch_s),
-        ]
-        return shlex.join(argv)
-
-    def _start_uploader(self, instance: Instance, runner: Runner) -> None:
-        """Keep uploading checkpoints to S3 from the instance until the job ends."""
-        run_dir = shlex.quote(self.run_dir(instance, instance.run_id))
-        command = (
-            f"mkdir -p {run_dir} && cd {run_dir} && "
-            "{ test -f store.pid && kill -0 $(cat store.pid) 2>/dev/null || "
-            f"{{ setsid nohup {self._store_command(instance, 5.0)} >> store.log 2>&1 < /dev/null & "
-            "echo $! > store.pid; }; }"
-        )
-        runner.run(command, timeout_s=60).check("starting the checkpoint uploader")
-
-    def _flush_store(self, instance: Instance) -> None:
-        """The last upload from the instance before it ends (best effort, recorded).
-
-        When the job has ended, the uploader makes its final push and exits by itself: wait
-        for that. Otherwise (a stop, a failure) push once more here.
-        """
-        run_dir = shlex.quote(self.run_dir(instance, instance.run_id))
-        command = (
-            f"cd {run_dir} 2>/dev/null || exit 0; "
-            "if test -f exit.json && test -f store.pid; then "
-            "for i in $(seq 3000); do kill -0 $(cat store.pid) 2>/dev/null || exit 0; "
-            "sleep 0.1; done; fi; "
-            f"{self._store_command(instance, 0.0)}"
-        )
-        try:
-            result = self._runner_for(instance).run(command, timeout_s=330)
-        except RemoteError as exc:
-            log.warning("could not flush checkpoints of %s to S3: %s", instance.id, exc.message)
-            return
-        if not result.ok:
-            log.warning(
-                "flushing checkpoints of %s to S3 failed: %s", instance.id, result.stderr[-300:]
+        if self.aws.bucket:  # the instance keeps its checkpoints in S3 as they come
+            uploader.start(
+                runner,
+                self.run_dir(instance, instance.run_id),
+                self._push_command(instance, uploader.WATCH_S),
             )
+
+    def _push_command(self, instance: Instance, watch_s: float) -> str:
+        return uploader.push_command(
+            self.spotrun_command(instance)[0],
+            self.run_dir(instance, instance.run_id),
+            instance.run_id,
+            str(self.aws.bucket),
+            instance.region,
+            watch_s,
+        )
 
     def pull_durable(self, run_id: str, local_dir: Path) -> list[str]:
         """Fetch from S3 the run's stored files that `local_dir` lacks."""
@@ -495,7 +357,12 @@ class AwsProvider:
         if self.aws.bucket:
             for inst in billable:
                 if inst.state == "running" and inst.address:
-                    self._flush_store(inst)
+                    uploader.flush(
+                        self._runner_for(inst),
+                        self.run_dir(inst, run_id),
+                        self._push_command(inst, 0.0),
+                        inst.id,
+                    )
         ids = [i.id for i in billable]
         ec2i.terminate_ids(self.clients, region, ids, wait_s=self.aws.ssh_timeout_s)
         with self._lock:

@@ -1,0 +1,76 @@
+"""The checkpoint uploader on an instance, controlled over its runner.
+
+It is `python -m spotrun.cloud.aws.store push --watch` in the background (setsid, its pid in
+the run folder), pushing new checkpoints to S3 until the job has ended. Before an instance is
+terminated `flush` makes sure the last checkpoint is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+
+from spotrun.cloud.base import Runner
+from spotrun.errors import RemoteError
+
+log = logging.getLogger(__name__)
+
+WATCH_S = 5.0
+
+
+def push_command(
+    python: str, run_dir: str, run_id: str, bucket: str, region: str, watch_s: float
+) -> str:
+    return shlex.join(
+        [
+            python,
+            "-m",
+            "spotrun.cloud.aws.store",
+            "push",
+            "--run-dir",
+            run_dir,
+            "--run-id",
+            run_id,
+            "--bucket",
+            bucket,
+            "--region",
+            region,
+            "--watch",
+            str(watch_s),
+        ]
+    )
+
+
+def start(runner: Runner, run_dir: str, watch_command: str) -> None:
+    """Start the uploader unless it already runs (idempotent)."""
+    folder = shlex.quote(run_dir)
+    command = (
+        f"mkdir -p {folder} && cd {folder} && "
+        "{ test -f store.pid && kill -0 $(cat store.pid) 2>/dev/null || "
+        f"{{ setsid nohup {watch_command} >> store.log 2>&1 < /dev/null & "
+        "echo $! > store.pid; }; }"
+    )
+    runner.run(command, timeout_s=60).check("starting the checkpoint uploader")
+
+
+def flush(runner: Runner, run_dir: str, once_command: str, what: str) -> None:
+    """The last upload before the instance ends (best effort: logged, never raised).
+
+    When the job has ended the uploader makes its final push and exits by itself: wait for
+    that. Otherwise (a stop, a failure) push once more here.
+    """
+    folder = shlex.quote(run_dir)
+    command = (
+        f"cd {folder} 2>/dev/null || exit 0; "
+        "if test -f exit.json && test -f store.pid; then "
+        "for i in $(seq 3000); do kill -0 $(cat store.pid) 2>/dev/null || exit 0; "
+        "sleep 0.1; done; fi; "
+        f"{once_command}"
+    )
+    try:
+        result = runner.run(command, timeout_s=330)
+    except RemoteError as exc:
+        log.warning("could not flush the checkpoints of %s to S3: %s", what, exc.message)
+        return
+    if not result.ok:
+        log.warning("flushing the checkpoints of %s to S3 failed: %s", what, result.stderr[-300:])
