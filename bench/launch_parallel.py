@@ -56,29 +56,33 @@ def end_runs(home: Path, lab: Lab) -> None:
         lab.sync()
 
 
-def one_round(count: int, home: Path, env: dict[str, str], lab: Lab) -> tuple[float, list[float]]:
+LIBRARY_LAUNCH = """
+import sys
+from spotrun import api
+from spotrun.config import load_settings
+settings = load_settings()
+ledger = api.open_ledger(settings, reconcile=False)
+for _ in range(int(sys.argv[1])):
+    prepared = api.prepare_launch(settings, "digits-fast", cloud="aws", overrides=["epochs=400"])
+    api.launch(ledger, prepared)
+"""
+
+
+def one_round(
+    count: int, home: Path, env: dict[str, str], lab: Lab, *, via: str = "cli"
+) -> tuple[float, list[float]]:
     lab.write_config(home)
     started = time.time()
+    if via == "cli":  # N `spotrun launch -d` processes at once, as a shell loop with & makes
+        argv = [sys.executable, "-m", "spotrun", "launch", "digits-fast", "--cloud", "aws", "-d"]
+        commands = [[*argv, *JOB] for _ in range(count)]
+    else:  # one Python process launching N runs through spotrun.api, as a script would
+        commands = [[sys.executable, "-c", LIBRARY_LAUNCH, str(count)]]
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "spotrun",
-                "launch",
-                "digits-fast",
-                "--cloud",
-                "aws",
-                "-d",
-                *JOB,
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
         )
-        for _ in range(count)
+        for command in commands
     ]
     for proc in procs:
         _, err = proc.communicate(timeout=600)
@@ -159,12 +163,12 @@ def main() -> None:
                         cwd=REPO,
                         check=True,
                     )
-                    wall, latencies = one_round(count, home, env, lab)
+                    wall, latencies = one_round(count, home, env, lab, via=via)
                     results.append(wall)
                     spread = ", ".join(f"{x:.1f}" for x in latencies)
                     print(
-                        f"round {i + 1}: {count:>2} launch(es) all running after {wall:6.2f} s"
-                        f"  (each: {spread})"
+                        f"round {i + 1}: {count:>2} launch(es) via {via}: all running after "
+                        f"{wall:6.2f} s  (each: {spread})"
                     )
     single, many = statistics.median(singles), statistics.median(manys)
     from_one = statistics.median(library)
