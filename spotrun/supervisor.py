@@ -79,6 +79,7 @@ class Prewarmed:
     """
 
     def __init__(self, settings: Settings, cloud: str) -> None:
+        self.settings = settings
         env = {**os.environ, "SPOTRUN_HOME": str(settings.home)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spotrun.supervisor", "--prewarm", cloud],
@@ -98,16 +99,12 @@ class Prewarmed:
             self.proc.stdin.write(f"{run.id}\n".encode())
             self.proc.stdin.close()
         except BrokenPipeError:  # it died while warming up: start a plain one
-            return spawn_fresh(run)
+            return spawn(self.settings, run)
         return self.proc.pid
 
     def cancel(self) -> None:
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             self.proc.stdin.close()
-
-
-def spawn_fresh(run: RunRecord) -> int:
-    return spawn(load_settings(), run)
 
 
 def _await_run(cloud: str) -> str | None:
