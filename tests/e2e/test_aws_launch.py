@@ -114,7 +114,13 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     assert [m["epoch"] for m in metrics] == [1, 2]
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("ckpt-*.pt"))
     assert json.loads((run_dir / "exit.json").read_text())["exit_code"] == 0
-    remote_log = host.path(f"/root/.spotrun/runs/{run_id}/job.log").read_bytes()
+    remote_dir = f"/root/.spotrun/runs/{run_id}"
+    job = json.loads(host.path(f"{remote_dir}/job.json").read_text())  # by the wrapper in tmux
+    assert job["argv"] == [
+        "/root/.spotrun/venv/bin/python",  # spotrun's venv over the image's python
+        *["-m", "spotrun", "train", "digits-fast", "--run-dir", remote_dir, "--set", "epochs=2"],
+    ]
+    remote_log = host.path(f"{remote_dir}/job.log").read_bytes()
     assert (run_dir / "job.log").read_bytes() == remote_log
     assert "training digits-fast" in env.cli("logs", run_id, check=True).stdout
 
