@@ -31,6 +31,14 @@ from tests.lab import Lab  # noqa: E402
 JOB = ["--set", "epochs=400"]  # long enough that every job is still running when measured
 
 
+def busy_cpu_s() -> float:
+    """CPU-seconds this whole machine has been busy (every process, other users' too)."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def states(home: Path) -> dict[str, tuple[str, float | None]]:
     """run id -> (state, when it became running)."""
     with sqlite3.connect(home / "ledger.db") as db:
@@ -70,8 +78,10 @@ for _ in range(int(sys.argv[1])):
 
 def one_round(
     count: int, home: Path, env: dict[str, str], lab: Lab, *, via: str = "cli"
-) -> tuple[float, list[float]]:
+) -> tuple[float, list[float], float]:
+    """Seconds until all are running, each run's seconds, machine CPU-seconds meanwhile."""
     lab.write_config(home)
+    cpu_before = busy_cpu_s()
     started = time.time()
     if via == "cli":  # N `spotrun launch -d` processes at once, as a shell loop with & makes
         argv = [sys.executable, "-m", "spotrun", "launch", "digits-fast", "--cloud", "aws", "-d"]
@@ -105,9 +115,10 @@ def one_round(
         if time.monotonic() > deadline:
             raise SystemExit("runs did not all start in 10 minutes")
         time.sleep(0.05)
+    cpu = busy_cpu_s() - cpu_before
     latencies = sorted(at - started for at in reached)
     end_runs(home, lab)
-    return max(latencies), latencies
+    return max(latencies), latencies, cpu
 
 
 def main() -> None:
@@ -163,12 +174,13 @@ def main() -> None:
                         cwd=REPO,
                         check=True,
                     )
-                    wall, latencies = one_round(count, home, env, lab, via=via)
+                    wall, latencies, cpu = one_round(count, home, env, lab, via=via)
                     results.append(wall)
                     spread = ", ".join(f"{x:.1f}" for x in latencies)
                     print(
                         f"round {i + 1}: {count:>2} launch(es) via {via}: all running after "
-                        f"{wall:6.2f} s  (each: {spread})"
+                        f"{wall:6.2f} s, machine busy {cpu / count:.2f} CPU-s per launch  "
+                        f"(each: {spread})"
                     )
     single, many = statistics.median(singles), statistics.median(manys)
     from_one = statistics.median(library)
