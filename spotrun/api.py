@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from spotrun import reports, supervisor
+from spotrun import budget_guard, reports, supervisor
 from spotrun.agent.session import session_exists, session_name, tmux_argv
 from spotrun.agent.wrapper import LOG_FILE
 from spotrun.billing import RunBill, bill_run
@@ -96,6 +96,10 @@ def prepare_launch(
         raise UsageError(f"recipe {recipe.name} runs on one node only; drop --nodes")
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
+    if spec.max_cost_usd is not None:
+        budget_guard.check_affordable(
+            spec.max_cost_usd, plan.chosen, merged.nodes, settings.budget_stop_margin_s
+        )
     # What the cloud will need (its image, its bucket, ...) is checked before a run exists.
     preflight = getattr(provider, "preflight", None)
     if preflight is not None:

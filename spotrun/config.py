@@ -87,6 +87,10 @@ class Settings(StrictModel):
     owner: str = Field(default_factory=getpass.getuser)
     max_cost_usd: float | None = Field(None, gt=0, description="default budget for every launch")
     heartbeat_timeout_s: float = Field(1800.0, gt=0)
+    budget_check_s: float = Field(30.0, gt=0, description="how often a capped run is projected")
+    budget_stop_margin_s: float = Field(
+        180.0, ge=0, description="seconds a budget stop takes: checkpoint, sync, terminate"
+    )
     data_dir: Path | None = Field(
         None, description="where recipes find data sets by name (data=cifar10); None = home/data"
     )

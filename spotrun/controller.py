@@ -13,9 +13,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from spotrun import budget_guard
 from spotrun.agent.session import session_name
 from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.billing import bill_run
+from spotrun.budget import Action
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
 from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
@@ -83,6 +85,10 @@ class RunController:
         self.session = session_name(run_id)
         self._cost_recorded_at = 0.0
         self._cost_error: str | None = None
+        self._budget_checked_at = 0.0
+        self._budget_note: str | None = None
+        self._budget_stop_at: int | None = None
+        self._budget_said = False
 
     # ------------------------------------------------------------------ drive
     def drive(self) -> RunRecord:
@@ -196,6 +202,9 @@ class RunController:
             self._pull_metrics(run)
             if time.monotonic() - self._cost_recorded_at >= COST_REFRESH_S:
                 self.record_cost(run)
+            over_budget = self._check_budget(run)
+            if over_budget is not None and not status.finished:
+                return self._stop(run, reason=over_budget)
             if status.finished:
                 return self._job_ended(run, status)
             if status.lost:
@@ -276,7 +285,42 @@ class RunController:
         )
         return f"{what}: {tail}" if tail else what
 
-    def _stop(self, run: RunRecord) -> RunRecord:
+    def _check_budget(self, run: RunRecord) -> str | None:
+        """The reason to stop now if the run's cap would otherwise be crossed, else None.
+
+        Checked every `budget_check_s`; a projection that cannot be made (no price) is an
+        event, once, and the run goes on: the instance-side cap still holds."""
+        if run.spec.max_cost_usd is None:
+            return None
+        if time.monotonic() - self._budget_checked_at < self.ledger.settings.budget_check_s:
+            return None
+        self._budget_checked_at = time.monotonic()
+        book = PriceBook(self.ledger, self._price_source)
+        try:
+            verdict = budget_guard.check(self.ledger, run, book)
+        except SpotrunError as exc:
+            note = f"budget not projected: {exc.user_message()}"
+            if note != self._budget_note:
+                self.ledger.add_event(run.id, "budget", note)
+            self._budget_note = note
+            return None
+        if verdict is None:
+            return None
+        if verdict.action is Action.STOP_NOW:
+            self.ledger.add_event(run.id, "budget", verdict.reason)
+            return f"budget: ${run.spec.max_cost_usd:.2f} cap; {verdict.reason}"
+        # Said when first known and whenever a price change moves the stop by over a minute.
+        last, now_at = self._budget_stop_at, verdict.stop_at
+        moved = (last is None) != (now_at is None) or (
+            last is not None and now_at is not None and abs(now_at - last) > 60
+        )
+        if moved or not self._budget_said:
+            self.ledger.add_event(run.id, "budget", verdict.reason)
+            self._budget_stop_at, self._budget_said = now_at, True
+        self._budget_note = None
+        return None
+
+    def _stop(self, run: RunRecord, reason: str = "stopped by the user") -> RunRecord:
         live = self._live_instances()
         for inst in live:
             try:
@@ -287,8 +331,8 @@ class RunController:
                 )
         self._final_sync(run)
         self._pull_metrics(run)
-        self._teardown(run, "stopped by the user")
-        return self._move(RunState.STOPPED, "stopped by the user")
+        self._teardown(run, reason)
+        return self._move(RunState.STOPPED, reason)
 
     def _fail(self, message: str) -> RunRecord:
         run = self.ledger.get_run(self.run_id)

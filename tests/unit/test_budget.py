@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spotrun import budget, cost
 from spotrun.budget import Action, LiveInstance, StopMargin
+from spotrun.budget_guard import check_affordable
+from spotrun.cloud.base import Offer
 from spotrun.cost import Ending, PriceHistory, Usage
 from spotrun.ebs_prices import gb_month_usd
+from spotrun.errors import UsageError
 
 T0 = 1_741_597_200  # 2025-03-10 09:00:00 UTC
 MARGIN = StopMargin(checkpoint_s=30, sync_s=60, terminate_s=30)  # 120 s
@@ -115,3 +119,11 @@ def test_stop_at_is_the_last_safe_second(
     else:
         assert ends_within(v.stop_at) and not ends_within(v.stop_at + 1)
         assert v.projected_usd <= cap
+
+
+def test_a_cap_the_first_minute_and_a_stop_would_pass_is_refused() -> None:
+    offer = Offer("aws", "g5.xlarge", "us-east-1", "us-east-1a", 1, "A10G", 24.0, 4, 16.0, 3.6, 9.0)
+    # $3.60/h = $0.001/s; two nodes for 60 s + 120 s to stop: $0.36
+    check_affordable(0.36, offer, nodes=2, margin_s=120)
+    with pytest.raises(UsageError, match=r"2 x g5.xlarge .* for 180 s .* is \$0.36"):
+        check_affordable(0.35, offer, nodes=2, margin_s=120)

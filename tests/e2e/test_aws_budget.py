@@ -1,0 +1,92 @@
+"""`--max-cost` enforced live, in the lab: a spot price that jumps mid-run makes the projected
+spend cross the cap, and the controller checkpoints, syncs and terminates before going on."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from spotrun.config import load_settings
+from spotrun.ledger import Ledger
+from tests.conftest import Env
+from tests.helpers import wait_for
+from tests.lab import Lab
+from tests.lab.lab import ZONES
+
+pytestmark = pytest.mark.slow
+
+
+def _with_budget_settings(env: Env) -> None:
+    # Top-level keys go before the [aws] table the lab wrote.
+    path = env.home / "config.toml"
+    path.write_text("budget_check_s = 0.5\nbudget_stop_margin_s = 6\n" + path.read_text())
+
+
+def test_price_jump_stops_the_run_before_the_cap(aws_env: Env, lab: Lab) -> None:
+    env = aws_env
+    _with_budget_settings(env)
+    start = time.time() - 3600
+    for zone in ZONES:
+        lab.set_spot_prices("c6i.large", zone, [(start, 0.03)])
+    run_id = env.cli(
+        "launch",
+        "digits-fast",
+        "--cloud",
+        "aws",
+        "-d",
+        "--instance-type",
+        "c6i.large",
+        "--max-cost",
+        "0.50",
+        "--set",
+        "epochs=400",
+        check=True,
+    ).stdout.strip()
+
+    def state() -> str:
+        with Ledger(load_settings(env.home)) as ledger:
+            return ledger.get_run(run_id).state.value
+
+    run_dir = env.home / "runs" / run_id
+    log = run_dir / "job.log"
+    wait_for(
+        lambda: log.exists() and "epoch 2/" in log.read_text(),
+        timeout=90,
+        what="training under way (synced log)",
+    )
+    # At $0.03/h the cap is hours away, so the controller has let it train.
+    assert state() == "running"
+    jump = time.time() + 1
+    for zone in ZONES:
+        lab.set_spot_prices("c6i.large", zone, [(start, 0.03), (jump, 360.0)])
+    wait_for(lambda: state() == "stopped", timeout=90, what="the budget stop")
+
+    status = env.cli("status", run_id, "--json", check=True).stdout
+    assert "budget: $0.50 cap" in status
+    with Ledger(load_settings(env.home)) as ledger:
+        events = [e.message for e in ledger.events(run_id) if e.kind == "budget"]
+    assert any("cap is reached in" in e for e in events), events  # the projection at $0.03/h
+    assert any("against the $0.50 cap" in e for e in events), events  # the stop at $360/h
+    assert list((run_dir / "checkpoints").glob("ckpt-*.pt")), "checkpointed before the stop"
+    (item,) = lab.instances(run_id)
+    assert item["State"]["Name"] == "terminated"
+
+
+def test_a_cap_below_the_first_minute_never_launches(aws_env: Env, lab: Lab) -> None:
+    env = aws_env
+    proc = env.cli(
+        "launch",
+        "digits-fast",
+        "--cloud",
+        "aws",
+        "--instance-type",
+        "c6i.large",
+        "--max-cost",
+        "0.0001",
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--max-cost $0.0001 is below what the cheapest offer costs" in proc.stderr
+    assert "one-minute minimum" in proc.stderr
+    assert not lab.instances()
+    assert env.runs() == []
