@@ -74,7 +74,11 @@ def test_detached_run_ls_logs_stop(env: Env) -> None:
 
     wait_for(lambda: _run(env, run_id)["state"] == "running", what="run to be running")
     assert f"spotrun-{run_id}" in env.sessions()
-    wait_for(lambda: _run(env, "long-one")["metrics"].get("epoch", 0) >= 2, what="two epochs")
+    wait_for(
+        lambda: _run(env, "long-one")["metrics"].get("epoch", 0) >= 2,
+        timeout=180,
+        what="two epochs",
+    )
 
     follower = env.popen("logs", "-f", "long-one")
     time.sleep(1.0)
