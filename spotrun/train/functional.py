@@ -25,7 +25,12 @@ from spotrun.train.methods.no_decay import no_decay_param_groups, split_no_decay
 from spotrun.train.methods.patch_whitening import apply_patch_whitening, patch_whitening_weights
 from spotrun.train.methods.progressive_resizing import progressive_size, resize_batch
 from spotrun.train.methods.sam import sam_perturb, sam_restore
-from spotrun.train.methods.schedules import one_cycle_lr, one_cycle_momentum, warmup_decay_lr
+from spotrun.train.methods.schedules import (
+    one_cycle_lr,
+    one_cycle_momentum,
+    step_decay_lr,
+    warmup_decay_lr,
+)
 from spotrun.train.methods.selective_backprop import per_example_loss, select_hardest
 from spotrun.train.methods.stochastic_depth import apply_stochastic_depth
 from spotrun.train.methods.tta import tta_logits, tta_views
@@ -65,6 +70,7 @@ __all__ = [
     "select_hardest",
     "smooth_labels",
     "split_no_decay",
+    "step_decay_lr",
     "stochastic_residual",
     "to_channels_last",
     "tta_logits",

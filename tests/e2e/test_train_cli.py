@@ -15,8 +15,8 @@ from tests.e2e.test_bad_input import assert_one_line_error
 pytestmark = pytest.mark.slow
 
 KEPT_NAMES = {
-    "one_cycle", "warmup_decay", "progressive_resizing", "mixed_precision", "channels_last",
-    "label_smoothing", "blurpool", "ema", "mixup", "cutmix", "cutout", "colout",
+    "one_cycle", "warmup_decay", "step_decay", "progressive_resizing", "mixed_precision",
+    "channels_last", "label_smoothing", "blurpool", "ema", "mixup", "cutmix", "cutout", "colout",
     "stochastic_depth", "sam", "selective_backprop", "layer_freezing", "grad_clipping", "tta",
     "no_decay_norm_bias", "zero_init_residual", "concat_pooling", "patch_whitening", "compile",
 }  # fmt: skip

@@ -38,6 +38,23 @@ class WarmupDecayOptions(StrictModel):
     final_frac: float = Field(0.0, ge=0, le=1, description="final lr = peak * final_frac")
 
 
+class StepDecayOptions(StrictModel):
+    milestones: list[float] = Field(
+        [0.5, 0.75], description="fractions of training at which the lr is multiplied by gamma"
+    )
+    gamma: float = Field(0.1, gt=0, lt=1, description="factor applied at each milestone")
+    warmup_frac: float = Field(0.0, ge=0, lt=1, description="linear warmup from 0 to the peak")
+
+    @model_validator(mode="after")
+    def _milestones_in_order(self) -> StepDecayOptions:
+        m = self.milestones
+        if any(not 0 < x < 1 for x in m) or any(a >= b for a, b in zip(m, m[1:])):
+            raise ValueError("milestones must be increasing fractions strictly between 0 and 1")
+        if m and self.warmup_frac > m[0]:
+            raise ValueError("warmup_frac must end at or before the first milestone")
+        return self
+
+
 class PatchWhiteningOptions(StrictModel):
     kernel_size: int = Field(2, ge=1, le=7, description="patch side in pixels")
     num_images: int = Field(5000, ge=1, description="training images the covariance uses")
@@ -198,7 +215,7 @@ CATALOG: list[MethodInfo] = [
         "schedules:OneCycle",
         "one_cycle_lr",
         "one_cycle_momentum",
-        conflicts=("warmup_decay",),
+        conflicts=("warmup_decay", "step_decay"),
     ),
     _m(
         "warmup_decay",
@@ -206,7 +223,15 @@ CATALOG: list[MethodInfo] = [
         WarmupDecayOptions,
         "schedules:WarmupDecay",
         "warmup_decay_lr",
-        conflicts=("one_cycle",),
+        conflicts=("one_cycle", "step_decay"),
+    ),
+    _m(
+        "step_decay",
+        "step schedule: the lr drops by gamma at fixed fractions of training",
+        StepDecayOptions,
+        "schedules:StepDecay",
+        "step_decay_lr",
+        conflicts=("one_cycle", "warmup_decay"),
     ),
     _m(
         "patch_whitening",

@@ -1,17 +1,19 @@
-"""Learning-rate schedules: one-cycle with momentum cycling, and warmup + cosine/linear decay.
+"""Learning-rate schedules: one-cycle with momentum cycling, warmup + cosine/linear decay, and
+the classic step schedule.
 
-Both are pure functions of training progress, so a resumed run lands on exactly the rate the
+All are pure functions of training progress, so a resumed run lands on exactly the rate the
 uninterrupted run had at that step; the algorithms hold no state of their own.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Literal
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import OneCycleOptions, WarmupDecayOptions
+from spotrun.train.methods.catalog import OneCycleOptions, StepDecayOptions, WarmupDecayOptions
 from spotrun.train.state import State
 
 
@@ -70,6 +72,33 @@ def warmup_decay_lr(
     if decay == "linear":
         return peak_lr - (peak_lr - end) * down
     return end + (peak_lr - end) * 0.5 * (1.0 + math.cos(math.pi * down))
+
+
+# A milestone written as a fraction (30/90) must drop the rate at exactly the step where that
+# fraction of training is done, whatever rounding the fraction went through on its way here.
+MILESTONE_TOLERANCE = 1e-9
+
+
+def step_decay_lr(
+    progress: float,
+    peak_lr: float,
+    *,
+    milestones: Sequence[float] = (0.5, 0.75),
+    gamma: float = 0.1,
+    warmup_frac: float = 0.0,
+) -> float:
+    """The step schedule (He et al., 2016; Goyal et al., 2017): peak_lr * gamma^k after k
+    milestones have passed, each a fraction of training; optionally a linear warmup from 0.
+
+    The standard 90-epoch ImageNet recipe is milestones (30/90, 60/90, 80/90), gamma 0.1.
+    Helps: nothing beyond being the well-known reference; the baselines use it. Cost: none.
+    Conflicts: one_cycle, warmup_decay.
+    """
+    progress = min(max(progress, 0.0), 1.0)
+    if warmup_frac > 0 and progress < warmup_frac:
+        return peak_lr * progress / warmup_frac
+    passed = sum(1 for m in milestones if progress >= m - MILESTONE_TOLERANCE)
+    return float(peak_lr * gamma**passed)
 
 
 def _set_group(state: State, key: str, values: list[float]) -> None:
@@ -135,6 +164,28 @@ class WarmupDecay(AlgorithmBase):
                 warmup_frac=self.o.warmup_frac,
                 decay=self.o.decay,
                 final_frac=self.o.final_frac,
+            )
+            for peak in _peak_lrs(state)
+        ]
+        _set_group(state, "lr", lrs)
+
+
+class StepDecay(AlgorithmBase):
+    name = "step_decay"
+    events = frozenset({Event.BATCH_START})
+
+    def __init__(self, options: StepDecayOptions) -> None:
+        self.o = options
+
+    def apply(self, event: Event, state: State) -> None:
+        progress = state.step / max(1, state.total_steps)
+        lrs = [
+            step_decay_lr(
+                progress,
+                peak,
+                milestones=self.o.milestones,
+                gamma=self.o.gamma,
+                warmup_frac=self.o.warmup_frac,
             )
             for peak in _peak_lrs(state)
         ]

@@ -27,6 +27,7 @@ STOP_POINTS = (7, 6, 3, 11)
 CASES: dict[str, dict[str, dict[str, Any]]] = {
     "one_cycle": {"one_cycle": {}},
     "warmup_decay": {"warmup_decay": {"warmup_frac": 0.2}},
+    "step_decay": {"step_decay": {"milestones": [0.4, 0.75], "warmup_frac": 0.2}},
     "patch_whitening": {"patch_whitening": {"num_images": 32}},
     "blurpool": {"blurpool": {"min_channels": 1}},
     "concat_pooling": {"concat_pooling": {}},
