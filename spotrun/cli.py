@@ -513,18 +513,14 @@ def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> No
     """A recipe in full: hyperparameters, methods, resources, stated result."""
     from spotrun.recipes import get_recipe
 
+    from spotrun.recipes.describe import describe_recipe
+
     recipe = get_recipe(name, data_here=False)  # showing a recipe needs no data
-    data = recipe.model_dump(mode="json")
     if as_json:
-        _print_json(data)
+        _print_json(recipe.model_dump(mode="json"))
         return
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            out.print(f"{key}:")
-            for sub, subvalue in value.items():
-                out.print(f"  {sub}: {json.dumps(subvalue)}")
-        else:
-            out.print(f"{key}: {json.dumps(value)}")
+    for line in describe_recipe(recipe):
+        out.print(line, markup=False)
 
 
 # ------------------------------------------------------------------- methods

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from spotrun.config import load_settings
 from spotrun.errors import NotFoundError
 from spotrun.recipes.base import Recipe, Target
+from spotrun.recipes.cifar import cifar10_baseline, cifar10_fast
 from spotrun.recipes.digits import digits_fast
+from spotrun.recipes.imagenet import resnet50_baseline, resnet50_fast, resnet101_fast
 from spotrun.recipes.overrides import apply_overrides
 from spotrun.train.data.source import check_data
 from spotrun.train.methods.catalog import validate_methods
@@ -16,6 +18,11 @@ from spotrun.train.models import check_model_name
 
 _FACTORIES: dict[str, Callable[[], Recipe]] = {
     "digits-fast": digits_fast,
+    "cifar10-baseline": cifar10_baseline,
+    "cifar10-fast": cifar10_fast,
+    "resnet50-baseline": resnet50_baseline,
+    "resnet50-fast": resnet50_fast,
+    "resnet101-fast": resnet101_fast,
 }
 
 

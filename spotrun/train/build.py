@@ -71,7 +71,8 @@ def build_trainer(
     device = launch.device()
     # Every rank builds the same initial model from the same seed (DDP also broadcasts it).
     seed_everything(recipe.seed)
-    train, test = load_data(recipe, rank=launch.rank, world_size=launch.world_size)
+    # Batches are assembled and augmented where the model trains (a cached set on the GPU).
+    train, test = load_data(recipe, rank=launch.rank, world_size=launch.world_size, device=device)
     algorithms = build_methods(recipe.methods)
     model = build_model(recipe.model, recipe.num_classes, **recipe.model_options).to(device)
     optimizer = make_optimizer(model, recipe)

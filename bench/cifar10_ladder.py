@@ -1,0 +1,175 @@
+"""The ladder from cifar10-baseline to cifar10-fast, one change per rung, in the manner of
+David Page's "How to train your ResNet": the time to the same test accuracy at each rung, on
+the real CIFAR-10 images, on this machine's CPU, so every method in the fast recipe shows what
+it buys (or costs) here.
+
+    python bench/cifar10_ladder.py --data ../shared/data/cifar10-jpeg.tar.gz [--seeds 1]
+
+Every rung is cifar10-baseline shrunk for the CPU as bench/cifar10_time_to_accuracy.py shrinks
+it, plus the overrides of every rung above it; the last rung is checked to be exactly
+cifar10-fast as that benchmark runs it. Runs go two at a time (one torch thread each) and stop
+at the target (SIGTERM: the trainer checkpoints and exits, as on a spot notice), so a rung
+costs only its time to the target. The time is the trainer's elapsed_s at the first
+evaluation at or past --target (evaluations every epoch, counted in it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _env import GLIBC_TUNABLES, with_malloc_settings  # noqa: E402
+from _runs import (  # noqa: E402
+    DEFAULT_DATA,
+    REPO,
+    Job,
+    Outcome,
+    fmt_pct,
+    fmt_s,
+    load_average,
+    median_or_none,
+    run_jobs,
+)
+from cifar10_time_to_accuracy import BASELINE_CPU, FAST_CPU, TARGET, THREADS  # noqa: E402
+
+sys.path.insert(0, str(REPO))
+from spotrun.recipes import get_recipe  # noqa: E402
+
+# (what the rung changes, its overrides); each rung keeps every override above it.
+RUNGS: list[tuple[str, tuple[str, ...]]] = [
+    ("cifar10-baseline: ResNet-18 (1/8 width), step LR, 128/step, fp32", BASELINE_CPU),
+    (
+        "+ bf16 autocast and channels_last",
+        ("methods.mixed_precision={}", "methods.channels_last={}"),
+    ),
+    (
+        "one-cycle LR in place of the step schedule, nesterov, peak 0.2",
+        ("methods.step_decay=null", "methods.one_cycle={}", "nesterov=true", "lr=0.2"),
+    ),
+    ("+ label smoothing 0.2", ('methods.label_smoothing={"smoothing": 0.2}',)),
+    (
+        "+ no weight decay on norms and biases; 512 images per step, peak 0.4",
+        ("methods.no_decay_norm_bias={}", "batch_size=512", "lr=0.4"),
+    ),
+    (
+        "cifar-fastnet (1/4 width) in place of ResNet-18; 2 px reflect crop",
+        (
+            "model=cifar-fastnet",
+            'model_options={"widths": [16, 64, 64]}',
+            "augment.crop_padding=2",
+            "augment.padding_mode=reflect",
+        ),
+    ),
+    ("+ patch whitening of the first layer", ("methods.patch_whitening={}",)),
+    ("+ EMA of the weights", ('methods.ema={"decay": 0.9, "update_every": 5, "start_frac": 0.3}',)),
+    ("+ test-time flips = cifar10-fast", ('methods.tta={"translate": 0}',)),
+]
+
+
+def rung_overrides(data: Path) -> list[tuple[str, tuple[str, ...]]]:
+    common = (f"data={data}", f"threads={THREADS}", "eval_every_epochs=1")
+    out, acc = [], list(common)
+    for what, sets in RUNGS:
+        acc += sets
+        out.append((what, tuple(acc)))
+    return out
+
+
+def check_last_rung_is_the_fast_recipe(data: Path) -> None:
+    """The ladder must end at the recipe it explains, not at something like it."""
+    common = (f"data={data}", f"threads={THREADS}", "eval_every_epochs=1")
+    last = get_recipe("cifar10-baseline", list(rung_overrides(data)[-1][1]), data_here=False)
+    fast = get_recipe("cifar10-fast", [*common, *FAST_CPU], data_here=False)
+    skip = {"name", "description", "result", "measured_with", "resources"}
+    a = {k: v for k, v in last.model_dump().items() if k not in skip}
+    b = {k: v for k, v in fast.model_dump().items() if k not in skip}
+    differ = sorted(k for k in a if a[k] != b[k])
+    if differ:
+        details = "; ".join(f"{k}: ladder {a[k]!r} vs recipe {b[k]!r}" for k in differ)
+        sys.exit(f"the ladder's last rung is not cifar10-fast as benchmarked: {details}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the CIFAR-10 images")
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--target", type=float, default=TARGET, help="test accuracy, 0..1")
+    parser.add_argument("--parallel", type=int, default=2, help="runs at a time")
+    parser.add_argument("--home", type=Path, default=None, help="SPOTRUN_HOME (decode cache)")
+    args = parser.parse_args()
+    if not args.data.exists():
+        sys.exit(
+            f"no data at {args.data}: pass --data PATH (the cifar10-jpeg.tar.gz of ../shared/data)"
+        )
+    data = args.data.resolve()
+    check_last_rung_is_the_fast_recipe(data)
+    with_malloc_settings()
+    home = args.home or Path(tempfile.mkdtemp(prefix="spotrun-bench-home-"))
+    rungs = rung_overrides(data)
+    jobs = [
+        Job(f"{i}", "cifar10-baseline", sets, seed)
+        for seed in range(args.seeds)
+        for i, (_, sets) in enumerate(rungs)
+    ]
+    print(f"load average before: {load_average()}  (2 cores shared with other work)")
+    print(
+        f"GLIBC_TUNABLES={GLIBC_TUNABLES}; {THREADS} torch thread per run; {args.parallel} runs at a time"
+    )
+
+    def progress(job: Job, row: dict[str, Any]) -> None:
+        print(
+            f"  [rung {job.label} s{job.seed}] epoch {row['epoch']}: test_acc {fmt_pct(float(row['test_acc']))}"
+            f"  elapsed {float(row['elapsed_s']):.1f} s",
+            flush=True,
+        )
+
+    outcomes = run_jobs(
+        jobs,
+        parallel=args.parallel,
+        home=home,
+        target=args.target,
+        stop_at_target=True,
+        on_row=progress,
+    )
+    print(
+        f"\nTime to {fmt_pct(args.target)} test accuracy, CPU ({THREADS} thread per run), median of {args.seeds} seed(s):\n"
+    )
+    print(
+        f"| rung | change | s to {fmt_pct(args.target)} | epochs to it | s per epoch | best acc seen | vs baseline |"
+    )
+    print("|--:|---|--:|--:|--:|--:|--:|")
+    first: float | None = None
+    for i, (what, _) in enumerate(rungs):
+        mine: list[Outcome] = [o for o in outcomes if o.job.label == str(i)]
+        seconds = median_or_none([o.time_to(args.target) for o in mine])
+        epochs = median_or_none([o.epochs_to(args.target) for o in mine])
+        per_epoch = median_or_none(
+            [
+                float(o.rows[-1]["elapsed_s"]) / int(o.rows[-1]["epoch"]) if o.rows else None
+                for o in mine
+            ]
+        )
+        best = max(o.best_acc for o in mine)
+        if i == 0:
+            first = seconds
+        ratio = f"{first / seconds:.2f}x" if first is not None and seconds is not None else "-"
+        print(
+            f"| {i} | {what} | {fmt_s(seconds)} | {epochs if epochs is not None else '-'} | "
+            f"{fmt_s(per_epoch)} | {fmt_pct(best)} | {ratio} |"
+        )
+    print(f"\nload average after: {load_average()}")
+    print(
+        "commands: spotrun train cifar10-baseline --run-dir DIR --set seed=S "
+        + " ".join(f"--set '{s}'" for s in rungs[-1][1])
+    )
+    if not all(o.ok for o in outcomes):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""CIFAR-10 recipes: a plain baseline and the fastest recipe our methods make.
+
+Both read the real CIFAR-10 images (`data=cifar10`: the ImageFolder of JPEGs or the official
+python archive, found in the data folder; or a path). Their stated results come from
+bench/cifar10_time_to_accuracy.py, which runs both side by side on the same machine.
+"""
+
+from __future__ import annotations
+
+from spotrun.config import Resources
+from spotrun.recipes.base import Augment, Recipe, Target
+
+# DAWNBench's CIFAR-10 target, and the one airbench's records are measured to.
+CIFAR10_TARGET = Target(metric="test_acc", value=0.94)
+
+
+def cifar10_baseline() -> Recipe:
+    return Recipe(
+        name="cifar10-baseline",
+        description="CIFAR-10, ResNet-18 (CIFAR stem), plain SGD with a step schedule, "
+        "crop + flip; no speed-up methods",
+        result="PENDING",
+        measured_with="PENDING",
+        target=CIFAR10_TARGET,
+        resources=Resources(gpus=1, gpu_memory_gb=8),
+        multi_node=False,
+        data="cifar10",
+        image_cache="on",
+        normalize="dataset",
+        # The standard augmentation: zero-pad by 4 px, crop 32 x 32 back at random; mirror half.
+        augment=Augment(crop_padding=4, padding_mode="zeros", flip=True),
+        model="resnet18",
+        model_options={"stem": "cifar", "width": 64},  # 11.2M parameters at 10 classes
+        num_classes=10,
+        epochs=60,  # of 50,000 training images each
+        batch_size=128,  # images per step
+        optimizer="sgd",
+        lr=0.1,  # per SGD step on the mean loss of a batch of 128
+        momentum=0.9,
+        nesterov=False,  # plain momentum SGD
+        weight_decay=5e-4,  # on every parameter (no_decay_norm_bias is a speed-up method)
+        eval_batch_size=1000,
+        methods={
+            # x0.1 at half and at three quarters of training (He et al., 2016)
+            "step_decay": {"milestones": [0.5, 0.75], "gamma": 0.1},
+        },
+    )
+
+
+def cifar10_fast() -> Recipe:
+    return Recipe(
+        name="cifar10-fast",
+        description="CIFAR-10 in the airbench style: small fast net with a patch-whitened stem, "
+        "one-cycle, label smoothing, EMA, flip+shift TTA, bf16, channels_last",
+        result="PENDING",
+        measured_with="PENDING",
+        target=CIFAR10_TARGET,
+        resources=Resources(gpus=1, gpu_memory_gb=16),
+        multi_node=False,
+        data="cifar10",
+        image_cache="on",
+        normalize="dataset",
+        # Reflect-pad by 2 px and crop back (airbench's translate), mirror half the images.
+        augment=Augment(crop_padding=2, padding_mode="reflect", flip=True),
+        model="cifar-fastnet",
+        model_options={"widths": [64, 256, 256], "residual": False},  # 1.97M parameters
+        num_classes=10,
+        epochs=10,
+        batch_size=1024,
+        optimizer="sgd",
+        lr=2.0,  # peak of the one-cycle schedule, per step on the mean loss of 1,024 images
+        momentum=0.9,  # cycled 0.95 -> 0.85 -> 0.95 by one_cycle
+        nesterov=True,
+        weight_decay=5e-4,  # on conv and linear weights only (no_decay_norm_bias)
+        eval_batch_size=1000,
+        methods={
+            "one_cycle": {"warmup_frac": 0.25, "start_div": 25.0, "final_div": 100.0},
+            "patch_whitening": {"kernel_size": 2, "num_images": 5000},
+            "no_decay_norm_bias": {},
+            "label_smoothing": {"smoothing": 0.2},
+            "channels_last": {},
+            "mixed_precision": {"precision": "bf16"},
+            "ema": {"decay": 0.9, "update_every": 5, "start_frac": 0.3},
+            "tta": {"flips": True, "translate": 1},
+        },
+    )
