@@ -512,7 +512,6 @@ def recipes_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json
 def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """A recipe in full: hyperparameters, methods, resources, stated result."""
     from spotrun.recipes import get_recipe
-
     from spotrun.recipes.describe import describe_recipe
 
     recipe = get_recipe(name, data_here=False)  # showing a recipe needs no data
