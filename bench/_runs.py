@@ -50,6 +50,9 @@ class Job:
 class Outcome:
     job: Job
     rows: list[dict[str, Any]] = field(default_factory=list)
+    # The run's process CPU seconds (start-up included) when each row was seen: a measure
+    # that other work on the machine barely moves, beside the wall-clock elapsed_s.
+    cpu_s: list[float | None] = field(default_factory=list)
     wall_s: float = 0.0
     stopped_at_target: bool = False
     exit_code: int | None = None
@@ -59,6 +62,12 @@ class Outcome:
         for row in self.rows:
             if float(row["test_acc"]) >= target:
                 return float(row["elapsed_s"])
+        return None
+
+    def cpu_to(self, target: float) -> float | None:
+        for row, cpu in zip(self.rows, self.cpu_s):
+            if float(row["test_acc"]) >= target:
+                return cpu
         return None
 
     def epochs_to(self, target: float) -> int | None:
@@ -138,6 +147,7 @@ def run_jobs(
         for index, run in list(live.items()):
             for row in run.tail.read_new():
                 run.outcome.rows.append(row)
+                run.outcome.cpu_s.append(process_cpu_seconds(run.process.pid))
                 changed = True
                 if on_row is not None:
                     on_row(run.job, row)
@@ -148,7 +158,9 @@ def run_jobs(
                     run.outcome.stopped_at_target = True
             code = run.process.poll()
             if code is not None:
-                run.outcome.rows.extend(run.tail.read_new())
+                for row in run.tail.read_new():
+                    run.outcome.rows.append(row)
+                    run.outcome.cpu_s.append(None)
                 run.outcome.exit_code = code
                 run.outcome.wall_s = time.perf_counter() - run.started
                 run.log.close()
@@ -168,6 +180,36 @@ def run_jobs(
             step, timeout_s=max(1.0, deadline - time.monotonic()), what="a run", backoff=POLL
         )
     return [outcomes[i] for i in range(len(jobs))]
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process (Linux /proc); None where unavailable."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (name) "
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def warm_cache(home: Path, recipe: str, overrides: Sequence[str]) -> None:
+    """Decode the data set once into `home`'s cache before the runs start, so runs started
+    side by side do not each decode it (decoding happens before the clocks start anyway)."""
+    from spotrun.recipes import get_recipe
+    from spotrun.train.data.loading import load_data
+
+    before = os.environ.get("SPOTRUN_HOME")
+    os.environ["SPOTRUN_HOME"] = str(home)
+    try:
+        started = time.perf_counter()
+        load_data(get_recipe(recipe, list(overrides)))
+        print(f"data ready in the cache in {time.perf_counter() - started:.1f} s", flush=True)
+    finally:
+        if before is None:
+            os.environ.pop("SPOTRUN_HOME", None)
+        else:
+            os.environ["SPOTRUN_HOME"] = before
 
 
 def median_or_none(values: Sequence[float | None]) -> float | None:

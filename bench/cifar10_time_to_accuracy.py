@@ -37,20 +37,22 @@ from _runs import (  # noqa: E402
     load_average,
     median_or_none,
     run_jobs,
+    warm_cache,
 )
 
 THREADS = 1  # per run; two runs side by side fill the two cores
 
-# The recipes shrunk for a 2-core CPU: this is what the stated results were measured with.
+# The recipes shrunk for a 2-core CPU, in width and epochs only: what their stated results were
+# measured with. Everything else is the recipe as shipped.
 BASELINE_CPU = (
     'model_options={"stem": "cifar", "width": 8}',  # ResNet-18 at 1/8 width: 8-16-32-64
-    "epochs=5",
+    "epochs=6",  # the step schedule's x0.1 drops land at epochs 3 and 4.5
 )
 FAST_CPU = (
-    'model_options={"widths": [32, 128, 128]}',  # cifar-fastnet at half width
-    "epochs=3",
+    'model_options={"widths": [16, 64, 64]}',  # cifar-fastnet at 1/4 width
+    "epochs=2",
 )
-TARGET = 0.70
+TARGET = 0.72  # below both recipes' final accuracies at these sizes
 
 # --quick: a smoke run of the whole harness (tiny nets, one epoch) for tests and a first look.
 QUICK = ('model_options={"stem": "cifar", "width": 2}', "epochs=1", "batch_size=20")
@@ -79,38 +81,42 @@ def command_line(job: Job) -> str:
 
 
 def report(outcomes: list[Outcome], target: float) -> dict[str, Any]:
+    goal = fmt_pct(target)
     print(
-        f"\n| recipe | seed | time to {fmt_pct(target)} (s) | epochs to it | final acc | best acc | wall (s) |"
+        f"\n| recipe | seed | s to {goal} (elapsed_s) | CPU s to {goal} | epochs to {goal} | final acc | best acc | wall s |"
     )
-    print("|---|--:|--:|--:|--:|--:|--:|")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
     for o in outcomes:
         epochs = o.epochs_to(target)
+        ran = o.rows[-1]["epoch"] if o.rows else "?"
         print(
-            f"| {o.job.label} | {o.job.seed} | {fmt_s(o.time_to(target))} | "
-            f"{epochs if epochs is not None else '-'} of {o.rows[-1]['epoch'] if o.rows else '?'} | "
+            f"| {o.job.label} | {o.job.seed} | {fmt_s(o.time_to(target))} | {fmt_s(o.cpu_to(target))} | "
+            f"{epochs if epochs is not None else '-'} of {ran} | "
             f"{fmt_pct(o.final_acc)} | {fmt_pct(o.best_acc)} | {o.wall_s:.0f} |"
         )
     summary: dict[str, Any] = {}
     print(
-        f"\n| recipe | median time to {fmt_pct(target)} (s) | median final acc | final acc range |"
+        f"\n| recipe | median s to {goal} | median CPU s to {goal} | median final acc | final acc range |"
     )
-    print("|---|--:|--:|--:|")
+    print("|---|--:|--:|--:|--:|")
     for label in ("cifar10-baseline", "cifar10-fast"):
         mine = [o for o in outcomes if o.job.label == label]
         times = median_or_none([o.time_to(target) for o in mine])
+        cpu = median_or_none([o.cpu_to(target) for o in mine])
         finals = [o.final_acc for o in mine]
-        summary[label] = times
+        summary[label] = (times, cpu)
         print(
-            f"| {label} | {fmt_s(times)} | {fmt_pct(statistics.median(finals))} | "
+            f"| {label} | {fmt_s(times)} | {fmt_s(cpu)} | {fmt_pct(statistics.median(finals))} | "
             f"{fmt_pct(min(finals))} - {fmt_pct(max(finals))} |"
         )
-    base, fast = summary["cifar10-baseline"], summary["cifar10-fast"]
+    (base, base_cpu), (fast, fast_cpu) = summary["cifar10-baseline"], summary["cifar10-fast"]
     if base is not None and fast is not None:
+        cpu_ratio = f"; {base_cpu / fast_cpu:.2f}x in CPU seconds" if base_cpu and fast_cpu else ""
         print(
-            f"\ncifar10-fast reaches {fmt_pct(target)} {base / fast:.2f}x sooner than cifar10-baseline (medians)"
+            f"\ncifar10-fast reaches {goal} {base / fast:.2f}x sooner than cifar10-baseline (medians of elapsed_s{cpu_ratio})"
         )
     else:
-        print(f"\nno ratio: a run missed {fmt_pct(target)} (a median over misses would flatter)")
+        print(f"\nno ratio: a run missed {goal} (a median over misses would flatter)")
     return summary
 
 
@@ -144,6 +150,7 @@ def main() -> None:
             flush=True,
         )
 
+    warm_cache(home, todo[0].recipe, todo[0].overrides)
     outcomes = run_jobs(
         todo, parallel=args.parallel, home=home, target=args.target, on_row=progress
     )

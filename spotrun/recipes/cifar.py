@@ -51,7 +51,7 @@ def cifar10_fast() -> Recipe:
     return Recipe(
         name="cifar10-fast",
         description="CIFAR-10 in the airbench style: small fast net with a patch-whitened stem, "
-        "one-cycle, label smoothing, EMA, flip+shift TTA, bf16, channels_last",
+        "one-cycle, label smoothing, EMA, flip TTA, bf16, channels_last",
         result="PENDING",
         measured_with="PENDING",
         target=CIFAR10_TARGET,
@@ -63,24 +63,29 @@ def cifar10_fast() -> Recipe:
         # Reflect-pad by 2 px and crop back (airbench's translate), mirror half the images.
         augment=Augment(crop_padding=2, padding_mode="reflect", flip=True),
         model="cifar-fastnet",
-        model_options={"widths": [64, 256, 256], "residual": False},  # 1.97M parameters
+        model_options={"widths": [64, 256, 256]},  # 1.97M parameters, airbench94's widths
         num_classes=10,
-        epochs=10,
-        batch_size=1024,
+        # Full width to 94% is unmeasured (no GPU yet): bench/gpu_benchmark.py measures it.
+        epochs=12,
+        batch_size=128,  # images per step: at 2-epoch budgets 128 beat 256 and 512 (CPU runs)
         optimizer="sgd",
-        lr=2.0,  # peak of the one-cycle schedule, per step on the mean loss of 1,024 images
+        lr=0.2,  # peak of the one-cycle schedule, per step on the mean loss of 128 images
         momentum=0.9,  # cycled 0.95 -> 0.85 -> 0.95 by one_cycle
         nesterov=True,
         weight_decay=5e-4,  # on conv and linear weights only (no_decay_norm_bias)
         eval_batch_size=1000,
         methods={
             "one_cycle": {"warmup_frac": 0.25, "start_div": 25.0, "final_div": 100.0},
+            # The first layer: fixed filters that whiten 2x2 patches, from 5,000 training images.
             "patch_whitening": {"kernel_size": 2, "num_images": 5000},
             "no_decay_norm_bias": {},
             "label_smoothing": {"smoothing": 0.2},
+            # Both help on CPUs with AVX-512 BF16 (about 4x on the 2-core test machine) and on
+            # tensor-core GPUs.
             "channels_last": {},
             "mixed_precision": {"precision": "bf16"},
+            # Averaged weights for evaluation, from 30% of training: 0.9 per update every 5 steps.
             "ema": {"decay": 0.9, "update_every": 5, "start_frac": 0.3},
-            "tta": {"flips": True, "translate": 1},
+            "tta": {"flips": True, "translate": 0},  # average with the mirror image
         },
     )
