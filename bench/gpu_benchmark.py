@@ -6,7 +6,8 @@
 2. resnet50-fast's training images per second on one GPU at each progressive-resizing size
    (128, 160, 192, 224 px; its bf16, channels_last, BlurPool, EMA... all on) and evaluation
    images per second at its 256 px test size, on synthetic data; resnet50-baseline's at 224 px
-   (fp32, no methods) for reference; peak GPU memory for each; and, from those rates, the GPU
+   (fp32, no methods) for reference; resnet101-fast's likewise; peak GPU memory for each (the
+   recipes claim 24 GB per GPU is enough); and, from those rates, the GPU
    time of one epoch of each recipe on 8 GPUs assuming linear scaling and no data-loading
    stall (an estimate, labelled as such: ImageNet decoding often is the bottleneck).
 
@@ -62,8 +63,8 @@ class CifarRun:
     test_acc: float
 
 
-def cifar_overrides(data: Path, dry_run: bool) -> list[str]:
-    sets = [f"data={data}"]
+def cifar_overrides(data: Path, dry_run: bool, extra: list[str]) -> list[str]:
+    sets = [f"data={data}", *extra]
     if dry_run:
         sets += [
             'model_options={"widths": [4, 8, 8]}',
@@ -97,8 +98,10 @@ def one_cifar_run(recipe: Recipe, device: torch.device) -> CifarRun:
     )
 
 
-def cifar_part(data: Path, runs: int, device: torch.device, dry_run: bool) -> None:
-    sets = cifar_overrides(data, dry_run)
+def cifar_part(
+    data: Path, runs: int, device: torch.device, dry_run: bool, extra: list[str]
+) -> None:
+    sets = cifar_overrides(data, dry_run, extra)
     recipe = get_recipe("cifar10-fast", sets)
     target = recipe.target.value if recipe.target else 0.94
     print(
@@ -251,8 +254,8 @@ def epoch_gpu_seconds(recipe: Recipe, rate_at: dict[int, float], gpus: int) -> f
     return total
 
 
-def throughput_part(device: torch.device, dry_run: bool, steps: int, warmup: int) -> None:
-    shrink = (
+def _shrunk(name: str, dry_run: bool) -> Recipe:
+    sets = (
         [
             "model_options.width=8",
             "image_size=64",
@@ -263,41 +266,60 @@ def throughput_part(device: torch.device, dry_run: bool, steps: int, warmup: int
         if dry_run
         else []
     )
-    fast = get_recipe(
-        "resnet50-fast",
-        shrink + (["methods.progressive_resizing.size_multiple=8"] if dry_run else []),
-        data_here=False,
-    )
-    base = get_recipe("resnet50-baseline", shrink, data_here=False)
-    pr = fast.methods["progressive_resizing"]
-    full = fast.image_size or 224
+    recipe = get_recipe(name, sets, data_here=False)
+    if dry_run and "progressive_resizing" in recipe.methods:
+        recipe = get_recipe(
+            name, [*sets, "methods.progressive_resizing.size_multiple=8"], data_here=False
+        )
+    return recipe
+
+
+def fast_rates(
+    recipe: Recipe, device: torch.device, steps: int, warmup: int
+) -> tuple[list[Rate], dict[int, float]]:
+    """Training rates at each progressive size, then the evaluation rate at the test size."""
+    pr = recipe.methods["progressive_resizing"]
+    full = recipe.image_size or 224
     sides = bucket_sizes(full, pr["initial_scale"], pr["buckets"], pr["size_multiple"])
+    rates: list[Rate] = []
+    at: dict[int, float] = {}
+    for side in dict.fromkeys(sides):
+        rate = train_rate(recipe, side, steps, warmup, device)
+        at[side] = rate.images_per_s
+        rates.append(rate)
+        print(f"  {rate.what} at {side} px: {rate.images_per_s:,.0f} images/s", flush=True)
+    rate = eval_rate(recipe, recipe.eval_image_size or full, steps, device)
+    print(f"  {rate.what} at {rate.side} px: {rate.images_per_s:,.0f} images/s", flush=True)
+    return [*rates, rate], at
+
+
+def throughput_part(device: torch.device, dry_run: bool, steps: int, warmup: int) -> None:
+    fast, deeper = _shrunk("resnet50-fast", dry_run), _shrunk("resnet101-fast", dry_run)
+    base = _shrunk("resnet50-baseline", dry_run)
     print(
         f"\n== images/s on one {device_name(device)}, synthetic data, {fast.batch_size} images per step "
         f"(the recipes' per-GPU batch); {warmup} warm-up steps, then {steps} timed"
     )
-    rates: list[Rate] = []
-    fast_at: dict[int, float] = {}
-    for side in dict.fromkeys(sides):
-        rate = train_rate(fast, side, steps, warmup, device)
-        fast_at[side] = rate.images_per_s
-        rates.append(rate)
-        print(f"  {rate.what} at {side} px: {rate.images_per_s:,.0f} images/s", flush=True)
-    rates.append(eval_rate(fast, fast.eval_image_size or full, steps, device))
+    rates, fast_at = fast_rates(fast, device, steps, warmup)
     base_rate = train_rate(base, base.image_size or 224, steps, warmup, device)
-    rates.append(base_rate)
+    print(
+        f"  {base_rate.what} at {base_rate.side} px: {base_rate.images_per_s:,.0f} images/s",
+        flush=True,
+    )
+    deeper_rates, deeper_at = fast_rates(deeper, device, steps, warmup)
     print("\n| what | side (px) | images/s per GPU | peak GPU memory (GiB) |")
     print("|---|--:|--:|--:|")
-    for r in rates:
+    for r in [*rates, base_rate, *deeper_rates]:
         print(f"| {r.what} | {r.side} | {r.images_per_s:,.0f} | {r.peak_gib:.1f} |")
     gpus = fast.resources.gpus
     fast_s = epoch_gpu_seconds(fast, fast_at, gpus)
     base_s = epoch_gpu_seconds(base, {base.image_size or 224: base_rate.images_per_s}, gpus)
+    deeper_s = epoch_gpu_seconds(deeper, deeper_at, gpus)
     print(
         f"\nestimate from these rates (linear scaling to {gpus} GPUs, no data-loading stall, "
         f"evaluation not counted): resnet50-fast's {fast.epochs} epochs {fast_s / 60:.1f} min of "
         f"training; resnet50-baseline's {base.epochs} epochs {base_s / 60:.1f} min "
-        f"({base_s / fast_s:.1f}x)"
+        f"({base_s / fast_s:.1f}x); resnet101-fast's {deeper.epochs} epochs {deeper_s / 60:.1f} min"
     )
 
 
@@ -312,6 +334,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="timed steps per size")
     parser.add_argument("--warmup", type=int, default=15, help="untimed steps before them")
     parser.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes: test the script")
+    parser.add_argument(
+        "--cifar-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override cifar10-fast for a variant (e.g. batch_size=512), repeatable",
+    )
     parser.add_argument("--skip-cifar", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
@@ -332,7 +361,7 @@ def main() -> None:
     if not args.skip_cifar:
         if not args.data.exists():
             sys.exit(f"no data at {args.data}: pass --data PATH (cifar10-jpeg.tar.gz)")
-        cifar_part(args.data.resolve(), runs, device, args.dry_run)
+        cifar_part(args.data.resolve(), runs, device, args.dry_run, args.cifar_set)
     if not args.skip_throughput:
         throughput_part(device, args.dry_run, steps, warmup)
     print(f"\nbenchmark took {time.perf_counter() - started:.0f} s")

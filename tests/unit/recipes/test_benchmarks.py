@@ -47,6 +47,7 @@ def test_gpu_benchmark_dry_run_on_the_cpu(tiny_cifar: Path, tmp_path: Path) -> N
     for side in (32, 40, 48, 64):  # the four progressive sizes of a 64 px resnet50-fast
         assert f"| resnet50-fast train | {side} |" in out
     assert "| resnet50-fast eval | 72 |" in out and "| resnet50-baseline train | 64 |" in out
+    assert "| resnet101-fast train | 32 |" in out and "| resnet101-fast eval | 72 |" in out
     assert "estimate from these rates" in out
 
 
