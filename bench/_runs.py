@@ -12,6 +12,7 @@ schedule when only the time to target is wanted.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -173,12 +174,19 @@ def run_jobs(
         return changed
 
     deadline = time.monotonic() + timeout_s
-    while pending or live:
-        while pending and len(live) < parallel:
-            start(*pending.pop(0))
-        wait_until(
-            step, timeout_s=max(1.0, deadline - time.monotonic()), what="a run", backoff=POLL
-        )
+    try:
+        while pending or live:
+            while pending and len(live) < parallel:
+                start(*pending.pop(0))
+            wait_until(
+                step, timeout_s=max(1.0, deadline - time.monotonic()), what="a run", backoff=POLL
+            )
+    finally:  # interrupted or timed out: leave no training process behind
+        for run in live.values():
+            run.process.kill()
+            run.process.wait()
+            run.log.close()
+        shutil.rmtree(scratch)  # run folders: checkpoints and logs (failures printed above)
     return [outcomes[i] for i in range(len(jobs))]
 
 

@@ -16,7 +16,9 @@ evaluation at or past --target (evaluations every epoch, counted in it).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -150,6 +152,8 @@ def main() -> None:
     check_last_rung_is_the_fast_recipe(data)
     with_malloc_settings()
     home = args.home or Path(tempfile.mkdtemp(prefix="spotrun-bench-home-"))
+    if args.home is None:  # a decoded-image cache of our own: gone when the benchmark ends
+        atexit.register(shutil.rmtree, home, True)
     rungs = rung_overrides(data)
     jobs = [
         Job(f"{i}", "cifar10-baseline", sets, seed)
@@ -180,14 +184,17 @@ def main() -> None:
     print(
         f"\nTime to {fmt_pct(args.target)} test accuracy, CPU ({THREADS} thread per run), median of {args.seeds} seed(s):\n"
     )
+    goal = fmt_pct(args.target)
     print(
-        f"| rung | change | s to {fmt_pct(args.target)} | epochs to it | s per epoch | best acc seen | vs baseline |"
+        f"| rung | change | s to {goal} | CPU s to {goal} | epochs to {goal} | s per epoch | "
+        "best acc seen | vs rung 0 (s) | vs rung 0 (CPU s) |"
     )
-    print("|--:|---|--:|--:|--:|--:|--:|")
-    first: float | None = None
+    print("|--:|---|--:|--:|--:|--:|--:|--:|--:|")
+    first: tuple[float | None, float | None] = (None, None)
     for i, (what, _) in enumerate(rungs):
         mine: list[Outcome] = [o for o in outcomes if o.job.label == str(i)]
         seconds = median_or_none([o.time_to(args.target) for o in mine])
+        cpu = median_or_none([o.cpu_to(args.target) for o in mine])
         epochs = median_or_none([o.epochs_to(args.target) for o in mine])
         per_epoch = median_or_none(
             [
@@ -197,11 +204,15 @@ def main() -> None:
         )
         best = max(o.best_acc for o in mine)
         if i == 0:
-            first = seconds
-        ratio = f"{first / seconds:.2f}x" if first is not None and seconds is not None else "-"
+            first = (seconds, cpu)
+        ratios = [
+            f"{base / mine_:.2f}x" if base is not None and mine_ is not None else "-"
+            for base, mine_ in zip(first, (seconds, cpu))
+        ]
         print(
-            f"| {i} | {what} | {fmt_s(seconds)} | {epochs if epochs is not None else '-'} | "
-            f"{fmt_s(per_epoch)} | {fmt_pct(best)} | {ratio} |"
+            f"| {i} | {what} | {fmt_s(seconds)} | {fmt_s(cpu)} | "
+            f"{int(epochs) if epochs is not None else '-'} | {fmt_s(per_epoch)} | {fmt_pct(best)} | "
+            f"{ratios[0]} | {ratios[1]} |"
         )
     print(f"\nload average after: {load_average()}")
     print(

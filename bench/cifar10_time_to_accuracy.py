@@ -19,6 +19,8 @@ and thread count; the load average is printed before and after.
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import statistics
 import sys
 import tempfile
@@ -135,6 +137,8 @@ def main() -> None:
         )
     with_malloc_settings()
     home = args.home or Path(tempfile.mkdtemp(prefix="spotrun-bench-home-"))
+    if args.home is None:  # a decoded-image cache of our own: gone when the benchmark ends
+        atexit.register(shutil.rmtree, home, True)
     todo = jobs(args.data.resolve(), args.seeds, args.quick)
     print(f"load average before: {load_average()}  (2 cores shared with other work)")
     print(

@@ -38,7 +38,7 @@ def _resources(recipe: Recipe) -> str:
         if r.gpu_model:
             gpus += f" ({r.gpu_model})"
         if r.gpu_memory_gb:
-            gpus += f" with >= {r.gpu_memory_gb:g} GB each"
+            gpus += f" with >= {r.gpu_memory_gb:g} GB" + (" each" if r.gpus > 1 else "")
     extras = [
         f"{r.nodes} nodes" if r.nodes > 1 else "",
         "spot" if r.spot else "on demand",
