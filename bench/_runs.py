@@ -174,6 +174,8 @@ def run_jobs(
         return changed
 
     deadline = time.monotonic() + timeout_s
+    # A benchmark run in the background ignores SIGINT; SIGTERM must clean up as well.
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         while pending or live:
             while pending and len(live) < parallel:
@@ -187,7 +189,12 @@ def run_jobs(
             run.process.wait()
             run.log.close()
         shutil.rmtree(scratch)  # run folders: checkpoints and logs (failures printed above)
+        signal.signal(signal.SIGTERM, previous)
     return [outcomes[i] for i in range(len(jobs))]
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds through run_jobs' cleanup
 
 
 def process_cpu_seconds(pid: int) -> float | None:

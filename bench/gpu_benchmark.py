@@ -347,6 +347,9 @@ def main() -> None:
     if args.dry_run:
         device = torch.device("cpu")
         runs, steps, warmup = 1, 2, 1
+        # Tiny sizes: one thread is fastest, and OpenMP threads that wait on each other on a
+        # busy machine make the dry run ten times slower.
+        torch.set_num_threads(1)
     elif torch.cuda.is_available():
         device = torch.device("cuda", 0)
         runs, steps, warmup = args.runs, args.steps, args.warmup

@@ -37,6 +37,7 @@ from spotrun.plan import Plan, make_plan
 from spotrun.pricing import PriceBook, PriceSource, SourceFactory
 from spotrun.recipes import Recipe, Target, get_recipe, recipe_names
 from spotrun.runs import RunState
+from spotrun.train.data.source import pin_data_paths
 from spotrun.waiting import WaitTimeout, wait_until
 
 
@@ -75,7 +76,9 @@ def prepare_launch(
             f"--gpus must be a whole number of at least 1, got {gpus}",
             hint="leave it out to use the recipe's own GPU count",
         )
-    recipe = get_recipe(recipe_name, overrides or [])
+    # The job runs in its run folder: a relative data path must mean what it meant here.
+    overrides = pin_data_paths(overrides or [])
+    recipe = get_recipe(recipe_name, overrides)
     update: dict[str, Any] = dict(resources or {})
     if gpus is not None:
         update["gpus"] = gpus

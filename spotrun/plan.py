@@ -31,7 +31,9 @@ def fits(offer: Offer, resources: Resources) -> bool:
     model_wanted = resources.gpu_model if resources.gpus else None
     if model_wanted and (offer.gpu_model or "").lower() != model_wanted.lower():
         return False
-    if resources.gpu_memory_gb and (offer.gpu_memory_gb or 0) < resources.gpu_memory_gb:
+    # GPU model and memory only mean something when GPUs are asked for (gpus=0: a CPU run).
+    memory_wanted = resources.gpu_memory_gb if resources.gpus else None
+    if memory_wanted and (offer.gpu_memory_gb or 0) < memory_wanted:
         return False
     if resources.instance_type and offer.instance_type != resources.instance_type:
         return False
@@ -64,6 +66,8 @@ def _nothing_fits(resources: Resources, offers: list[Offer]) -> str:
     wanted = [f"{resources.gpus} GPU(s)"]
     if resources.gpu_model:
         wanted.append(f"model {resources.gpu_model}")
+    if resources.gpus and resources.gpu_memory_gb:
+        wanted.append(f">= {resources.gpu_memory_gb:g} GB per GPU")
     if resources.instance_type:
         wanted.append(f"type {resources.instance_type}")
     if resources.zone:

@@ -49,7 +49,8 @@ class LocalProvider:
             raise UsageError(
                 f"the local cloud is this machine, which has {gpus} GPU(s), but the run asks "
                 f"for {resources.gpus}",
-                hint="launch with --cloud aws, or ask for fewer GPUs",
+                hint="launch with --cloud aws, or ask for fewer GPUs (--set resources.gpus=0 runs "
+                "on the CPU)",
             )
         if resources.nodes > 1:
             raise UsageError("the local cloud is one machine; --nodes above 1 needs --cloud aws")

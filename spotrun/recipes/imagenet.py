@@ -70,8 +70,9 @@ def _fast_resnet(depth: int, *, epochs: int, result: str) -> Recipe:
         "px final test, warmup + cosine decay, label smoothing, BlurPool, EMA, bf16, "
         "channels_last",
         result=result,
-        measured_with="images/s at each progressive size on synthetic data: python "
-        "bench/gpu_benchmark.py (needs an NVIDIA GPU); accuracy not yet measured",
+        measured_with="not yet measured (no GPU lent so far): python bench/gpu_benchmark.py "
+        "measures images/s at each progressive size on synthetic data on an NVIDIA GPU; "
+        "accuracy needs ImageNet: spotrun launch " + f"resnet{depth}-fast",
         target=RESNET50_TARGET if depth == 50 else RESNET101_TARGET,
         resources=Resources(gpus=GPUS, gpu_memory_gb=24),
         data="imagenet",

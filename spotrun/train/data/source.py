@@ -235,3 +235,23 @@ def peek_archive(path: Path) -> Kind:
 def check_data(spec: str, data_dir: Path) -> None:
     """Raise a UsageError if `spec` does not name data that is here and laid out as expected."""
     resolve_data(spec, data_dir)
+
+
+def pin_data_paths(overrides: list[str]) -> list[str]:
+    """`overrides` with a relative `data=PATH` made absolute against this process's folder.
+
+    A launched job runs in its run folder, not where `spotrun launch` was typed, so a relative
+    path (`--set data=../shared/data/cifar10-jpeg.tar.gz`) would name another place there.
+    Names from the data folder (`data=cifar10`) and absolute paths pass unchanged."""
+    pinned = []
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        spec = value.strip()
+        if key.strip() == "data" and sep and _looks_like_path(spec):
+            path = Path(spec).expanduser()
+            if not path.is_absolute():
+                item = f"data={path.resolve()}"
+            elif spec != value:
+                item = f"data={spec}"
+        pinned.append(item)
+    return pinned

@@ -67,7 +67,7 @@ def test_time_to_accuracy_harness_runs_both_recipes(tiny_cifar: Path, tmp_path: 
         home=tmp_path,
     )
     assert "| cifar10-baseline | 0 |" in out and "| cifar10-fast | 0 |" in out
-    assert "sooner than cifar10-baseline (medians)" in out
+    assert "sooner than cifar10-baseline (medians of elapsed_s" in out
     assert "load average after" in out
 
 
@@ -81,3 +81,7 @@ def test_ladder_ends_at_the_benchmarked_fast_recipe(tmp_path: Path) -> None:
     rungs = cifar10_ladder.rung_overrides(tmp_path)
     assert rungs[0][1][-len(cifar10_ladder.BASELINE_CPU) :] == cifar10_ladder.BASELINE_CPU
     assert len(rungs) == len(cifar10_ladder.RUNGS) >= 8
+    assert cifar10_ladder.parse_rungs("3-5,8") == [3, 4, 5, 8]
+    assert cifar10_ladder.parse_rungs("all") == list(range(len(rungs)))
+    with pytest.raises(SystemExit, match="rungs are 0-"):
+        cifar10_ladder.parse_rungs(f"2-{len(rungs)}")
