@@ -48,6 +48,16 @@ def test_filters() -> None:
 def test_nothing_fits_names_what_exists() -> None:
     with pytest.raises(UsageError, match="no offer has 16 GPU.*1, 4, 8"):
         make_plan(Resources(gpus=16), OFFERS)
+    with pytest.raises(UsageError, match="no offer has 1 GPU.*>= 80 GB per GPU"):
+        make_plan(Resources(gpus=1, gpu_memory_gb=80), OFFERS)
+
+
+def test_gpu_memory_and_model_bind_only_when_gpus_are_asked_for() -> None:
+    cpu = Offer("local", "local", "local", "host", 0, None, None, 2, 8.0, 0.0, 0.0)
+    # a GPU recipe switched to the CPU with --set resources.gpus=0 keeps its GPU memory field
+    assert make_plan(Resources(gpus=0, gpu_memory_gb=16), [cpu]).chosen is cpu
+    assert make_plan(Resources(gpus=0, gpu_model="A100"), [cpu]).chosen is cpu
+    assert make_plan(Resources(gpus=1, gpu_memory_gb=16), OFFERS).chosen.gpu_memory_gb == 24.0
 
 
 class FakeClock:

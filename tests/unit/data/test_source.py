@@ -11,7 +11,7 @@ import pytest
 
 from spotrun.errors import UsageError
 from spotrun.recipes import get_recipe
-from spotrun.train.data.source import index_split, resolve_data, split_dirs
+from spotrun.train.data.source import index_split, pin_data_paths, resolve_data, split_dirs
 from tests.conftest import Env
 from tests.e2e.test_bad_input import assert_one_line_error
 from tests.unit.data.images import CLASSES, make_cifar_batches, make_image_folder, tar_folder
@@ -206,3 +206,17 @@ def test_listing_recipes_needs_no_data(tmp_path: Path, monkeypatch: pytest.Monke
     assert "pets-fast" in [r.name for r in api.recipes()]
     with pytest.raises(UsageError, match="data set 'pets' is not in the data folder"):
         get_recipe("pets-fast")
+
+
+def test_launch_pins_a_relative_data_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    items = ["epochs=2", "data=./sets/cifar.tar.gz", "lr=0.1"]
+    assert pin_data_paths(items) == [
+        "epochs=2",
+        f"data={tmp_path.resolve() / 'sets' / 'cifar.tar.gz'}",
+        "lr=0.1",
+    ]
+    assert pin_data_paths(["data=../x"]) == [f"data={tmp_path.resolve().parent / 'x'}"]
+    # names from the data folder and absolute paths are left as they are
+    for same in (["data=cifar10"], ["data=digits"], [f"data={tmp_path}"], ["methods.ema=null"]):
+        assert pin_data_paths(same) == same
