@@ -87,7 +87,10 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 or (self.stopped_at_target and self.exit_code == 75)
+        # Stopped at its target: it checkpoints and exits 75; or, when the target came at its
+        # last evaluation, the SIGTERM can land after training ended and end it outright.
+        stopped = (EXIT_CHECKPOINTED, 0, -signal.SIGTERM)
+        return self.exit_code == 0 or (self.stopped_at_target and self.exit_code in stopped)
 
 
 @dataclass
@@ -165,7 +168,7 @@ def run_jobs(
                 run.outcome.exit_code = code
                 run.outcome.wall_s = time.perf_counter() - run.started
                 run.log.close()
-                if not run.outcome.ok:
+                if not run.outcome.ok:  # a failure: print its log's end
                     tail = (Path(run.log.name)).read_text(errors="replace")[-2000:]
                     print(f"!! {run.job.label} seed {run.job.seed} exited {code}:\n{tail}")
                 outcomes[index] = run.outcome
