@@ -52,7 +52,7 @@ def test_price_jump_stops_the_run_before_the_cap(aws_env: Env, lab: Lab) -> None
     log = run_dir / "job.log"
     wait_for(
         lambda: log.exists() and "epoch 2/" in log.read_text(),
-        timeout=90,
+        timeout=240,
         what="training under way (synced log)",
     )
     # At $0.03/h the cap is hours away, so the controller has let it train.
@@ -60,7 +60,7 @@ def test_price_jump_stops_the_run_before_the_cap(aws_env: Env, lab: Lab) -> None
     jump = time.time() + 1
     for zone in ZONES:
         lab.set_spot_prices("c6i.large", zone, [(start, 0.03), (jump, 360.0)])
-    wait_for(lambda: state() == "stopped", timeout=90, what="the budget stop")
+    wait_for(lambda: state() == "stopped", timeout=240, what="the budget stop")
 
     status = env.cli("status", run_id, "--json", check=True).stdout
     assert "budget: $0.50 cap" in status
