@@ -78,9 +78,7 @@ def parse_line(line: str) -> Rule | None:
     while text.endswith(" ") and not text.endswith("\\ "):
         text = text[:-1]
     negate = text.startswith("!")
-    if negate:
-        text = text[1:]
-    elif text.startswith("\\!") or text.startswith("\\#"):
+    if negate or text.startswith("\\!") or text.startswith("\\#"):
         text = text[1:]
     dir_only = text.endswith("/")
     text = text.rstrip("/")

@@ -8,7 +8,8 @@ Signals reach the job's own process: the wrapper's child runs in a process group
 and a signal the wrapper gets (or that `signal_job` sends) goes to that child; when the child
 is still the shell spotrun started for a shell command (bash did not exec the last command),
 the programs the shell is running get it too. Their own children (data loader workers, torchrun's
-ranks) are left to their parents, as they would be under a terminal's Ctrl-C.
+ranks) are left to their parents: a SIGTERM straight to a DataLoader's workers would kill them
+before the script could save, and torchrun passes the signal to its ranks itself.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +31,7 @@ JOB_FILE = "job.json"
 EXIT_FILE = "exit.json"
 LOG_FILE = "job.log"
 SETUP_LOG_FILE = "setup.log"
+CHECKPOINTS = "checkpoints"  # inside the run folder: synced, stored, restored
 # After an ending signal, how long the wrapper waits for the signalled programs to finish
 # (e.g. a script still saving after its shell has gone) before it records the exit.
 DRAIN_S = 60.0
@@ -226,8 +229,39 @@ class _Wrapper:
     def write_exit(self, code: int, phase: str) -> None:
         write_json_atomic(
             self.run_dir / EXIT_FILE,
-            {"exit_code": code, "phase": phase, "started_at": self.started, "ended_at": time.time()},
+            {
+                "exit_code": code,
+                "phase": phase,
+                "started_at": self.started,
+                "ended_at": time.time(),
+            },
         )
+
+
+def link_checkpoints(path: Path, store: Path) -> str | None:
+    """Make the job's checkpoint folder `path` the run's `store` (a link when they differ).
+
+    The store is inside the run folder, so what the job saves there is synced back, uploaded to
+    the durable store, and put back on a replacement instance before the job starts again.
+    Returns a problem to report, or None.
+    """
+    store.mkdir(parents=True, exist_ok=True)
+    if path.absolute() == store.absolute():
+        return None
+    if path.is_symlink():
+        if path.resolve() == store.resolve():
+            return None
+        path.unlink()
+    elif path.is_dir():  # shipped with the workdir: its files join the store
+        for item in path.iterdir():
+            if not (store / item.name).exists():
+                os.replace(item, store / item.name)
+        shutil.rmtree(path)
+    elif path.exists():
+        return f"checkpoint_dir {path} is a file, not a folder"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(store, target_is_directory=True)
+    return None
 
 
 def _emit(logs: list[BinaryIO], chunk: bytes) -> None:
@@ -250,13 +284,17 @@ def run_wrapped(
 ) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / EXIT_FILE).unlink(missing_ok=True)
-    if checkpoint_dir is not None:
-        checkpoint_dir.mkdir(parents=True, exist_ok=True)
     wrapper = _Wrapper(run_dir, argv, cwd, checkpoint_dir)
     for sig in _FORWARDED:
         signal.signal(sig, wrapper.forward)
     log = open(run_dir / LOG_FILE, "ab", buffering=0)
     try:
+        if checkpoint_dir is not None:
+            problem = link_checkpoints(checkpoint_dir, run_dir / CHECKPOINTS)
+            if problem:
+                _emit([log], f"spotrun: {problem}\n".encode())
+                wrapper.write_exit(2, "setup")
+                return 2
         if setup is not None and not setup.done():
             with open(run_dir / SETUP_LOG_FILE, "ab", buffering=0) as setup_log:
                 _emit([log], b"spotrun: setup (once per instance)\n")

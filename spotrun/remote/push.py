@@ -20,7 +20,7 @@ from spotrun.cloud.base import Runner
 from spotrun.errors import RemoteError
 from spotrun.workdir import Entry, Manifest, WorkFile, manifest, write_archive
 
-MANIFEST = "manifest.json"
+MANIFEST = ".push-manifest.json"  # a dot file: run-folder syncs leave it alone
 _SEPARATOR = "--spotrun-workdir--"
 
 
@@ -47,8 +47,9 @@ def remote_manifest(runner: Runner, state_dir: str, workdir: str) -> tuple[Manif
     every path the last push recorded, whatever the job did to them since."""
     q = shlex.quote
     command = (
+        f"mkdir -p {q(state_dir)} {q(workdir)} || exit 1; "
         f"cat {q(state_dir + '/' + MANIFEST)} 2>/dev/null; echo; echo {_SEPARATOR}; "
-        f"cd {q(workdir)} 2>/dev/null && "
+        f"cd {q(workdir)} && "
         "find . \\( -type f -o -type l \\) -printf '%P\\0%s\\0%T@\\0'; exit 0"
     )
     out = runner.run(command, timeout_s=120).check("reading the instance's workdir").stdout
@@ -93,19 +94,19 @@ def push_workdir(
         if deleted:
             listing = Path(scratch) / "deleted"
             listing.write_bytes(b"\0".join(p.encode(errors="surrogateescape") for p in deleted))
-            runner.put(listing, f"{state_dir}/push.deleted")
-            steps.append(f"xargs -0 -r rm -f -- < {q(state_dir + '/push.deleted')}")
+            runner.put(listing, f"{state_dir}/push-deleted.tmp")
+            steps.append(f"xargs -0 -r rm -f -- < {q(state_dir + '/push-deleted.tmp')}")
         if send:
-            archive = Path(scratch) / "push.tar.gz"
+            archive = Path(scratch) / "push-tar.tmp"
             write_archive(root, send, archive)
             archive_bytes = archive.stat().st_size
-            runner.put(archive, f"{state_dir}/push.tar.gz")
-            steps.append(f"tar -xzf {q(state_dir + '/push.tar.gz')} --no-same-owner")
+            runner.put(archive, f"{state_dir}/push-tar.tmp")
+            steps.append(f"tar -xzf {q(state_dir + '/push-tar.tmp')} --no-same-owner")
         record = Path(scratch) / MANIFEST
         record.write_text(json.dumps({p: e.to_list() for p, e in after.items()}, sort_keys=True))
         runner.put(record, f"{state_dir}/{MANIFEST}.new")
         steps.append(
-            f"rm -f {q(state_dir + '/push.tar.gz')} {q(state_dir + '/push.deleted')} && "
+            f"rm -f {q(state_dir + '/push-tar.tmp')} {q(state_dir + '/push-deleted.tmp')} && "
             f"mv {q(state_dir + '/' + MANIFEST + '.new')} {q(state_dir + '/' + MANIFEST)}"
         )
         result = runner.run(" && ".join(steps), timeout_s=600)
@@ -121,4 +122,3 @@ def push_workdir(
         sum(f.size for f in send),
         archive_bytes,
     )
-

@@ -24,6 +24,8 @@ STATE_FILE = ".sync.json"
 APPEND_ONLY_SUFFIXES = (".log", ".jsonl")
 SKIPPED_SUFFIXES = (".tmp", ".part", ".lock", ".pid")
 SKIPPED_NAMES = frozenset({"supervisor.log"})
+# The job's copy of its workdir: only its declared outputs come back (pull_paths).
+SKIPPED_FOLDERS = ("workdir/",)
 
 
 @runtime_checkable
@@ -62,6 +64,8 @@ def list_remote(runner: Runner, remote_dir: str) -> list[RemoteFile] | None:
         # Dot files are the instance's own bookkeeping (e.g. the uploader's state).
         if name.startswith(".") or name in SKIPPED_NAMES or name.endswith(SKIPPED_SUFFIXES):
             continue
+        if item.path.startswith(SKIPPED_FOLDERS):
+            continue
         files.append(item)
     return files
 
@@ -91,8 +95,7 @@ def list_remote_paths(runner: Runner, base: str, paths: list[str]) -> list[Remot
     return [
         RemoteFile(item.path[2:], item.size, item.mtime)
         for item in _parse_listing(result.stdout)
-        if item.path.startswith("./")
-        and not os.path.basename(item.path).endswith(SKIPPED_SUFFIXES)
+        if item.path.startswith("./") and not os.path.basename(item.path).endswith(SKIPPED_SUFFIXES)
     ]
 
 
