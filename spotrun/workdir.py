@@ -111,19 +111,17 @@ def _human(size: float) -> str:
 
 
 def describe_size(files: list[WorkFile], top: int = 3) -> str:
-    """The biggest top-level entries (folders summed) and the biggest files."""
+    """The biggest top-level entries (folders summed), and the biggest files inside folders."""
     by_entry: dict[str, int] = defaultdict(int)
     for f in files:
         head, sep, _ = f.path.partition("/")
         by_entry[head + ("/" if sep else "")] += f.size
     entries = sorted(by_entry.items(), key=lambda kv: -kv[1])[:top]
-    biggest = sorted(files, key=lambda f: -f.size)[:top]
-    return (
-        "biggest: "
-        + ", ".join(f"{name} {_human(size)}" for name, size in entries)
-        + "; biggest files: "
-        + ", ".join(f"{f.path} {_human(f.size)}" for f in biggest)
-    )
+    text = "biggest: " + ", ".join(f"{name} {_human(size)}" for name, size in entries)
+    nested = sorted((f for f in files if "/" in f.path), key=lambda f: -f.size)[:top]
+    if nested:
+        text += "; biggest files: " + ", ".join(f"{f.path} {_human(f.size)}" for f in nested)
+    return text
 
 
 def check_size(root: Path, files: list[WorkFile], limit_mb: float) -> int:
