@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -721,6 +722,20 @@ def train(
 
 # ---------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> None:
+    code = _run(argv)
+    if argv is None:
+        # The program itself: everything it wrote is committed or flushed below, so it leaves
+        # without the interpreter freeing every object of boto3 & co. one by one (seconds on a
+        # loaded machine, after the answer is already on screen).
+        for stream in (sys.stdout, sys.stderr):
+            # a closed pipe (`spotrun ls | head`): nothing more to say to it
+            with contextlib.suppress(OSError):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         code = app(args=argv, standalone_mode=False)
     except click_exceptions.UsageError as exc:
@@ -728,12 +743,12 @@ def main(argv: list[str] | None = None) -> None:
             err.print(exc.format_message(), markup=False)
         else:
             err.print(f"error: {exc.format_message()}", markup=False)
-        sys.exit(2)
+        return 2
     except typer.Abort:
-        sys.exit(130)
+        return 130
     except SpotrunError as exc:
         err.print(f"error: {exc.user_message()}", markup=False)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except KeyboardInterrupt:
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        return 130
+    return code if isinstance(code, int) else 0
