@@ -49,6 +49,8 @@ def start_job(
     if session_exists(session):
         return {"session": session, "started": False}
     run_dir.mkdir(parents=True, exist_ok=True)
+    if cwd is not None:
+        Path(cwd).mkdir(parents=True, exist_ok=True)
     (run_dir / EXIT_FILE).unlink(missing_ok=True)
     wrapper = [sys.executable, "-m", "spotrun", "agent", "wrap", "--run-dir", str(run_dir)]
     command = shlex.join([*wrapper, *(options or []), "--", *argv])

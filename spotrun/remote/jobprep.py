@@ -59,8 +59,7 @@ def prepare_job(
 ) -> PreparedJob:
     """Push the workdir and the setup script; the job's argv, environment and wrapper options."""
     cwd = posixpath.join(run_dir, WORKDIR)
-    notes = []
-    runner.run(f"mkdir -p {shlex.quote(cwd)}", timeout_s=60).check("making the run folder")
+    notes = []  # (the agent makes `cwd` when it starts the job: no round trip for it here)
     if job.workdir is not None:
         root = Path(job.workdir)
         pushed = push_workdir(runner, root, list_files(root), run_dir, cwd)

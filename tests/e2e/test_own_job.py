@@ -4,7 +4,9 @@ host) and the local cloud run the same task file, with the real CLI and supervis
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,8 @@ import pytest
 
 from spotrun.config import load_settings
 from spotrun.ledger import Ledger
+from spotrun.runs import RunState
+from spotrun.supervisor import is_supervised
 from tests.conftest import Env
 from tests.helpers import wait_for
 from tests.lab import Lab
@@ -130,7 +134,12 @@ def _launch(env: Env, task: Path, *extra: str) -> str:
     return env.cli("launch", str(task), "-d", *extra, check=True).stdout.strip()
 
 
-def _check_success(env: Env, run_id: str, *, restarts: bool) -> None:
+def _supervised(env: Env, run_id: str) -> bool:
+    with Ledger(load_settings(env.home)) as ledger:
+        return is_supervised(ledger.get_run(run_id))
+
+
+def _check_success(env: Env, run_id: str, *, last: int) -> None:
     """The attempts' outputs came back, with the job's environment and what was shipped."""
     run_dir = env.home / "runs" / run_id
     first = _results(env, run_id, "attempt-1.json")
@@ -143,7 +152,6 @@ def _check_success(env: Env, run_id: str, *, restarts: bool) -> None:
     assert first["MASTER_PORT"].isdigit() and first["setup_ran"] is True
     assert ".gitignore" in first["shipped"] and "job.py" in first["shipped"]
     assert not any(p.startswith("data") or p.endswith(".log") for p in first["shipped"])
-    last = 2 if restarts else 1
     assert (run_dir / "workdir" / "results" / "done.txt").read_text() == (
         f"done after {last} attempt(s)"
     )
@@ -152,7 +160,7 @@ def _check_success(env: Env, run_id: str, *, restarts: bool) -> None:
     setup_log = (run_dir / "setup.log").read_text()
     assert setup_log.count("preparing") == 1  # once per instance, also across the restart
     log = (run_dir / "job.log").read_text()
-    assert "attempt 1" in log and "finished" in log
+    assert f"attempt {last}" in log and "finished" in log
 
 
 def test_task_in_the_lab_outputs_checkpoint_restart_exec_and_sigterm(
@@ -160,8 +168,8 @@ def test_task_in_the_lab_outputs_checkpoint_restart_exec_and_sigterm(
 ) -> None:
     env, lab = lab_env, shared_lab
     task = make_project(tmp_path)
-    # Two runs side by side: one restarts once (exit 75) and is released by `exec`; the
-    # other is stopped, and its script saves on the SIGTERM it gets.
+    # Two runs side by side: one restarts once (exit 75), moves to a replacement instance and
+    # is released by `exec`; the other is stopped, and its script saves on the SIGTERM it gets.
     main = _launch(env, task, "--cloud", "aws", "--env", "RESTART_ONCE=1")
     stopped = _launch(env, task, "--cloud", "aws", "--name", "to-stop")
 
@@ -175,17 +183,37 @@ def test_task_in_the_lab_outputs_checkpoint_restart_exec_and_sigterm(
 
     failing = env.cli("exec", main, "--cmd", "echo checking; exit 3")
     assert failing.returncode == 3 and failing.stdout == "checking\n", failing
+
+    # A replacement, as issue 7's recovery makes one after EC2 takes the instance back: the
+    # same command on a fresh instance, its setup run there, its checkpoint put back first.
+    with Ledger(load_settings(env.home)) as ledger:
+        supervisor_pid = ledger.get_run(main).supervisor_pid
+    assert supervisor_pid is not None
+    os.kill(supervisor_pid, signal.SIGKILL)
+    wait_for(lambda: not _supervised(env, main), timeout=30, what="the supervisor to die")
+    lab.reclaim(item["InstanceId"])
+    with Ledger(load_settings(env.home)) as ledger:
+        ledger.transition(main, RunState.INTERRUPTED, "test: EC2 took the instance back")
+    env.cli("ls", check=True)  # any command restarts a live run's missing supervisor
+    wait_for(lambda: _results(env, main, "attempt-3.json"), timeout=90, what="the replacement")
+    third = _results(env, main, "attempt-3.json")
+    assert third is not None and third["setup_ran"] is True
+    replacement = [i for i in lab.instances(main) if i["InstanceId"] != item["InstanceId"]]
+    assert [i["State"]["Name"] for i in replacement] == ["running"]
+
     done = env.cli("exec", main, "--cmd", 'echo "exec in $SPOTRUN_RUN_ID at $PWD"; touch go')
     assert done.returncode == 0, done.stderr
     assert f"exec in {main} at /root/.spotrun/runs/{main}/workdir" in done.stdout
     run = _ended(env, main)
     assert run["state"] == "succeeded", (run["message"], run["events"])
-    _check_success(env, main, restarts=True)
+    _check_success(env, main, last=3)
+    assert "1 checkpoint file(s) restored on " + replacement[0]["InstanceId"] in " ".join(
+        e["message"] for e in run["events"]
+    )
     events = " ".join(e["message"] for e in run["events"])
     assert "workdir pushed: 2 new or changed file(s)" in events, events
     assert "workdir unchanged on the instance" in events, events  # the restart pushed nothing
-    (item,) = lab.instances(main)
-    assert item["State"]["Name"] == "terminated"
+    assert {i["State"]["Name"] for i in lab.instances(main)} == {"terminated"}
 
     wait_for(lambda: _results(env, stopped, "attempt-1.json"), timeout=60, what="the job to run")
     env.cli("stop", "to-stop", check=True)
@@ -266,5 +294,5 @@ def test_the_same_task_on_the_local_cloud(env: Env, tmp_path: Path) -> None:
     assert done.returncode == 0 and "released" in done.stdout, (done.stdout, done.stderr)
     run = _ended(env, run_id)
     assert run["state"] == "succeeded", (run["message"], run["events"])
-    _check_success(env, run_id, restarts=True)
+    _check_success(env, run_id, last=2)
     assert not (tmp_path / "proj" / "results").exists()  # it ran on a copy, not in your folder
