@@ -420,7 +420,9 @@ def status(
         )
         return
     r = st.run
-    out.print(f"{r.name} ({r.id})  recipe {r.recipe}  on {r.cloud}")
+    job = r.spec.job
+    what = f"command {job.run!r}" if job is not None and job.run else f"recipe {r.recipe}"
+    out.print(f"{r.name} ({r.id})  {what}  on {r.cloud}", markup=False)
     out.print(f"state     {r.state.value}" + (f"  ({r.message})" if r.message else ""))
     so_far = "" if r.is_terminal else " so far"
     shown = "? (no prices cached yet)" if st.cost_usd is None else _money(st.cost_usd) + so_far

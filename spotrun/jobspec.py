@@ -5,9 +5,9 @@ replacement instance after a spot interruption, starts exactly the same job agai
 shortcut: its JobSpec names the recipe and its overrides, and the command (`spotrun train ...`)
 is built on the instance that runs it.
 
-Paths in a JobSpec: `workdir` is absolute on this machine (resolved at launch); `outputs` are
-relative to the folder the job runs in; `checkpoint_dir` is relative to it or absolute on the
-instance (None: the run folder's `checkpoints/`, where recipes checkpoint).
+Paths in a JobSpec: `workdir` is absolute on this machine (resolved at launch); `outputs` and
+`checkpoint_dir` are relative to the folder the job runs in (checkpoint_dir None: the run
+folder's `checkpoints/`, where recipes checkpoint).
 """
 
 from __future__ import annotations
@@ -90,9 +90,17 @@ class JobSpec(JobModel):
     @field_validator("checkpoint_dir")
     @classmethod
     def _checkpoint_dir(cls, value: str | None) -> str | None:
+        # Inside the job's folder: it becomes a link into the run folder there, and a folder of
+        # yours elsewhere (on the local cloud, this machine's) is never replaced by one.
         if value is None or not value.strip():
             return None
-        return posixpath.normpath(value.strip())
+        norm = posixpath.normpath(value.strip())
+        if norm == "." or norm.startswith("/") or norm.split("/")[0] == "..":
+            raise ValueError(
+                f"checkpoint_dir '{value}' must be a folder inside the workdir "
+                "(relative, without '..')"
+            )
+        return norm
 
     @model_validator(mode="after")
     def _one_thing_runs(self) -> JobSpec:

@@ -77,6 +77,11 @@ def test_env_flags_and_empty_command() -> None:
             parse_envs([bad])
     with pytest.raises(UsageError, match="empty"):
         build_job("   ", workdir_max_mb=1)
+    with pytest.raises(UsageError, match="output '../up' must be a path inside"):
+        build_job("x", outputs=["../up"], workdir_max_mb=1)
+    for outside in ("/root/ckpt", "../ckpt", "."):
+        with pytest.raises(UsageError, match="inside the workdir"):
+            build_job("x", checkpoint_dir=outside, workdir_max_mb=1)
 
 
 # ------------------------------------------------------------------ .gitignore
