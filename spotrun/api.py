@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from spotrun import budget_guard, reports, supervisor
+from spotrun import budget_guard, ownjob, reports, supervisor
 from spotrun.agent.session import session_exists, session_name, tmux_argv
 from spotrun.agent.wrapper import LOG_FILE
 from spotrun.billing import RunBill, bill_run
@@ -31,11 +31,13 @@ from spotrun.config import (
     load_settings,
 )
 from spotrun.errors import NotFoundError, PricingError, SpotrunError, StateError, UsageError
+from spotrun.jobspec import JobSpec
 from spotrun.ledger import CostLine, InstanceRecord, Ledger, RunEvent, RunRecord, Transition
 from spotrun.metrics import MetricsTail, read_all
 from spotrun.plan import Plan, make_plan
 from spotrun.pricing import PriceBook, PriceSource, SourceFactory
 from spotrun.recipes import Recipe, Target, get_recipe, recipe_names
+from spotrun.remote.job import JobDriver
 from spotrun.runs import RunState
 from spotrun.train.data.source import pin_data_paths
 from spotrun.waiting import WaitTimeout, wait_until
@@ -53,7 +55,7 @@ def open_ledger(settings: Settings | None = None, *, reconcile: bool = True) -> 
 @dataclass(frozen=True)
 class LaunchPlan:
     spec: LaunchSpec
-    recipe: Recipe
+    recipe: Recipe | None  # None for your own command
     plan: Plan
     provider: Provider | None = None  # the provider that planned it (reused by a dry run)
 
@@ -108,6 +110,45 @@ def prepare_launch(
     if preflight is not None:
         preflight(merged)
     return LaunchPlan(spec, recipe, plan, provider)
+
+
+def prepare_job_launch(
+    settings: Settings,
+    job: JobSpec,
+    *,
+    label: str = "cmd",
+    cloud: CloudName | None = None,
+    name: str | None = None,
+    max_cost_usd: float | None = None,
+    max_hours: float | None = None,
+    resources: dict[str, Any] | None = None,
+) -> LaunchPlan:
+    """Like prepare_launch, for your own command (spotrun.ownjob builds and checks `job`)."""
+    merged = ownjob.resources_for(dict(resources or {}))
+    try:
+        spec = LaunchSpec(
+            recipe=label,
+            resources=merged,
+            name=name,
+            cloud=cloud or settings.default_cloud,
+            max_cost_usd=max_cost_usd if max_cost_usd is not None else settings.max_cost_usd,
+            max_hours=max_hours,
+            job=job,
+        )
+    except ValidationError as exc:
+        raise UsageError(describe_validation_error(exc)) from exc
+    if merged.nodes > 1:
+        raise UsageError("your own command runs on one node for now; drop --nodes")
+    provider = get_provider(spec.cloud, settings)
+    plan = make_plan(merged, provider.offers(merged))
+    if spec.max_cost_usd is not None:
+        budget_guard.check_affordable(
+            spec.max_cost_usd, plan.chosen, merged.nodes, settings.budget_stop_margin_s
+        )
+    preflight = getattr(provider, "preflight", None)
+    if preflight is not None:
+        preflight(merged)
+    return LaunchPlan(spec, None, plan, provider)
 
 
 def dry_run(settings: Settings, prepared: LaunchPlan) -> list[str]:
@@ -311,6 +352,44 @@ def attach_command(ledger: Ledger, ref: str) -> list[str]:
     return [*tmux_argv(), "attach-session", "-t", f"={session}"]
 
 
+# ---------------------------------------------------------------------- exec
+@dataclass(frozen=True)
+class ExecWindow:
+    """A command `exec` started in a new window of a live run's tmux session."""
+
+    run: RunRecord
+    window: str
+    driver: JobDriver
+
+    def status(self) -> tuple[int | None, str]:
+        """Its exit code (None while it runs) and its output so far."""
+        return self.driver.exec_status(self.window)
+
+
+def exec_command(ledger: Ledger, ref: str, command: str) -> ExecWindow:
+    """Run `command` beside a live run's job, in a new window of its tmux session."""
+    if not command.strip():
+        raise UsageError("the command is empty: nothing to run", hint='e.g. --cmd "nvidia-smi"')
+    run = ledger.resolve(ref)
+    if run.state is not RunState.RUNNING:
+        raise StateError(
+            f"run {run.name} is {run.state.value}; exec needs a running job",
+            hint="`spotrun ls` shows which runs are running",
+        )
+    provider = get_provider(run.cloud, ledger.settings)
+    live = [i for i in provider.describe(run.id) if i.is_live]
+    if not live:
+        raise StateError(f"run {run.name} has no live instance")
+    head = live[0]
+    driver = JobDriver(
+        provider.runner(head),
+        provider.spotrun_command(head),
+        provider.run_dir(head, run.id),
+        session_name(run.id),
+    )
+    return ExecWindow(run, driver.exec(command), driver)
+
+
 # ---------------------------------------------------------------------- stop
 def stop(ledger: Ledger, ref: str, *, timeout_s: float = 120.0) -> RunRecord:
     """Stop a run: checkpoint, sync, terminate, state stopped. Waits until it is done."""
@@ -445,6 +524,8 @@ def _store_if_changed(ledger: Ledger, bill: RunBill) -> None:
 
 
 def _target_of(run: RunRecord) -> Target | None:
+    if run.spec.job is not None:
+        return None  # your own command: no recipe, no target
     try:
         return get_recipe(run.spec.recipe, run.spec.overrides).target
     except SpotrunError:

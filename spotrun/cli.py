@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -74,7 +75,15 @@ def _fmt_duration(seconds: float) -> str:
 # -------------------------------------------------------------------- launch
 @app.command()
 def launch(
-    recipe: str = typer.Argument(..., help="recipe name (see `spotrun recipes`)"),
+    target: str | None = typer.Argument(
+        None, metavar="[RECIPE|TASK.yaml]", help="a recipe name, or a task file (or use --cmd)"
+    ),
+    cmd: str | None = typer.Option(None, "--cmd", help="your own command (run with bash)"),
+    workdir: str | None = typer.Option(
+        None, "--workdir", help="folder shipped to the instance (.gitignore respected)"
+    ),
+    setup: str | None = typer.Option(None, "--setup", help="bash run once per instance first"),
+    env_: list[str] = typer.Option([], "--env", metavar="KEY=VALUE", help="for your command"),
     cloud: Cloud | None = typer.Option(
         None, "--cloud", help="where to run; default from config (local)"
     ),
@@ -95,28 +104,48 @@ def launch(
         False, "--dry-run", help="check the plan and the cloud's permissions; launch nothing"
     ),
 ) -> None:
-    """Launch RECIPE on the cheapest capacity that fits and follow it to the end."""
+    """Launch a recipe, a task file or your own command (--cmd) on the cheapest capacity that
+    fits, and follow it to the end."""
     settings = load_settings()
+    own = OwnJobFlags(cmd, workdir, setup, env_)
+    own.check(target, set_)
     ledger = api.open_ledger(settings)
     chosen_cloud = cloud.value if cloud else settings.default_cloud
     # The run's supervisor starts now and gets ready (imports, cloud clients) while we plan.
     warm = None if dry_run else supervisor.Prewarmed(settings, chosen_cloud)
+    flags = _resource_flags(gpu_model, instance_type, region, zone, disk_gb)
     try:
-        prepared = api.prepare_launch(
-            settings,
-            recipe,
-            overrides=set_,
-            cloud=chosen_cloud,
-            gpus=gpus,
-            name=name,
-            max_cost_usd=max_cost,
-            max_hours=max_hours,
-            resources=_resource_flags(gpu_model, instance_type, region, zone, disk_gb),
-        )
+        if own.wanted(target):
+            prepared = own.prepare(
+                settings,
+                target,
+                cloud=cloud.value if cloud else None,
+                gpus=gpus,
+                name=name,
+                max_cost_usd=max_cost,
+                max_hours=max_hours,
+                resources=flags,
+            )
+        else:
+            assert target is not None
+            prepared = api.prepare_launch(
+                settings,
+                target,
+                overrides=set_,
+                cloud=chosen_cloud,
+                gpus=gpus,
+                name=name,
+                max_cost_usd=max_cost,
+                max_hours=max_hours,
+                resources=flags,
+            )
     except BaseException:
         if warm is not None:
             warm.cancel()
         raise
+    if warm is not None and prepared.spec.cloud != chosen_cloud:  # a task file chose its cloud
+        warm.cancel()
+        warm = None
     if dry_run:
         passed = api.dry_run(settings, prepared)
         out.print(f"dry run on {prepared.spec.cloud}: {prepared.plan.reason}")
@@ -132,6 +161,95 @@ def launch(
         return
     out.print(f"run {run.id}  {run.name}  on {run.cloud}")
     raise typer.Exit(_follow(ledger, run.id))
+
+
+class OwnJobFlags:
+    """`launch`'s flags for your own command (--cmd, --workdir, --setup, --env)."""
+
+    def __init__(
+        self, cmd: str | None, workdir: str | None, setup: str | None, envs: list[str]
+    ) -> None:
+        self.cmd, self.workdir, self.setup, self.envs = cmd, workdir, setup, envs
+
+    def wanted(self, target: str | None) -> bool:
+        from spotrun.taskfile import is_task_file
+
+        return self.cmd is not None or (target is not None and is_task_file(target))
+
+    def check(self, target: str | None, overrides: list[str]) -> None:
+        if target is None and self.cmd is None:
+            raise UsageError(
+                "launch what? give a recipe, a task file or --cmd",
+                hint='e.g. `spotrun launch digits-fast` or `spotrun launch --cmd "python t.py"`',
+            )
+        if target is not None and self.cmd is not None:
+            raise UsageError(f"give either {target} or --cmd, not both")
+        if self.wanted(target):
+            if overrides:
+                raise UsageError("--set overrides a recipe's keys; your own command has none")
+            return
+        given = [
+            flag
+            for flag, value in (
+                ("--workdir", self.workdir),
+                ("--setup", self.setup),
+                ("--env", self.envs or None),
+            )
+            if value is not None
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)}: only with --cmd or a task file; a recipe runs spotrun's "
+                "own trainer"
+            )
+
+    def prepare(
+        self,
+        settings: Any,
+        target: str | None,
+        *,
+        cloud: str | None,
+        gpus: int | None,
+        name: str | None,
+        max_cost_usd: float | None,
+        max_hours: float | None,
+        resources: dict[str, Any],
+    ) -> api.LaunchPlan:
+        from spotrun import ownjob
+        from spotrun.taskfile import load_task
+
+        envs = ownjob.parse_envs(self.envs)
+        if gpus is not None:
+            resources = {**resources, "gpus": gpus}
+        limit = settings.workdir_max_mb
+        if target is None:  # --cmd
+            job = ownjob.build_job(
+                self.cmd,
+                workdir=self.workdir,
+                setup=self.setup,
+                envs=envs,
+                workdir_max_mb=limit,
+            )
+            label = ownjob.DEFAULT_LABEL
+        else:
+            task = load_task(Path(target))
+            updates = {k: v for k, v in (("workdir", self.workdir), ("setup", self.setup)) if v}
+            task = task.model_copy(update=updates)
+            job = ownjob.task_job(task, envs=envs, workdir_max_mb=limit)
+            label = ownjob.task_label(task.name)
+            resources = {**task.resources.as_flags(), **resources}
+            max_cost_usd = max_cost_usd if max_cost_usd is not None else task.max_cost
+            max_hours = max_hours if max_hours is not None else task.max_hours
+        return api.prepare_job_launch(
+            settings,
+            job,
+            label=label,
+            cloud=cloud,  # type: ignore[arg-type]
+            name=name,
+            max_cost_usd=max_cost_usd,
+            max_hours=max_hours,
+            resources=resources,
+        )
 
 
 def _resource_flags(
@@ -302,7 +420,9 @@ def status(
         )
         return
     r = st.run
-    out.print(f"{r.name} ({r.id})  recipe {r.recipe}  on {r.cloud}")
+    job = r.spec.job
+    what = f"command {job.run!r}" if job is not None and job.run else f"recipe {r.recipe}"
+    out.print(f"{r.name} ({r.id})  {what}  on {r.cloud}", markup=False)
     out.print(f"state     {r.state.value}" + (f"  ({r.message})" if r.message else ""))
     so_far = "" if r.is_terminal else " so far"
     shown = "? (no prices cached yet)" if st.cost_usd is None else _money(st.cost_usd) + so_far
@@ -349,6 +469,31 @@ def attach(run: str = typer.Argument(..., help="run name or a unique prefix of i
     argv = api.attach_command(ledger, run)
     env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # allow attaching from inside tmux
     os.execvpe(argv[0], argv, env)
+
+
+@app.command("exec")
+def exec_(
+    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    cmd: str = typer.Option(..., "--cmd", help="the command (bash), run in the job's folder"),
+    detach: bool = typer.Option(False, "--detach", "-d", help="start it and return at once"),
+) -> None:
+    """Run another command on a live run's instance, in a new window of its tmux session."""
+    import time
+
+    ledger = api.open_ledger()
+    started = api.exec_command(ledger, run, cmd)
+    err.print(f"{started.run.name}: running in tmux window {started.window}")
+    if detach:
+        return
+    shown = 0
+    while True:
+        code, output = started.status()
+        sys.stdout.write(output[shown:])
+        sys.stdout.flush()
+        shown = len(output)
+        if code is not None:
+            raise typer.Exit(code)
+        time.sleep(0.2)
 
 
 @app.command()
@@ -574,6 +719,20 @@ def train(
 
 # ---------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> None:
+    code = _run(argv)
+    if argv is None:
+        # The program itself: everything it wrote is committed or flushed below, so it leaves
+        # without the interpreter freeing every object of boto3 & co. one by one (seconds on a
+        # loaded machine, after the answer is already on screen).
+        for stream in (sys.stdout, sys.stderr):
+            # a closed pipe (`spotrun ls | head`): nothing more to say to it
+            with contextlib.suppress(OSError):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         code = app(args=argv, standalone_mode=False)
     except click_exceptions.UsageError as exc:
@@ -581,12 +740,12 @@ def main(argv: list[str] | None = None) -> None:
             err.print(exc.format_message(), markup=False)
         else:
             err.print(f"error: {exc.format_message()}", markup=False)
-        sys.exit(2)
+        return 2
     except typer.Abort:
-        sys.exit(130)
+        return 130
     except SpotrunError as exc:
         err.print(f"error: {exc.user_message()}", markup=False)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except KeyboardInterrupt:
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        return 130
+    return code if isinstance(code, int) else 0

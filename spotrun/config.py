@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spotrun.errors import UsageError
+from spotrun.jobspec import JobSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -94,6 +95,9 @@ class Settings(StrictModel):
     data_dir: Path | None = Field(
         None, description="where recipes find data sets by name (data=cifar10); None = home/data"
     )
+    workdir_max_mb: float = Field(
+        100.0, gt=0, description="the largest workdir a launch ships to an instance"
+    )
     aws: AwsSettings = Field(default_factory=AwsSettings)
 
     @property
@@ -157,13 +161,18 @@ class Resources(StrictModel):
 class LaunchSpec(StrictModel):
     """Everything `launch` was asked for, resolved and validated; stored with the run."""
 
-    recipe: str
+    recipe: str  # the recipe; for your own command, a label (the task's name, or "cmd")
     overrides: list[str] = Field(default_factory=list)
     resources: Resources = Field(default_factory=Resources)
     name: str | None = None
     cloud: CloudName = "local"
     max_cost_usd: float | None = Field(None, gt=0)
     max_hours: float | None = Field(None, gt=0)
+    job: JobSpec | None = Field(None, description="what runs; None: the recipe, as stored before")
+
+    def job_spec(self) -> JobSpec:
+        """The job this launch runs (runs recorded before jobs existed ran their recipe)."""
+        return self.job if self.job is not None else JobSpec.for_recipe(self.recipe, self.overrides)
 
     @field_validator("name")
     @classmethod

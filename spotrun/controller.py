@@ -26,6 +26,7 @@ from spotrun.ledger import InstanceRecord, Ledger, RunRecord
 from spotrun.metrics import MetricsTail
 from spotrun.pricing import PriceBook, PriceSource
 from spotrun.remote.job import JobDriver, JobStatus
+from spotrun.remote.jobprep import pull_outputs, setup_failure
 from spotrun.runs import RunState
 
 log = logging.getLogger(__name__)
@@ -177,10 +178,14 @@ class RunController:
         runner = self.provider.runner(head)
         self.provider.bootstrap(head, runner)
         remote_dir = self.provider.run_dir(head, run.id)
-        env = {**TRAINING_ENV, "SPOTRUN_RUN_ID": run.id, "SPOTRUN_RUN_DIR": remote_dir}
-        started = self._driver(head).start(
-            job_argv(run, self.provider.spotrun_command(head), remote_dir), env
-        )
+        self._restore_checkpoints(run, head)
+        wrap: list[str] = []
+        if run.spec.job is None:  # a recipe: spotrun's trainer, started as it always was
+            env = {**TRAINING_ENV, "SPOTRUN_RUN_ID": run.id, "SPOTRUN_RUN_DIR": remote_dir}
+            argv = job_argv(run, self.provider.spotrun_command(head), remote_dir)
+        else:  # your own command (spotrun.remote.jobprep)
+            argv, env, wrap = self._prepare_own_job(run, head)
+        started = self._driver(head).start(argv, env, wrap)
         self.ledger.add_event(
             run.id,
             "job",
@@ -188,15 +193,50 @@ class RunController:
         )
         return self._move(RunState.RUNNING, f"job running in tmux session {self.session}")
 
+    # ------------------------------------------------- your own command (issue 9)
+    def _prepare_own_job(
+        self, run: RunRecord, head: Instance
+    ) -> tuple[list[str], dict[str, str], list[str]]:
+        from spotrun.remote.jobprep import prepare_job
+
+        assert run.spec.job is not None
+        prepared = prepare_job(
+            self.provider.runner(head),
+            run.spec.job,
+            run.id,
+            self.provider.run_dir(head, run.id),
+            _instance_gpus(run, head),
+            self.provider.spotrun_command(head),
+        )
+        for note in prepared.notes:
+            self.ledger.add_event(run.id, "workdir", note)
+        return prepared.argv, prepared.env, prepared.wrap_options
+
+    def _restore_checkpoints(self, run: RunRecord, head: Instance) -> None:
+        """A replacement instance starts with the run's checkpoints (SPOTRUN_CHECKPOINT_DIR)."""
+        if self.provider.shares_filesystem:
+            return
+        from spotrun.remote.jobprep import restore_checkpoints
+
+        sent = restore_checkpoints(
+            self.provider.runner(head), run.run_dir, self.provider.run_dir(head, run.id)
+        )
+        if sent:
+            self.ledger.add_event(
+                run.id, "sync", f"{sent} checkpoint file(s) restored on {head.id}"
+            )
+
     def _monitor(self, run: RunRecord) -> RunRecord:
         live = self._live_instances()
         if not live:
             return self._move(RunState.INTERRUPTED, "the instance is gone")
         driver = self._driver(live[0])
+        polls = 0
         while True:
             run = self.ledger.get_run(self.run_id)
             if run.is_terminal or run.stop_requested or run.state is not RunState.RUNNING:
                 return run
+            polls += 1
             status = driver.status()
             self._sync(run, live[0], final=False)
             self._pull_metrics(run)
@@ -212,7 +252,8 @@ class RunController:
                     self._write_exit(run, 137)  # session killed with no exit code written
                     return self._job_ended(run, JobStatus(False, 137))
                 return self._move(RunState.INTERRUPTED, "the instance is gone")
-            time.sleep(self.poll_s)
+            # Quick at first, so that a short job's end is seen at once: 0.1, 0.2, 0.4 s, ...
+            time.sleep(min(self.poll_s, 0.05 * 2**polls))
 
     def _job_ended(self, run: RunRecord, status: JobStatus) -> RunRecord:
         self.ledger.add_event(run.id, "job", f"job exited with code {status.exit_code}")
@@ -237,6 +278,13 @@ class RunController:
             run.run_dir,
             final=final,
         )
+        if run.spec.job is not None:
+            pull_outputs(
+                self.provider.runner(instance),
+                run.spec.job,
+                self.provider.run_dir(instance, run.id),
+                run.run_dir,
+            )
 
     def _final_sync(self, run: RunRecord) -> None:
         """The last pull before teardown: over the runner, then from the durable store.
@@ -271,6 +319,7 @@ class RunController:
 
     def _finish(self, run: RunRecord) -> RunRecord:
         self._final_sync(run)
+        self.ledger.add_event(run.id, "sync", "results synced")
         self._pull_metrics(run)
         self._teardown(run, "job finished")
         code = self._exit_code(run)
@@ -279,6 +328,8 @@ class RunController:
         return self._move(RunState.FAILED, self._failure_message(run, code))
 
     def _failure_message(self, run: RunRecord, code: int | None) -> str:
+        if code is not None and _exit_phase(run) == "setup":
+            return setup_failure(run.run_dir, code)
         tail = _log_tail(run.run_dir / "job.log", 3)
         what = (
             f"job exited with code {code}" if code is not None else "job ended without an exit code"
@@ -392,6 +443,23 @@ class RunController:
         if provider == self.provider.name and isinstance(self.provider, PriceSource):
             return self.provider
         return None
+
+
+def _exit_phase(run: RunRecord) -> str | None:
+    """Which part of the job ended it: "setup" or "run" (the wrapper records it)."""
+    try:
+        phase = json.loads((run.run_dir / EXIT_FILE).read_text()).get("phase")
+    except (OSError, ValueError):
+        return None
+    return phase if isinstance(phase, str) else None
+
+
+def _instance_gpus(run: RunRecord, instance: Instance) -> int:
+    """The GPUs of the instance's type, from the offers the run was planned with."""
+    for offer in (run.plan or {}).get("offers", []):
+        if offer.get("instance_type") == instance.instance_type:
+            return int(offer.get("gpus") or 0)
+    return run.spec.resources.gpus
 
 
 def _log_tail(path: Path, lines: int) -> str:

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import signal
 import sys
 import time
 from pathlib import Path
 
+from spotrun.agent.execwin import exec_status, start_exec
 from spotrun.agent.session import kill_session, session_exists, start_session
-from spotrun.agent.wrapper import EXIT_FILE, JOB_FILE, run_wrapped
+from spotrun.agent.wrapper import EXIT_FILE, JOB_FILE, Setup, run_wrapped, signal_job
 
 
 def _read_json(path: Path) -> dict[str, object] | None:
@@ -38,32 +38,32 @@ def job_status(session: str, run_dir: Path) -> dict[str, object]:
 
 
 def start_job(
-    session: str, run_dir: Path, argv: list[str], env: dict[str, str]
+    session: str,
+    run_dir: Path,
+    argv: list[str],
+    env: dict[str, str],
+    options: list[str] | None = None,
+    cwd: str | None = None,
 ) -> dict[str, object]:
+    """Start the wrapper (with its `options`: --cwd, --setup, --checkpoint-dir) in tmux."""
     if session_exists(session):
         return {"session": session, "started": False}
     run_dir.mkdir(parents=True, exist_ok=True)
+    if cwd is not None:
+        Path(cwd).mkdir(parents=True, exist_ok=True)
     (run_dir / EXIT_FILE).unlink(missing_ok=True)
-    wrapper = [sys.executable, "-m", "spotrun", "agent", "wrap", "--run-dir", str(run_dir), "--"]
-    start_session(session, shlex.join(wrapper + argv), str(run_dir), env)
+    wrapper = [sys.executable, "-m", "spotrun", "agent", "wrap", "--run-dir", str(run_dir)]
+    command = shlex.join([*wrapper, *(options or []), "--", *argv])
+    start_session(session, command, cwd or str(run_dir), env)
     return {"session": session, "started": True}
 
 
 def stop_job(session: str, run_dir: Path, grace_s: float) -> dict[str, object]:
-    """SIGTERM the job (the trainer checkpoints and exits), then end the session."""
-    job = _read_json(run_dir / JOB_FILE) or {}
-    child = job.get("child_pid")
+    """SIGTERM the job through its wrapper (the trainer checkpoints and exits), then end the
+    session."""
     signalled = False
-    if (
-        isinstance(child, int)
-        and session_exists(session)
-        and (run_dir / EXIT_FILE).exists() is False
-    ):
-        try:
-            os.kill(child, signal.SIGTERM)
-            signalled = True
-        except ProcessLookupError:
-            signalled = False
+    if session_exists(session) and not (run_dir / EXIT_FILE).exists():
+        signalled = signal_job(run_dir, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while signalled and time.monotonic() < deadline and not (run_dir / EXIT_FILE).exists():
         time.sleep(0.1)
@@ -76,27 +76,51 @@ def stop_job(session: str, run_dir: Path, grace_s: float) -> dict[str, object]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="spotrun agent")
     sub = parser.add_subparsers(dest="op", required=True)
-    for op in ("start", "status", "stop"):
+    for op in ("start", "status", "stop", "exec", "exec-status"):
         p = sub.add_parser(op)
         p.add_argument("--session", required=True)
         p.add_argument("--run-dir", required=True, type=Path)
         if op == "start":
             p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+            p.add_argument("--wrap", action="append", default=[], metavar="OPTION")
             p.add_argument("argv", nargs=argparse.REMAINDER)
         if op == "stop":
             p.add_argument("--grace", type=float, default=15.0)
+        if op == "exec":
+            p.add_argument("--command", required=True)
+        if op == "exec-status":
+            p.add_argument("--window", required=True)
     wrap = sub.add_parser("wrap")
     wrap.add_argument("--run-dir", required=True, type=Path)
+    wrap.add_argument("--cwd", type=Path, default=None)
+    wrap.add_argument("--setup", type=Path, default=None, help="a bash script run once first")
+    wrap.add_argument("--checkpoint-dir", type=Path, default=None)
     wrap.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
 
     if args.op == "wrap":
-        return run_wrapped(args.run_dir, _strip_dashes(args.argv))
+        setup = None
+        if args.setup is not None:
+            setup = Setup(args.setup, args.run_dir / ".setup-done")
+        return run_wrapped(
+            args.run_dir,
+            _strip_dashes(args.argv),
+            cwd=args.cwd,
+            setup=setup,
+            checkpoint_dir=args.checkpoint_dir,
+        )
     if args.op == "start":
         env = dict(item.split("=", 1) for item in args.env)
-        result = start_job(args.session, args.run_dir, _strip_dashes(args.argv), env)
+        cwd = next((o.split("=", 1)[1] for o in args.wrap if o.startswith("--cwd=")), None)
+        result = start_job(
+            args.session, args.run_dir, _strip_dashes(args.argv), env, args.wrap, cwd
+        )
     elif args.op == "status":
         result = job_status(args.session, args.run_dir)
+    elif args.op == "exec":
+        result = start_exec(args.session, args.run_dir, args.command)
+    elif args.op == "exec-status":
+        result = exec_status(args.run_dir, args.window)
     else:
         result = stop_job(args.session, args.run_dir, args.grace)
     print(json.dumps(result))

@@ -71,3 +71,8 @@ def capture(name: str, lines: int = 2000) -> str:
     server = _server()
     result = server.cmd("capture-pane", "-p", "-t", f"={name}:", "-S", f"-{lines}")
     return "\n".join(result.stdout)
+
+
+def new_window(session: str, window: str, command: str, cwd: str) -> None:
+    """A new window in `session` running `command` (it inherits the session's environment)."""
+    _server().cmd("new-window", "-d", "-t", f"={session}:", "-n", window, "-c", cwd, command)

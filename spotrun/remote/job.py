@@ -58,11 +58,31 @@ class JobDriver:
             raise RemoteError(f"spotrun agent {op} answered {answer!r}")
         return answer
 
-    def start(self, argv: list[str], env: dict[str, str]) -> bool:
-        """Start the job in its tmux session unless it already runs; True if it was started."""
+    def start(
+        self, argv: list[str], env: dict[str, str], wrap_options: list[str] | None = None
+    ) -> bool:
+        """Start the job in its tmux session unless it already runs; True if it was started.
+
+        `wrap_options` go to the wrapper: --cwd=DIR, --setup=SCRIPT, --checkpoint-dir=DIR."""
         env_args = [f"--env={key}={value}" for key, value in env.items()]
-        answer = self._agent("start", *env_args, "--", *argv)
+        wrap_args = [f"--wrap={option}" for option in wrap_options or []]
+        answer = self._agent("start", *env_args, *wrap_args, "--", *argv)
         return bool(answer.get("started"))
+
+    def exec(self, command: str) -> str:
+        """Run `command` in a new window of the job's session; returns the window's name."""
+        answer = self._agent("exec", f"--command={command}")
+        if "error" in answer:
+            raise RemoteError(str(answer["error"]))
+        return str(answer["window"])
+
+    def exec_status(self, window: str) -> tuple[int | None, str]:
+        """The exec window's exit code (None while it runs) and its output so far."""
+        answer = self._agent("exec-status", f"--window={window}")
+        if "error" in answer:
+            raise RemoteError(str(answer["error"]))
+        code = answer.get("exit_code")
+        return (code if isinstance(code, int) else None), str(answer.get("output", ""))
 
     def status(self) -> JobStatus:
         answer = self._agent("status")

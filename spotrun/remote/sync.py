@@ -24,6 +24,8 @@ STATE_FILE = ".sync.json"
 APPEND_ONLY_SUFFIXES = (".log", ".jsonl")
 SKIPPED_SUFFIXES = (".tmp", ".part", ".lock", ".pid")
 SKIPPED_NAMES = frozenset({"supervisor.log"})
+# The job's copy of its workdir: only its declared outputs come back (pull_paths).
+SKIPPED_FOLDERS = ("workdir/",)
 
 
 @runtime_checkable
@@ -57,17 +59,44 @@ def list_remote(runner: Runner, remote_dir: str) -> list[RemoteFile] | None:
         return None
     result.check(f"listing {remote_dir}")
     files = []
-    for line in result.stdout.splitlines():
+    for item in _parse_listing(result.stdout):
+        name = os.path.basename(item.path)
+        # Dot files are the instance's own bookkeeping (e.g. the uploader's state).
+        if name.startswith(".") or name in SKIPPED_NAMES or name.endswith(SKIPPED_SUFFIXES):
+            continue
+        if item.path.startswith(SKIPPED_FOLDERS):
+            continue
+        files.append(item)
+    return files
+
+
+def _parse_listing(stdout: str) -> list[RemoteFile]:
+    files = []
+    for line in stdout.splitlines():
         parts = line.split("\t")
         if len(parts) != 3:
             continue
         path, size, mtime = parts
-        name = os.path.basename(path)
-        # Dot files are the instance's own bookkeeping (e.g. the uploader's state).
-        if name.startswith(".") or name in SKIPPED_NAMES or name.endswith(SKIPPED_SUFFIXES):
-            continue
         files.append(RemoteFile(path, int(size), float(mtime)))
     return files
+
+
+def list_remote_paths(runner: Runner, base: str, paths: list[str]) -> list[RemoteFile]:
+    """The files at `paths` (files or folders, relative to `base`); missing ones are skipped."""
+    if not paths:
+        return []
+    command = (
+        f"cd {shlex.quote(base)} 2>/dev/null || exit 0; "
+        # ./ first: a path that starts with '-' must not read as an option of find
+        f"find {' '.join(shlex.quote('./' + p) for p in paths)} -type f "
+        "-printf '%p\\t%s\\t%T@\\n' 2>/dev/null; exit 0"
+    )
+    result = runner.run(command, timeout_s=120).check(f"listing outputs in {base}")
+    return [
+        RemoteFile(item.path[2:], item.size, item.mtime)
+        for item in _parse_listing(result.stdout)
+        if item.path.startswith("./") and not os.path.basename(item.path).endswith(SKIPPED_SUFFIXES)
+    ]
 
 
 def _load_state(local_dir: Path) -> dict[str, list[float]]:
@@ -88,36 +117,58 @@ def _save_state(local_dir: Path, state: dict[str, list[float]]) -> None:
 def pull_run_dir(runner: Runner, remote_dir: str, local_dir: Path, *, final: bool) -> SyncResult:
     """Bring `remote_dir` into `local_dir`; `final` is the last pull before the instance ends."""
     local_dir.mkdir(parents=True, exist_ok=True)
-    state = _load_state(local_dir)
-    fetched: list[str] = []
-    appended = whole = unchanged = 0
     listing = list_remote(runner, remote_dir)
     if listing is None:
         if final:
             raise RemoteError(f"the run folder {remote_dir} is missing on the instance")
         return SyncResult([], 0, 0, 0)
+    return _pull_listed(runner, listing, remote_dir, local_dir, local_dir)
+
+
+def pull_paths(
+    runner: Runner, remote_base: str, paths: list[str], local_dir: Path, subdir: str
+) -> SyncResult:
+    """Bring `paths` (relative to `remote_base` on the instance) into `local_dir/subdir`,
+    incrementally, with the run folder's own sync state (e.g. a job's outputs)."""
+    local_dir.mkdir(parents=True, exist_ok=True)
+    listing = list_remote_paths(runner, remote_base, paths)
+    return _pull_listed(runner, listing, remote_base, local_dir / subdir, local_dir, f"{subdir}/")
+
+
+def _pull_listed(
+    runner: Runner,
+    listing: list[RemoteFile],
+    remote_base: str,
+    target_dir: Path,
+    state_dir: Path,
+    key_prefix: str = "",
+) -> SyncResult:
+    state = _load_state(state_dir)
+    fetched: list[str] = []
+    appended = whole = unchanged = 0
     for item in listing:
         if ".." in Path(item.path).parts or item.path.startswith("/"):
             raise RemoteError(f"refusing to sync a path outside the run folder: {item.path!r}")
-        target = local_dir / item.path
+        target = target_dir / item.path
+        key = key_prefix + item.path
         have = target.stat().st_size if target.exists() else -1
-        before = state.get(item.path)
+        before = state.get(key)
         if before is not None and before == [item.size, item.mtime] and have == item.size:
             unchanged += 1
             continue
-        remote_path = f"{remote_dir}/{item.path}"
+        remote_path = f"{remote_base}/{item.path}"
         grows = item.path.endswith(APPEND_ONLY_SUFFIXES)
         if grows and 0 < have <= item.size and isinstance(runner, RangeReader):
             data = runner.read_from(remote_path, have)
             with open(target, "ab") as fh:
                 fh.write(data)
             appended += len(data)
-            state[item.path] = [have + len(data), item.mtime]
+            state[key] = [have + len(data), item.mtime]
         else:
             runner.get(remote_path, target)
             whole += item.size
-            state[item.path] = [item.size, item.mtime]
-        fetched.append(item.path)
+            state[key] = [item.size, item.mtime]
+        fetched.append(key)
     if fetched:
-        _save_state(local_dir, state)
+        _save_state(state_dir, state)
     return SyncResult(fetched, appended, whole, unchanged)

@@ -145,9 +145,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--bucket", required=True)
     p.add_argument("--region", required=True)
     p.add_argument("--watch", type=float, default=0.0, help="seconds between pushes; 0 = once")
+    p.add_argument("--since", type=float, default=None, help="when it was started (epoch s)")
     args = parser.parse_args(argv)
+    started = args.since if args.since is not None else time.time()
     s3 = _client(args.region)
-    started = time.time()
     while True:
         ended = _job_ended_since(args.run_dir / EXIT_FILE, started)
         try:

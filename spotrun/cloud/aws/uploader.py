@@ -47,7 +47,9 @@ def start(runner: Runner, run_dir: str, watch_command: str) -> None:
     command = (
         f"mkdir -p {folder} && cd {folder} && "
         "{ test -f store.pid && kill -0 $(cat store.pid) 2>/dev/null || "
-        f"{{ setsid nohup {watch_command} >> store.log 2>&1 < /dev/null & "
+        # --since: the moment it was asked for, in the instance's clock. Its own clock starts
+        # after python and boto3 load, by when a quick job may already have ended.
+        f'{{ setsid nohup {watch_command} --since "$(date +%s)" >> store.log 2>&1 < /dev/null & '
         "echo $! > store.pid; }; }"
     )
     runner.run(command, timeout_s=60).check("starting the checkpoint uploader")
