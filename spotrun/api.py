@@ -342,7 +342,9 @@ def attach_command(ledger: Ledger, ref: str) -> list[str]:
             f"run {run.name} is {run.state.value}; its job has not started yet",
             hint="try again in a moment, or follow it with `spotrun logs -f`",
         )
-    provider = get_provider(run.cloud, ledger.settings)
+    from spotrun.sweep.packs import run_provider
+
+    provider = run_provider(ledger, run)  # a packed sweep trial attaches through its pack
     attach = getattr(provider, "attach_command", None)
     if attach is not None:
         return list(attach(run.id))

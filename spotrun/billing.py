@@ -144,8 +144,14 @@ def bill_run(
     ledger: Ledger, run: RunRecord, book: PriceBook, *, now: float, offline: bool = False
 ) -> RunBill:
     """Price every instance of `run`; live ones up to `now`. PricingError names what is missing."""
-    bills = []
+    from spotrun.sweep.shares import seat_bill
+
+    bills: list[cost.Bill] = []
     for record in ledger.instances(run.id):
+        shared = seat_bill(ledger, record, run, book, now=now, offline=offline)
+        if shared is not None:  # a sweep trial's share of an instance it shared
+            bills.append(shared)
+            continue
         usage = usage_of(record, run, ledger.settings, now)
         if usage is None:
             continue

@@ -18,7 +18,6 @@ from spotrun.agent.session import session_name
 from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.billing import bill_run
 from spotrun.budget import Action
-from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
 from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
@@ -28,6 +27,7 @@ from spotrun.pricing import PriceBook, PriceSource
 from spotrun.remote.job import JobDriver, JobStatus
 from spotrun.remote.jobprep import pull_outputs, setup_failure
 from spotrun.runs import RunState
+from spotrun.sweep.packs import run_provider
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class RunController:
         self.ledger = ledger
         self.run_id = run_id
         run = ledger.get_run(run_id)
-        self.provider = provider or get_provider(run.cloud, ledger.settings)
+        self.provider = provider or run_provider(ledger, run)
         default_poll_s = 0.5 if self.provider.shares_filesystem else 2.0
         self.poll_s = (
             poll_s if poll_s is not None else getattr(self.provider, "poll_s", default_poll_s)
@@ -105,7 +105,9 @@ class RunController:
         }
         while not run.is_terminal:
             try:
-                run = self._stop(run) if run.stop_requested else steps[run.state](run)
+                # the stop's reason: the user's, or the one a sweep gave (ASHA, its budget)
+                why = run.message or "stopped by the user"
+                run = self._stop(run, why) if run.stop_requested else steps[run.state](run)
             except StateError:
                 run = self.ledger.get_run(self.run_id)  # another process moved it; look again
                 continue
@@ -185,6 +187,9 @@ class RunController:
             argv = job_argv(run, self.provider.spotrun_command(head), remote_dir)
         else:  # your own command (spotrun.remote.jobprep)
             argv, env, wrap = self._prepare_own_job(run, head)
+        job_env = getattr(self.provider, "job_env", None)  # a packed sweep trial: its GPUs
+        if job_env is not None:
+            env.update(job_env(head))
         started = self._driver(head).start(argv, env, wrap)
         self.ledger.add_event(
             run.id,

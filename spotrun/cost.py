@@ -326,6 +326,124 @@ class Bill:
         return sorted(points)
 
 
+# ------------------------------------------------------------ shared bills
+Span = tuple[int, int, Fraction]  # [from, to) and the share of the instance's charges then
+
+
+@dataclass(frozen=True)
+class SharedBill(Bill):
+    """One tenant's part of an instance several runs share (a sweep's pack, one GPU each).
+
+    In each span the tenant pays `share` of everything the whole instance accrues then (its
+    compute at the prices in force, its volumes); spotrun.sweep.shares makes the spans so that
+    every second of the instance's bill is split equally between the runs on it in that second,
+    and the tenants' parts add up to the whole bill exactly. `usage` is the tenant's seat (its
+    own time on the instance); `billed_s` its share of the instance's billed seconds.
+    """
+
+    whole: Bill | None = None
+    spans: tuple[Span, ...] = ()
+
+    def _part(self, until: Callable[[int], Fraction | None], at: int) -> Fraction | None:
+        total = Fraction(0)
+        for a, b, share in self.spans:
+            if at <= a:
+                break
+            hi, lo = until(min(at, b)), until(a)
+            if hi is None or lo is None:
+                return None
+            total += share * (hi - lo)
+        return total
+
+    def _whole(self) -> Bill:
+        assert self.whole is not None
+        return self.whole
+
+    def compute_until(self, at: int) -> Fraction:
+        part = self._part(self._whole().compute_until, at)
+        assert part is not None
+        return part
+
+    def storage_until(self, at: int) -> Fraction:
+        part = self._part(self._whole().storage_until, at)
+        assert part is not None
+        return part
+
+    def on_demand_until(self, at: int) -> Fraction | None:
+        return self._part(self._whole().on_demand_until, at)
+
+    @property
+    def billed_stop(self) -> int:
+        return max((b for _, b, _ in self.spans), default=self.usage.start)
+
+    @property
+    def storage(self) -> Fraction:
+        return self.storage_until(self.billed_stop)
+
+    @property
+    def on_demand(self) -> Fraction | None:
+        whole = self._whole()
+        return self._part(whole.on_demand_until, self.billed_stop)
+
+    @property
+    def on_demand_total(self) -> Fraction | None:
+        compute = self.on_demand
+        return None if compute is None else compute + self.storage
+
+    @property
+    def end(self) -> int:
+        return self.billed_stop
+
+    def change_points(self) -> list[int]:
+        edges = {p for a, b, _ in self.spans for p in (a, b)}
+        inner = {
+            p for p in self._whole().change_points() if any(a <= p <= b for a, b, _ in self.spans)
+        }
+        return sorted(edges | inner)
+
+    def lines(self, run_id: str) -> list[CostLine]:
+        """Its ledger lines: its part of the compute and of the storage."""
+        usage = self.usage
+        method = (
+            f"{AWS_METHOD}; a shared instance ({self._whole().usage.instance_id}): each second "
+            f"split equally between the runs on it in that second"
+        )
+        on_demand = self.on_demand
+        storage = self.storage
+        return [
+            CostLine(
+                run_id=run_id,
+                instance_id=usage.instance_id,
+                kind="compute",
+                quantity=float(self.billed_s),
+                unit="instance-s",
+                usd=float(self.compute),
+                on_demand_usd=None if on_demand is None else float(on_demand),
+                method=method,
+                usd_exact=self.compute,
+                on_demand_usd_exact=on_demand,
+                start_at=float(usage.start),
+                end_at=float(usage.end),
+            ),
+            CostLine(
+                run_id=run_id,
+                instance_id=usage.instance_id,
+                kind="storage",
+                quantity=float(
+                    sum((share * (b - a) for a, b, share in self.spans), Fraction(0))
+                ),
+                unit="shared-instance-s",
+                usd=float(storage),
+                on_demand_usd=float(storage),
+                method=method,
+                usd_exact=storage,
+                on_demand_usd_exact=storage,
+                start_at=float(usage.start),
+                end_at=float(self.billed_stop),
+            ),
+        ]
+
+
 def _month_starts(start: int, stop: int) -> list[int]:
     starts: list[int] = []
     t = time.gmtime(start)
@@ -387,6 +505,8 @@ def catalog_estimate(price_usd_per_hour: Fraction, usage: Usage) -> Fraction:
 # ------------------------------------------------------------ cost lines
 def cost_lines(run_id: str, bill_: Bill) -> list[CostLine]:
     """The ledger's lines for one instance: compute, then one per volume."""
+    if isinstance(bill_, SharedBill):
+        return bill_.lines(run_id)
     usage = bill_.usage
     if usage.market == "local":
         return [

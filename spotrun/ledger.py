@@ -7,6 +7,7 @@ is a compare-and-set inside one IMMEDIATE transaction, so two writers never both
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -24,7 +25,7 @@ from spotrun.config import LaunchSpec, Settings
 from spotrun.errors import LedgerError, NotFoundError, UsageError
 from spotrun.runs import TERMINAL, RunState, check_transition
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APP_ID = "spotrun-ledger"
 
 _SCHEMA = """
@@ -123,6 +124,70 @@ CREATE TABLE IF NOT EXISTS on_demand_prices (
 );
 """
 
+# v3 (sweeps): a sweep, its trials (each becomes a run), and packs: instances a sweep shares
+# between trials, one GPU each, with every stay of a trial on one (what splits their cost).
+_SWEEP_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sweeps (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    recipe TEXT NOT NULL,
+    cloud TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    ended_at REAL,
+    spec_json TEXT NOT NULL,
+    plan_json TEXT,
+    message TEXT,
+    supervisor_pid INTEGER,
+    stop_requested INTEGER NOT NULL DEFAULT 0,
+    sweep_dir TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sweep_trials (
+    sweep_id TEXT NOT NULL REFERENCES sweeps(id),
+    idx INTEGER NOT NULL,
+    params_json TEXT NOT NULL,
+    run_id TEXT REFERENCES runs(id),
+    status TEXT NOT NULL,
+    reason TEXT,
+    pack_id TEXT,
+    PRIMARY KEY (sweep_id, idx)
+);
+CREATE INDEX IF NOT EXISTS sweep_trials_by_run ON sweep_trials(run_id);
+CREATE TABLE IF NOT EXISTS packs (
+    id TEXT PRIMARY KEY,
+    sweep_id TEXT NOT NULL REFERENCES sweeps(id),
+    offer_json TEXT NOT NULL,
+    slots INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    ended_at REAL
+);
+CREATE TABLE IF NOT EXISTS pack_instances (
+    id TEXT PRIMARY KEY,
+    pack_id TEXT NOT NULL REFERENCES packs(id),
+    provider TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    market TEXT NOT NULL,
+    region TEXT,
+    zone TEXT,
+    launched_at REAL,
+    terminated_at REAL,
+    end_reason TEXT
+);
+CREATE TABLE IF NOT EXISTS pack_stays (
+    id INTEGER PRIMARY KEY,
+    pack_id TEXT NOT NULL REFERENCES packs(id),
+    instance_id TEXT NOT NULL,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    gpu_index INTEGER NOT NULL,
+    seat_id TEXT NOT NULL UNIQUE,
+    joined_at REAL NOT NULL,
+    left_at REAL
+);
+CREATE INDEX IF NOT EXISTS pack_stays_by_instance ON pack_stays(instance_id);
+CREATE INDEX IF NOT EXISTS pack_stays_by_run ON pack_stays(run_id);
+"""
+
 # Each step takes a ledger of the version before it to its own version; a fresh ledger gets
 # _SCHEMA (the latest) directly.
 _MIGRATIONS: dict[int, str] = {
@@ -149,6 +214,7 @@ CREATE TABLE IF NOT EXISTS on_demand_prices (
     PRIMARY KEY (region, instance_type)
 );
 """,
+    3: _SWEEP_SCHEMA,
 }
 
 
@@ -302,6 +368,7 @@ class Ledger:
                     return
             if version == 0:
                 _run_script(self._db, _SCHEMA)
+                _run_script(self._db, _SWEEP_SCHEMA)
             else:  # an older ledger: step it up, keeping everything it holds
                 for step in range(version + 1, SCHEMA_VERSION + 1):
                     _run_script(self._db, _MIGRATIONS[step])
@@ -309,6 +376,15 @@ class Ledger:
             self._db.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
+
+    # The sweep tables' own accessors (spotrun.sweep.store) share this connection and its
+    # transactions.
+    @property
+    def db(self) -> sqlite3.Connection:
+        return self._db
+
+    def write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return self._write()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -488,8 +564,9 @@ class Ledger:
     def set_supervisor(self, run_id: str, pid: int | None) -> None:
         self._update(run_id, supervisor_pid=pid)
 
-    def request_stop(self, run_id: str) -> None:
-        self._update(run_id, stop_requested=1)
+    def request_stop(self, run_id: str, reason: str | None = None) -> None:
+        """Ask the run's supervisor to stop it; `reason` becomes its final message."""
+        self._update(run_id, stop_requested=1, message=reason or "stopped by the user")
 
     def _update(self, run_id: str, **columns: Any) -> None:
         assignments = ", ".join(f"{name} = ?" for name in columns)

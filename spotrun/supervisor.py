@@ -131,8 +131,13 @@ def _await_run(cloud: str) -> str | None:
 
 def ensure_supervised(ledger: Ledger) -> list[str]:
     """Start a supervisor for every live run that has none; returns the run ids restarted."""
+    from spotrun.sweep.supervisor import ensure_sweeps_supervised
+
+    live_sweeps = ensure_sweeps_supervised(ledger)  # a live sweep drives its own trials
     restarted = []
     for run in ledger.active_runs():
+        if run.sweep_id in live_sweeps:
+            continue
         if not is_supervised(run):
             pid = spawn(ledger.settings, run)
             ledger.set_supervisor(run.id, pid)

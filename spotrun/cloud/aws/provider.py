@@ -288,7 +288,12 @@ class AwsProvider:
             instance.id,
             "pushed" if done.pushed_code else "had",
         )
-        if self.aws.bucket:  # the instance keeps its checkpoints in S3 as they come
+        self.start_uploader(instance, runner)
+
+    def start_uploader(self, instance: Instance, runner: Runner) -> None:
+        """The instance keeps the checkpoints of `instance.run_id` in S3 as they come (a packed
+        sweep trial starts one for its own run on the pack's instance)."""
+        if self.aws.bucket:
             uploader.start(
                 runner,
                 self.run_dir(instance, instance.run_id),

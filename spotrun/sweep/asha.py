@@ -1,0 +1,105 @@
+"""Early stopping: asynchronous successive halving (ASHA) by Optuna's SuccessiveHalvingPruner.
+
+Each trial is an Optuna trial of an in-memory study; its metric at every evaluation in the
+synced metrics.jsonl is reported with the epoch as the step. A trial reaching a rung (the grace
+period times a power of the reduction factor, in epochs) continues only if its value is in the
+top 1/reduction-factor of the values reported at that rung so far; otherwise it is stopped.
+
+The study lives in memory: a restarted sweep supervisor builds it again by replaying every
+trial's metrics.jsonl, which holds everything the pruner ever saw.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import optuna
+from optuna.trial import TrialState
+
+
+@dataclass(frozen=True)
+class Verdict:
+    stop: bool
+    epoch: int
+    value: float
+    reason: str = ""
+
+
+class EarlyStopper:
+    def __init__(
+        self,
+        metric: str,
+        mode: Literal["max", "min"],
+        *,
+        grace_epochs: int = 1,
+        reduction_factor: int = 3,
+    ) -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.metric = metric
+        self.grace_epochs = grace_epochs
+        self.reduction_factor = reduction_factor
+        self.study = optuna.create_study(
+            direction="maximize" if mode == "max" else "minimize",
+            pruner=optuna.pruners.SuccessiveHalvingPruner(
+                min_resource=grace_epochs,
+                reduction_factor=reduction_factor,
+                min_early_stopping_rate=0,
+            ),
+        )
+        self._trials: dict[str, optuna.trial.Trial] = {}
+        self._last_epoch: dict[str, int] = {}
+        self._done: set[str] = set()
+
+    def _trial(self, key: str) -> optuna.trial.Trial:
+        if key not in self._trials:
+            self._trials[key] = self.study.ask()
+        return self._trials[key]
+
+    def observe(self, key: str, records: list[dict[str, Any]]) -> Verdict | None:
+        """Report new evaluations of trial `key`; a Verdict with stop=True says stop it now."""
+        if key in self._done:
+            return None
+        trial = self._trial(key)
+        for record in records:
+            value, epoch = record.get(self.metric), record.get("epoch")
+            if not isinstance(value, (int, float)) or not isinstance(epoch, int):
+                continue
+            if not math.isfinite(value) or epoch <= self._last_epoch.get(key, 0):
+                continue
+            self._last_epoch[key] = epoch
+            trial.report(float(value), step=epoch)
+            if trial.should_prune():
+                rung = self._rung(epoch)
+                return Verdict(
+                    True,
+                    epoch,
+                    float(value),
+                    f"stopped early by ASHA: {self.metric} {value:.4g} at epoch {epoch} is not "
+                    f"in the top 1/{self.reduction_factor} of the trials at rung {rung}",
+                )
+        return None
+
+    def _rung(self, epoch: int) -> int:
+        rung = 0
+        while self.grace_epochs * self.reduction_factor ** (rung + 1) <= epoch:
+            rung += 1
+        return rung
+
+    def finish(self, key: str, state: Literal["complete", "pruned", "failed"]) -> None:
+        """Tell the study how a trial ended (so it stops counting it as running)."""
+        if key in self._done:
+            return
+        self._done.add(key)
+        trial = self._trial(key)
+        if state == "complete":
+            values = trial.storage.get_trial(trial._trial_id).intermediate_values
+            if values:
+                self.study.tell(trial, values[max(values)])
+                return
+            self.study.tell(trial, state=TrialState.FAIL)
+        elif state == "pruned":
+            self.study.tell(trial, state=TrialState.PRUNED)
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)

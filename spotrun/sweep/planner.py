@@ -1,0 +1,102 @@
+"""Where a sweep's trials run, a pure function: one trial per instance, or packed.
+
+Trials that need fewer GPUs than an instance has can share it, one trial per GPU
+(CUDA_VISIBLE_DEVICES). Packing wins when the instance's price divided by the trials it would
+really hold (its GPUs per trial, but never more than max-parallel or the trial count) is below
+the cheapest way to give each trial an instance of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spotrun.cloud.base import Offer
+from spotrun.config import Resources
+from spotrun.plan import MAX_FALLBACK_OFFERS, make_plan
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    offers: list[Offer]  # what each instance is asked for, best first (fallbacks after)
+    slots: int  # trials per instance: 1 = one trial per instance, more = packed
+    gpus_per_trial: int
+    usd_per_trial_hour: float
+    reason: str
+
+    @property
+    def packed(self) -> bool:
+        return self.slots > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "offers": [o.to_dict() for o in self.offers],
+            "slots": self.slots,
+            "gpus_per_trial": self.gpus_per_trial,
+            "usd_per_trial_hour": self.usd_per_trial_hour,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepPlan:
+        return cls(
+            offers=[Offer.from_dict(o) for o in data["offers"]],
+            slots=int(data["slots"]),
+            gpus_per_trial=int(data["gpus_per_trial"]),
+            usd_per_trial_hour=float(data["usd_per_trial_hour"]),
+            reason=str(data["reason"]),
+        )
+
+    def run_plan(self) -> dict[str, Any]:
+        """The plan each trial's run records (what `spotrun status` shows of it)."""
+        return {"offers": [o.to_dict() for o in self.offers], "reason": self.reason}
+
+
+def trials_per_instance(offer: Offer, gpus_per_trial: int, cap: int) -> int:
+    if gpus_per_trial <= 0:
+        return 1  # CPU trials: one per instance (they would fight over its cores)
+    return max(1, min(offer.gpus // gpus_per_trial, cap))
+
+
+def _price(usd: float) -> str:
+    return "free" if usd == 0 else f"${usd:.4f}"
+
+
+def plan_sweep(
+    resources: Resources, offers: list[Offer], *, trials: int, max_parallel: int
+) -> SweepPlan:
+    """Choose the offer type and trials per instance with the lowest price per trial-hour."""
+    gpus = resources.gpus
+    fitting = make_plan(resources, offers, limit=None).offers  # cheapest first; raises if none
+    cap = min(trials, max_parallel)
+    single = fitting[0]
+    best = min(
+        fitting,
+        key=lambda o: (o.usd_per_hour / trials_per_instance(o, gpus, cap), -o.gpus, o.usd_per_hour),
+    )
+    slots = trials_per_instance(best, gpus, cap)
+    per_packed = best.usd_per_hour / slots
+    if slots > 1 and per_packed < single.usd_per_hour:
+        # Fallbacks: every offer that holds as many trials, cheapest per trial-hour first.
+        holding = [o for o in fitting if o.gpus >= slots * gpus]
+        holding.sort(key=lambda o: (o.usd_per_hour, o.instance_type, o.zone))
+        reason = (
+            f"packing {slots} trials per {best.instance_type} in {best.zone} ({best.gpus} GPUs, "
+            f"{_price(best.usd_per_hour)}/h), one GPU each: {_price(per_packed)} per "
+            f"trial-hour, below {_price(single.usd_per_hour)} for a {single.instance_type} of "
+            f"its own"
+        )
+        return SweepPlan(holding[:MAX_FALLBACK_OFFERS], slots, gpus, per_packed, reason)
+    why_not = ""
+    if slots > 1:
+        why_not = (
+            f"; packing {slots} per {best.instance_type} would cost {_price(per_packed)} per "
+            f"trial-hour"
+        )
+    elif gpus > 0 and cap > 1:
+        why_not = "; no cheaper offer holds several trials"
+    reason = (
+        f"one trial per instance: {single.instance_type} in {single.zone} "
+        f"({single.gpus} GPU, {_price(single.usd_per_hour)}/h per trial){why_not}"
+    )
+    return SweepPlan(fitting[:MAX_FALLBACK_OFFERS], 1, gpus, single.usd_per_hour, reason)

@@ -1,0 +1,116 @@
+"""The trials of a sweep: the grid's every combination, or draws from the space (Optuna's
+RandomSampler), each a list of `--set` overrides checked by the recipe itself."""
+
+from __future__ import annotations
+
+import itertools
+import types
+from typing import Any, Union, get_args, get_origin
+
+from spotrun.errors import UsageError
+from spotrun.recipes import get_recipe
+from spotrun.recipes.base import Recipe
+from spotrun.recipes.overrides import _annotation_at
+from spotrun.sweep.spec import Range, SweepSpec
+
+MAX_TRIALS = 1000  # a bigger grid is almost surely a typo; say so before recording anything
+
+
+def typed_space(raw: dict[str, tuple[float, float, bool]]) -> dict[str, Range]:
+    """Ranges typed by the recipe key they set: integer keys get integer ranges."""
+    space = {}
+    for key, (low, high, log) in raw.items():
+        annotation = _annotation_at(Recipe, key.split("."), "recipe")
+        base = _unwrap(annotation)
+        if base is bool or base not in (int, float):
+            raise UsageError(
+                f"--space {key}: the recipe key is not a number; sample it with --grid instead"
+            )
+        integer = base is int
+        if integer and (low != int(low) or high != int(high)):
+            raise UsageError(f"--space {key}: the key is an integer; give whole-number bounds")
+        space[key] = Range(low=low, high=high, log=log, integer=integer)
+    return space
+
+
+def _unwrap(annotation: Any) -> Any:
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def format_value(value: float | int, integer: bool) -> str:
+    return str(int(value)) if integer else f"{value:.6g}"
+
+
+def trial_params(spec: SweepSpec) -> list[dict[str, str]]:
+    """Each trial's key -> value, in launch order."""
+    if spec.random is None:
+        if spec.space:
+            raise UsageError("--space draws values at random; give --random N with it")
+        if not spec.grid:
+            raise UsageError(
+                "the sweep has no trials: give --grid KEY=V1,V2 or --random N --space KEY=LOW:HIGH"
+            )
+        keys = list(spec.grid)
+        size = 1
+        for values in spec.grid.values():
+            size *= len(values)
+        if size > MAX_TRIALS:
+            raise UsageError(f"the grid has {size} trials; more than {MAX_TRIALS} is refused")
+        return [dict(zip(keys, combo)) for combo in itertools.product(*spec.grid.values())]
+    if not spec.space and not spec.grid:
+        raise UsageError("--random N needs something to draw: --space KEY=LOW:HIGH or --grid")
+    if spec.random > MAX_TRIALS:
+        raise UsageError(f"--random {spec.random}: more than {MAX_TRIALS} trials is refused")
+    return _draw(spec)
+
+
+def _draw(spec: SweepSpec) -> list[dict[str, str]]:
+    """N draws with Optuna's RandomSampler (seeded: the same sweep draws the same trials)."""
+    import optuna
+    from optuna.distributions import (
+        BaseDistribution,
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    distributions: dict[str, BaseDistribution] = {
+        key: CategoricalDistribution(values) for key, values in spec.grid.items()
+    }
+    for key, rng in spec.space.items():
+        if rng.integer:
+            distributions[key] = IntDistribution(int(rng.low), int(rng.high), log=rng.log)
+        else:
+            distributions[key] = FloatDistribution(rng.low, rng.high, log=rng.log)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=spec.seed))
+    trials = []
+    for _ in range(spec.random or 0):
+        trial = study.ask(distributions)
+        params = {}
+        for key, value in trial.params.items():
+            rng_or_none = spec.space.get(key)
+            params[key] = (
+                str(value) if rng_or_none is None else format_value(value, rng_or_none.integer)
+            )
+        trials.append(params)
+    return trials
+
+
+def overrides_of(spec: SweepSpec, params: dict[str, str]) -> list[str]:
+    return [*spec.overrides, *(f"{key}={value}" for key, value in params.items())]
+
+
+def check_trials(spec: SweepSpec, trials: list[dict[str, str]]) -> None:
+    """Every trial's overrides through the recipe's own validation; the first bad one names
+    its key and value."""
+    for params in trials:
+        try:
+            get_recipe(spec.recipe, overrides_of(spec, params))
+        except UsageError as exc:
+            shown = ", ".join(f"{k}={v}" for k, v in params.items())
+            raise UsageError(f"trial {shown}: {exc.message}", hint=exc.hint) from None

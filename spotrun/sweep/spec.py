@@ -1,0 +1,139 @@
+"""What a sweep was asked for: the recipe, the search space, and how to run its trials.
+
+`--grid KEY=V1,V2` and `--space KEY=LOW:HIGH[:log]` are parsed here into typed values, and
+checked against the recipe's own `--set` validation before anything is launched.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from spotrun.config import NAME_PATTERN, CloudName, StrictModel
+from spotrun.errors import UsageError
+
+# What the trainer writes to metrics.jsonl at every evaluation (spotrun.train.trainer).
+LOGGED_METRICS = ("train_loss", "test_loss", "test_acc", "lr", "elapsed_s", "step", "epoch")
+# The direction that makes sense for each, when --mode is not given.
+DEFAULT_MODES: dict[str, Literal["max", "min"]] = {
+    "test_acc": "max",
+    "train_loss": "min",
+    "test_loss": "min",
+}
+
+EarlyStop = Literal["asha", "none"]
+
+
+class Range(StrictModel):
+    """A numeric range to sample from: integers when the recipe key is an integer."""
+
+    low: float
+    high: float
+    log: bool = False
+    integer: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if not (math.isfinite(self.low) and math.isfinite(self.high)) or self.low >= self.high:
+            raise ValueError("a range needs LOW < HIGH, both finite numbers")
+        if self.log and self.low <= 0:
+            raise ValueError("a log range needs LOW > 0")
+        return self
+
+    def describe(self) -> str:
+        low, high = (int(self.low), int(self.high)) if self.integer else (self.low, self.high)
+        return f"{low}:{high}" + (":log" if self.log else "")
+
+
+class SweepSpec(StrictModel):
+    """Everything `spotrun sweep` was asked for, validated; stored with the sweep."""
+
+    recipe: str
+    overrides: list[str] = Field(default_factory=list, description="--set for every trial")
+    grid: dict[str, list[str]] = Field(default_factory=dict)
+    space: dict[str, Range] = Field(default_factory=dict)
+    random: int | None = Field(None, ge=1, description="trials drawn at random from the space")
+    seed: int = 0
+    max_parallel: int = Field(ge=1)
+    gpus_per_trial: int = Field(0, ge=0)
+    resources: dict[str, Any] = Field(default_factory=dict, description="launch resource flags")
+    cloud: CloudName = "local"
+    max_cost_usd: float | None = Field(None, gt=0)
+    early_stop: EarlyStop = "none"
+    grace_epochs: int = Field(1, ge=1, description="ASHA: epochs every trial gets")
+    reduction_factor: int = Field(3, ge=2, description="ASHA: keep 1 in this many per rung")
+    metric: str = "test_acc"
+    mode: Literal["max", "min"] = "max"
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _name_is_safe(self) -> SweepSpec:
+        if self.name is not None and not NAME_PATTERN.match(self.name):
+            raise ValueError(
+                "a sweep name is 1-63 characters of a-z, 0-9, '-' and '_', starting with a "
+                "letter or digit"
+            )
+        return self
+
+
+def parse_grid(items: list[str]) -> dict[str, list[str]]:
+    """`KEY=V1,V2,...` items into key -> values (in order, duplicates refused)."""
+    grid: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--grid expects KEY=V1,V2,..., got '{item}'")
+        values = [v.strip() for v in raw.split(",")]
+        if not raw.strip() or any(not v for v in values):
+            raise UsageError(
+                f"--grid {key}: empty value list '{raw}'", hint="give KEY=V1,V2 (at least one)"
+            )
+        if key in grid:
+            raise UsageError(f"--grid {key} is given twice; list every value in one --grid")
+        if len(set(values)) != len(values):
+            raise UsageError(f"--grid {key} repeats a value: {raw}")
+        grid[key] = values
+    return grid
+
+
+def parse_space(items: list[str]) -> dict[str, tuple[float, float, bool]]:
+    """`KEY=LOW:HIGH[:log]` items into key -> (low, high, log); the type comes later."""
+    space: dict[str, tuple[float, float, bool]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        parts = raw.split(":")
+        if not sep or not key or len(parts) not in (2, 3):
+            raise UsageError(f"--space expects KEY=LOW:HIGH or KEY=LOW:HIGH:log, got '{item}'")
+        if len(parts) == 3 and parts[2].strip() != "log":
+            raise UsageError(f"--space {key}: the third part may only be 'log', got '{parts[2]}'")
+        try:
+            low, high = float(parts[0]), float(parts[1])
+        except ValueError:
+            raise UsageError(f"--space {key}: '{raw}' is not LOW:HIGH of two numbers") from None
+        log = len(parts) == 3
+        if not (math.isfinite(low) and math.isfinite(high)) or low >= high:
+            raise UsageError(f"--space {key}: the range {raw} is empty; LOW must be below HIGH")
+        if log and low <= 0:
+            raise UsageError(f"--space {key}: a log range must start above 0, got {parts[0]}")
+        if key in space:
+            raise UsageError(f"--space {key} is given twice")
+        space[key] = (low, high, log)
+    return space
+
+
+def check_metric(metric: str, mode: str | None) -> Literal["max", "min"]:
+    """The metric must be one the trainer logs; returns the mode (given or the usual one)."""
+    if metric not in LOGGED_METRICS:
+        raise UsageError(
+            f"--metric {metric}: the recipe does not log it",
+            hint=f"the trainer logs {', '.join(LOGGED_METRICS)}",
+        )
+    if mode is None:
+        return DEFAULT_MODES.get(metric, "max")
+    if mode not in ("max", "min"):
+        raise UsageError(f"--mode must be max or min, got '{mode}'")
+    return "max" if mode == "max" else "min"

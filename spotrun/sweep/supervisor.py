@@ -1,0 +1,381 @@
+"""The sweep supervisor: one detached process per sweep that keeps its trials going.
+
+It launches trials up to max-parallel, each a run driven by its own RunController in a thread
+of this one process (no process per trial: a process costs seconds of CPU to start, a thread
+nothing), reads their synced metrics, stops the losers early (ASHA), holds the budget, and
+ends packs whose last trial has ended. Like a run supervisor it holds a lock on its sweep's
+folder for its whole life, and the next spotrun command restarts one that died; the new one
+adopts the trials that are still live.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from fractions import Fraction
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from spotrun import budget
+from spotrun.cloud import get_provider
+from spotrun.cloud.base import Provider
+from spotrun.config import LaunchSpec, Resources, Settings, load_settings
+from spotrun.errors import SpotrunError, StateError
+from spotrun.ledger import Ledger, RunRecord
+from spotrun.metrics import MetricsTail
+from spotrun.supervisor import LOCK_FILE, LOG_FILE, _try_lock
+from spotrun.sweep.planner import SweepPlan
+from spotrun.sweep.space import overrides_of
+from spotrun.sweep.store import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus
+
+log = logging.getLogger(__name__)
+
+# Seconds from deciding to stop a trial until its instance stops billing (checkpoint, sync,
+# terminate): what the budget keeps in hand.
+STOP_MARGIN = budget.StopMargin(checkpoint_s=20.0, sync_s=20.0, terminate_s=20.0)
+BUDGET_REASON = "stopped by the sweep's budget"
+
+
+# ------------------------------------------------------------------ process
+def spawn(settings: Settings, sweep: SweepRecord) -> int:
+    """Start a detached supervisor for `sweep`; returns its pid."""
+    sweep.sweep_dir.mkdir(parents=True, exist_ok=True)
+    log_fh = open(sweep.sweep_dir / LOG_FILE, "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spotrun.sweep.supervisor", sweep.id],
+        stdin=subprocess.DEVNULL,
+        stdout=log_fh,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "SPOTRUN_HOME": str(settings.home)},
+        close_fds=True,
+    )
+    log_fh.close()
+    return proc.pid
+
+
+def is_supervised(sweep: SweepRecord) -> bool:
+    lock_path = sweep.sweep_dir / LOCK_FILE
+    if not lock_path.exists():
+        return False
+    fh = _try_lock(lock_path)
+    if fh is None:
+        return True
+    fh.close()
+    return False
+
+
+def ensure_sweeps_supervised(ledger: Ledger) -> set[str]:
+    """Restart the supervisor of every live sweep that lost it; returns the sweeps' ids (their
+    trial runs are theirs to drive, not a run supervisor's)."""
+    store = SweepStore(ledger)
+    live = store.live()
+    for sweep in live:
+        if not is_supervised(sweep):
+            pid = spawn(ledger.settings, sweep)
+            store.set_supervisor(sweep.id, pid)
+            log.info("sweep %s had no supervisor; restarted (pid %d)", sweep.id, pid)
+    return {s.id for s in live}
+
+
+# -------------------------------------------------------------- trial threads
+class TrialThread(threading.Thread):
+    """Drives one trial's run with a RunController, holding the run's supervisor lock so no
+    run supervisor is started for it."""
+
+    def __init__(self, settings: Settings, run_id: str, provider: Provider) -> None:
+        super().__init__(name=f"trial-{run_id}", daemon=True)
+        self.settings = settings
+        self.run_id = run_id
+        self.provider = provider
+
+    def run(self) -> None:
+        from spotrun.controller import RunController
+        from spotrun.sweep.packs import provider_for_trial
+
+        ledger = Ledger(self.settings)
+        try:
+            run = ledger.get_run(self.run_id)
+            lock = _try_lock(run.run_dir / LOCK_FILE, wait_s=3.0)
+            if lock is None:  # another process drives it; wait for its end
+                while not ledger.get_run(self.run_id).is_terminal:
+                    time.sleep(1.0)
+                return
+            try:
+                ledger.set_supervisor(self.run_id, os.getpid())
+                provider = provider_for_trial(ledger, run, self.provider)
+                RunController(ledger, self.run_id, provider=provider).drive()
+            finally:
+                lock.close()
+        except Exception:  # the controller has recorded the failure; keep the sweep going
+            log.exception("trial %s: its controller stopped with an error", self.run_id)
+        finally:
+            ledger.close()
+
+
+# ------------------------------------------------------------------- the loop
+class SweepSupervisor:
+    def __init__(self, settings: Settings, sweep_id: str, *, poll_s: float | None = None) -> None:
+        self.settings = settings
+        self.ledger = Ledger(settings)
+        self.store = SweepStore(self.ledger)
+        self.sweep = self.store.get(sweep_id)
+        self.spec = self.sweep.spec
+        assert self.sweep.plan is not None
+        self.plan = SweepPlan.from_dict(self.sweep.plan)
+        self.provider = get_provider(self.sweep.cloud, settings)
+        self.poll_s = poll_s if poll_s is not None else (0.5 if self.sweep.cloud == "local" else 1.0)
+        self.threads: dict[str, TrialThread] = {}
+        self.tails: dict[str, MetricsTail] = {}
+        self.ending: tuple[SweepState, str] | None = None  # set once the sweep winds down
+        self.stopper = None
+        if self.spec.early_stop == "asha":
+            from spotrun.sweep.asha import EarlyStopper
+
+            self.stopper = EarlyStopper(
+                self.spec.metric,
+                self.spec.mode,
+                grace_epochs=self.spec.grace_epochs,
+                reduction_factor=self.spec.reduction_factor,
+            )
+        from spotrun.sweep.packs import PackKeeper
+
+        self.packs = PackKeeper(self.store, self.provider, self.sweep, self.plan)
+
+    def event(self, message: str) -> None:
+        log.info("sweep %s: %s", self.sweep.id, message)
+
+    # ---------------------------------------------------------------- main
+    def drive(self) -> SweepRecord:
+        self._adopt()
+        while True:
+            sweep = self.store.get(self.sweep.id)
+            if sweep.is_over:
+                return sweep
+            if sweep.stop_requested and self.ending is None:
+                self._wind_down(SweepState.STOPPED, sweep.message or "stopped by the user")
+            self._watch_metrics()
+            self._hold_budget()
+            if self.ending is None:
+                self._launch_more()
+            self.packs.close_idle(more_to_come=self.ending is None and bool(self._pending()))
+            if not self._live_trials() and (self.ending is not None or not self._pending()):
+                return self._finish()
+            time.sleep(self.poll_s)
+
+    def _trials(self) -> list[TrialRecord]:
+        return self.store.trials(self.sweep.id)
+
+    def _pending(self) -> list[TrialRecord]:
+        return [t for t in self._trials() if t.status is TrialStatus.PENDING]
+
+    def _run(self, trial: TrialRecord) -> RunRecord | None:
+        return None if trial.run_id is None else self.ledger.get_run(trial.run_id)
+
+    def _live_trials(self) -> list[tuple[TrialRecord, RunRecord]]:
+        live = []
+        for trial in self._trials():
+            run = self._run(trial)
+            if run is not None and not run.is_terminal:
+                live.append((trial, run))
+        return live
+
+    def _adopt(self) -> None:
+        """Pick up trials a previous supervisor left running, and replay their metrics."""
+        for trial, run in self._live_trials():
+            self._start_thread(run)
+        if self.stopper is not None:
+            for trial in self._trials():
+                run = self._run(trial)
+                if run is not None:
+                    self.tails[run.id] = MetricsTail(run.run_dir / "metrics.jsonl")
+                    self.stopper.observe(run.id, self.tails[run.id].read_new())
+                    if run.is_terminal:
+                        self.stopper.finish(run.id, _outcome(trial, run))
+
+    def _start_thread(self, run: RunRecord) -> None:
+        thread = TrialThread(self.settings, run.id, self.provider)
+        self.threads[run.id] = thread
+        thread.start()
+
+    # -------------------------------------------------------------- launch
+    def _launch_more(self) -> None:
+        live = len(self._live_trials())
+        for trial in self._pending():
+            if live >= self.spec.max_parallel:
+                return
+            if not self._budget_allows_one_more():
+                self._wind_down(
+                    SweepState.STOPPED,
+                    f"budget: another trial could take the spend past the "
+                    f"${self.spec.max_cost_usd:.2f} cap; no new trials",
+                )
+                return
+            self._launch(trial)
+            live += 1
+
+    def _launch(self, trial: TrialRecord) -> RunRecord:
+        spec = self.spec
+        pack_id = self.packs.place() if self.plan.packed else None
+        launch_spec = LaunchSpec(
+            recipe=spec.recipe,
+            overrides=overrides_of(spec, trial.params),
+            resources=Resources.model_validate(
+                {**spec.resources, "gpus": spec.gpus_per_trial}
+            ),
+            name=f"{self.sweep.name}-t{trial.index}",
+            cloud=spec.cloud,
+        )
+        run = self.ledger.create_run(launch_spec, plan=self.plan.run_plan(), sweep_id=self.sweep.id)
+        self.store.mark(
+            self.sweep.id, trial.index, TrialStatus.LAUNCHED, run_id=run.id, pack_id=pack_id
+        )
+        shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
+        self.ledger.add_event(run.id, "sweep", f"trial {trial.index} of sweep {self.sweep.name}: {shown}")
+        self.ledger.add_event(run.id, "plan", self.plan.reason)
+        self.tails[run.id] = MetricsTail(run.run_dir / "metrics.jsonl")
+        self._start_thread(run)
+        self.event(f"launched trial {trial.index} ({shown}) as run {run.id}")
+        return run
+
+    # -------------------------------------------------------- early stopping
+    def _watch_metrics(self) -> None:
+        if self.stopper is None:
+            return
+        for trial in self._trials():
+            run = self._run(trial)
+            if run is None:
+                continue
+            tail = self.tails.setdefault(run.id, MetricsTail(run.run_dir / "metrics.jsonl"))
+            verdict = self.stopper.observe(run.id, tail.read_new())
+            if run.is_terminal:
+                self.stopper.finish(run.id, _outcome(trial, run))
+                continue
+            if verdict is not None and verdict.stop and not run.stop_requested:
+                self.ledger.request_stop(run.id, verdict.reason)
+                self.store.mark(self.sweep.id, trial.index, TrialStatus.PRUNED, reason=verdict.reason)
+                self.ledger.add_event(run.id, "sweep", verdict.reason)
+                self.event(f"trial {trial.index}: {verdict.reason}")
+
+    # --------------------------------------------------------------- budget
+    def _spend(self) -> tuple[Fraction, list[budget.LiveInstance]]:
+        from spotrun.sweep.money import sweep_spend
+
+        return sweep_spend(self.ledger, self.store, self.sweep)
+
+    def _budget_allows_one_more(self) -> bool:
+        cap = self.spec.max_cost_usd
+        if cap is None:
+            return True
+        spent, live = self._spend()
+        now = int(time.time())
+        new = budget.LiveInstance(now, Fraction(repr(self.plan.usd_per_trial_hour)))
+        projected = budget.spend_at(now + STOP_MARGIN.total_s, now, spent, [*live, new])
+        return projected <= Fraction(repr(cap))
+
+    def _hold_budget(self) -> None:
+        cap = self.spec.max_cost_usd
+        if cap is None or self.ending is not None:
+            return
+        spent, live = self._spend()
+        verdict = budget.decide(time.time(), spent, Fraction(repr(cap)), live, STOP_MARGIN)
+        if verdict.action is budget.Action.STOP_NOW:
+            self._wind_down(
+                SweepState.STOPPED,
+                f"budget: ${float(spent):.4f} spent of the ${cap:.2f} cap; {verdict.reason}",
+                run_reason=BUDGET_REASON,
+            )
+
+    # ---------------------------------------------------------------- ending
+    def _wind_down(self, state: SweepState, message: str, *, run_reason: str | None = None) -> None:
+        """No new trials; live ones stopped through the normal stop path; pending skipped."""
+        self.ending = (state, message)
+        self.store.set_message(self.sweep.id, message)
+        self.event(message)
+        stopping = state is SweepState.STOPPED and (
+            run_reason is not None or self.store.get(self.sweep.id).stop_requested
+        )
+        for trial in self._pending():
+            self.store.mark(self.sweep.id, trial.index, TrialStatus.SKIPPED, reason=message)
+        if stopping:
+            for _trial, run in self._live_trials():
+                if not run.stop_requested:
+                    self.ledger.request_stop(run.id, run_reason or "stopped with its sweep")
+
+    def _finish(self) -> SweepRecord:
+        for thread in self.threads.values():
+            thread.join(timeout=60)
+        self.packs.close_idle(more_to_come=False)
+        state, message = self.ending or (SweepState.COMPLETED, self._summary())
+        try:
+            return self.store.end(self.sweep.id, state, message)
+        except StateError:
+            return self.store.get(self.sweep.id)
+
+    def _summary(self) -> str:
+        trials = self._trials()
+        runs = [self._run(t) for t in trials]
+        done = sum(1 for r in runs if r is not None and r.state.value == "succeeded")
+        pruned = sum(1 for t in trials if t.status is TrialStatus.PRUNED)
+        failed = sum(1 for r in runs if r is not None and r.state.value == "failed")
+        parts = [f"{done} of {len(trials)} trials succeeded"]
+        if pruned:
+            parts.append(f"{pruned} stopped early by ASHA")
+        if failed:
+            parts.append(f"{failed} failed")
+        return ", ".join(parts)
+
+
+def _outcome(trial: TrialRecord, run: RunRecord) -> str:
+    if trial.status is TrialStatus.PRUNED:
+        return "pruned"
+    if run.state.value == "succeeded":
+        return "complete"
+    return "failed"
+
+
+# --------------------------------------------------------------------- main
+def _raise_exit(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str]) -> int:
+    sweep_id = argv[0]
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stdout,
+    )
+    settings = load_settings()
+    ledger = Ledger(settings)
+    store = SweepStore(ledger)
+    sweep = store.get(sweep_id)
+    lock: IO[str] | None = _try_lock(Path(sweep.sweep_dir) / LOCK_FILE, wait_s=3.0)
+    if lock is None:
+        logging.info("another supervisor holds sweep %s; leaving it to that one", sweep_id)
+        return 0
+    signal.signal(signal.SIGTERM, _raise_exit)
+    signal.signal(signal.SIGHUP, _raise_exit)
+    store.set_supervisor(sweep_id, os.getpid())
+    try:
+        final = SweepSupervisor(settings, sweep_id).drive()
+    except SpotrunError as exc:
+        logging.error("sweep %s failed: %s", sweep_id, exc.user_message())
+        try:
+            store.end(sweep_id, SweepState.FAILED, exc.user_message())
+        except StateError:
+            pass  # it had ended meanwhile
+        return 1
+    logging.info("sweep %s ended: %s %s", sweep_id, final.state, final.message or "")
+    lock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
