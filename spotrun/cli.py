@@ -20,6 +20,7 @@ from spotrun.config import load_settings
 from spotrun.errors import SpotrunError, UsageError
 from spotrun.exitcodes import FAILURE, SUCCESS
 from spotrun.runs import RunState
+from spotrun.sweep.cli import sweep_app
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click_exceptions
@@ -36,6 +37,7 @@ app = typer.Typer(
 )
 recipes_app = typer.Typer(help="List recipes, or show one in full.", rich_markup_mode=None)
 app.add_typer(recipes_app, name="recipes")
+app.add_typer(sweep_app, name="sweep")  # spotrun/sweep/cli.py
 
 # Wide when piped, so tables and log lines are not folded at 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)

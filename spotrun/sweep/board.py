@@ -1,0 +1,201 @@
+"""A sweep's leaderboard: its trials ranked by the metric, with hyperparameters, time, cost and
+cost to target; as rows for a table, JSON, CSV, and a PNG of metric against cost.
+
+Cost and time come from the cost report of the sweep's runs (spotrun.api.cost_report), so a
+leaderboard and `spotrun cost --sweep` always agree.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from spotrun.errors import UsageError
+from spotrun.ledger import Ledger, RunRecord
+from spotrun.metrics import read_all
+from spotrun.reports import Row
+from spotrun.sweep.store import SweepRecord, SweepStore, TrialRecord, TrialStatus
+
+
+@dataclass(frozen=True)
+class Entry:
+    rank: int | None  # None: no value of the metric yet
+    trial: TrialRecord
+    run: RunRecord | None
+    status: str  # pending, skipped, pruned, or the run's state
+    best: float | None  # the best value of the metric the trial reached
+    epochs: int  # evaluations' last epoch
+    time_s: float | None  # running time (as its instances ran)
+    cost_usd: float | None
+    time_to_target_s: float | None
+    cost_to_target_usd: float | None
+
+    def to_record(self, metric: str) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "trial": self.trial.index,
+            "run": None if self.run is None else self.run.name,
+            "run_id": None if self.run is None else self.run.id,
+            "status": self.status,
+            "params": dict(self.trial.params),
+            metric: self.best,
+            "epochs": self.epochs,
+            "time_s": None if self.time_s is None else round(self.time_s, 1),
+            "cost_usd": self.cost_usd,
+            "time_to_target_s": self.time_to_target_s,
+            "cost_to_target_usd": self.cost_to_target_usd,
+            "reason": self.trial.reason,
+        }
+
+
+def _best(records: list[dict[str, Any]], metric: str, mode: str) -> tuple[float | None, int]:
+    values = [
+        float(r[metric])
+        for r in records
+        if isinstance(r.get(metric), (int, float)) and math.isfinite(float(r[metric]))
+    ]
+    epochs = max((int(r["epoch"]) for r in records if isinstance(r.get("epoch"), int)), default=0)
+    if not values:
+        return None, epochs
+    return (max(values) if mode == "max" else min(values)), epochs
+
+
+def _usd(amount: Fraction) -> float:
+    return round(float(amount), 6)  # trials of a short sweep cost fractions of a cent
+
+
+def _status(trial: TrialRecord, run: RunRecord | None) -> str:
+    if trial.status in (TrialStatus.PRUNED, TrialStatus.SKIPPED, TrialStatus.PENDING):
+        return trial.status.value
+    return "launched" if run is None else run.state.value
+
+
+def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None) -> list[Entry]:
+    """Every trial of the sweep, best first; trials without a value of the metric last."""
+    from spotrun import api
+
+    store = SweepStore(ledger)
+    trials = store.trials(sweep.id)
+    costs: dict[str, Row] = {}
+    if any(t.run_id for t in trials):
+        report = api.cost_report(ledger, sweep=sweep.id, now=now or time.time())
+        costs = {row.run.id: row for row in report.rows if row.run is not None}
+    spec = sweep.spec
+    unranked: list[Entry] = []
+    for trial in trials:
+        run = None if trial.run_id is None else ledger.get_run(trial.run_id)
+        best, epochs = (None, 0)
+        if run is not None:
+            best, epochs = _best(read_all(run.run_dir / "metrics.jsonl"), spec.metric, spec.mode)
+        row = costs.get(run.id) if run is not None else None
+        priced = row is not None and row.error is None
+        reach = None if row is None else row.target
+        unranked.append(
+            Entry(
+                rank=None,
+                trial=trial,
+                run=run,
+                status=_status(trial, run),
+                best=best,
+                epochs=epochs,
+                time_s=float(row.amounts.instance_s) if row is not None and priced else None,
+                cost_usd=_usd(row.amounts.total) if row is not None and priced else None,
+                time_to_target_s=None if reach is None else round(reach.wall_s, 1),
+                cost_to_target_usd=None if reach is None else _usd(reach.usd),
+            )
+        )
+    sign = -1.0 if spec.mode == "max" else 1.0
+    scored = sorted(
+        (e for e in unranked if e.best is not None),
+        key=lambda e: (sign * (e.best or 0.0), e.cost_usd or 0.0, e.trial.index),
+    )
+    ranked = [_with_rank(e, i + 1) for i, e in enumerate(scored)]
+    return ranked + [e for e in unranked if e.best is None]
+
+
+def _with_rank(entry: Entry, rank: int) -> Entry:
+    from dataclasses import replace
+
+    return replace(entry, rank=rank)
+
+
+def records(entries: list[Entry], metric: str) -> list[dict[str, Any]]:
+    return [e.to_record(metric) for e in entries]
+
+
+def flat_records(entries: list[Entry], metric: str) -> list[dict[str, Any]]:
+    """One flat row per trial (each hyperparameter its own column): what --csv prints."""
+    keys: list[str] = []
+    for e in entries:
+        keys += [k for k in e.trial.params if k not in keys]
+    rows = []
+    for e in entries:
+        rec = e.to_record(metric)
+        params = rec.pop("params")
+        rows.append(
+            {
+                **{k: rec[k] for k in ("rank", "trial", "run", "status", metric)},
+                **{k: params.get(k) for k in keys},
+                **{k: v for k, v in rec.items() if k not in ("rank", "trial", "run", "status")},
+            }
+        )
+    return rows
+
+
+def check_plot_path(path: Path) -> None:
+    if path.suffix.lower() != ".png":
+        raise UsageError(f"--plot writes a PNG; give a file name ending in .png, not '{path}'")
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write {path}: the folder {path.parent} does not exist")
+
+
+def write_plot(path: Path, sweep: SweepRecord, entries: list[Entry]) -> int:
+    """Metric against cost, one point per trial with both; returns the points drawn."""
+    check_plot_path(path)
+    points = [e for e in entries if e.best is not None and e.cost_usd is not None]
+    if not points:
+        raise UsageError(
+            f"sweep {sweep.name} has no trial with both a {sweep.spec.metric} and a cost yet"
+        )
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    by_status: dict[str, list[Entry]] = {}
+    for e in points:
+        by_status.setdefault(e.status, []).append(e)
+    for status, group in sorted(by_status.items()):
+        ax.scatter(
+            [float(e.cost_usd or 0.0) for e in group],
+            [float(e.best or 0.0) for e in group],
+            label=status,
+            s=36,
+        )
+    for e in points[:10]:  # label the best ten with their hyperparameters
+        label = ", ".join(f"{k}={v}" for k, v in e.trial.params.items())
+        ax.annotate(
+            label,
+            (float(e.cost_usd or 0.0), float(e.best or 0.0)),
+            fontsize=7,
+            xytext=(4, 3),
+            textcoords="offset points",
+        )
+    ax.set_xlabel("trial cost (USD, as billed)")
+    ax.set_ylabel(f"best {sweep.spec.metric} ({sweep.spec.mode})")
+    ax.set_title(f"sweep {sweep.name}: {sweep.spec.metric} against cost per trial")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110, format="png")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        plt.close(fig)
+    return len(points)
