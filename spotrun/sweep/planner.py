@@ -88,13 +88,16 @@ def plan_sweep(
         )
         return SweepPlan(holding[:MAX_FALLBACK_OFFERS], slots, gpus, per_packed, reason)
     why_not = ""
-    if slots > 1:
+    shared = [o for o in fitting if trials_per_instance(o, gpus, cap) > 1]
+    if shared:  # the cheapest way to pack, and what it would cost
+        alt = min(shared, key=lambda o: o.usd_per_hour / trials_per_instance(o, gpus, cap))
+        n = trials_per_instance(alt, gpus, cap)
         why_not = (
-            f"; packing {slots} per {best.instance_type} would cost {_price(per_packed)} per "
-            f"trial-hour"
+            f"; packing {n} per {alt.instance_type} would cost "
+            f"{_price(alt.usd_per_hour / n)} per trial-hour"
         )
     elif gpus > 0 and cap > 1:
-        why_not = "; no cheaper offer holds several trials"
+        why_not = "; no offer has GPUs for several trials"
     reason = (
         f"one trial per instance: {single.instance_type} in {single.zone} "
         f"({single.gpus} GPU, {_price(single.usd_per_hour)}/h per trial){why_not}"

@@ -10,6 +10,7 @@ adopts the trials that are still live.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -360,6 +361,7 @@ def main(argv: list[str]) -> int:
     if lock is None:
         logging.info("another supervisor holds sweep %s; leaving it to that one", sweep_id)
         return 0
+    faulthandler.register(signal.SIGUSR2, all_threads=True)  # `kill -USR2 PID`: every stack
     signal.signal(signal.SIGTERM, _raise_exit)
     signal.signal(signal.SIGHUP, _raise_exit)
     store.set_supervisor(sweep_id, os.getpid())
