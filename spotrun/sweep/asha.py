@@ -71,6 +71,9 @@ class EarlyStopper:
             self._last_epoch[key] = epoch
             trial.report(float(value), step=epoch)
             if trial.should_prune():
+                # Pruned at once: what it reports while it stops must not count at later rungs.
+                self._done.add(key)
+                self.study.tell(trial, state=TrialState.PRUNED)
                 rung = self._rung(epoch)
                 return Verdict(
                     True,

@@ -70,8 +70,8 @@ def _usd(amount: Fraction) -> float:
 
 def _status(trial: TrialRecord, run: RunRecord | None) -> str:
     if trial.status in (TrialStatus.PRUNED, TrialStatus.SKIPPED, TrialStatus.PENDING):
-        return trial.status.value
-    return "launched" if run is None else run.state.value
+        return str(trial.status.value)
+    return "launched" if run is None else str(run.state.value)
 
 
 def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None) -> list[Entry]:

@@ -195,7 +195,7 @@ def list_sweeps(as_json: bool = typer.Option(False, "--json")) -> None:
     ledger = api.open_ledger()
     store = SweepStore(ledger)
     rows = []
-    for sweep in store.list():
+    for sweep in store.all():
         rows.append(
             {
                 "id": sweep.id,
@@ -219,11 +219,11 @@ def list_sweeps(as_json: bool = typer.Option(False, "--json")) -> None:
         table.add_column(col)
     for r in rows:
         table.add_row(
-            r["id"],
-            r["name"],
-            r["recipe"],
-            r["cloud"],
-            r["state"],
+            str(r["id"]),
+            str(r["name"]),
+            str(r["recipe"]),
+            str(r["cloud"]),
+            str(r["state"]),
             str(r["trials"]),
             str(r["live"]),
             str(r["succeeded"]),

@@ -47,8 +47,8 @@ def sweep_spend(
                 price = _price_now(ledger, plan, inst.region, inst.zone, inst.instance_type)
                 live.append(budget.LiveInstance(int(inst.launched_at), price))
     for pack in store.packs(sweep.id):
-        for inst in store.pack_instances(pack.id):
-            if inst.terminated_at is None and inst.launched_at is not None:
-                price = _price_now(ledger, plan, inst.region, inst.zone, inst.instance_type)
-                live.append(budget.LiveInstance(int(inst.launched_at), price))
+        for shared in store.pack_instances(pack.id):
+            if shared.terminated_at is None and shared.launched_at is not None:
+                price = _price_now(ledger, plan, shared.region, shared.zone, shared.instance_type)
+                live.append(budget.LiveInstance(int(shared.launched_at), price))
     return spent, live

@@ -232,7 +232,13 @@ class PackedProvider:
         stay = self.store.stay_by_seat(instance.id)
         if stay is None or self.gpus_per_trial <= 0:
             return {}
-        return {"CUDA_VISIBLE_DEVICES": gpu_list(stay, self.gpus_per_trial)}
+        gpus = gpu_list(stay, self.gpus_per_trial)
+        self.store.ledger.add_event(
+            instance.run_id,
+            "pack",
+            f"shares {stay.instance_id} of pack {self.pack.id} (CUDA_VISIBLE_DEVICES={gpus})",
+        )
+        return {"CUDA_VISIBLE_DEVICES": gpus}
 
     def pull_durable(self, run_id: str, local_dir: Path) -> list[str]:
         pull = getattr(self.real, "pull_durable", None)

@@ -151,7 +151,7 @@ def stop_sweep(ledger: Ledger, ref: str, *, timeout_s: float = 300.0) -> SweepRe
     except WaitTimeout:
         raise StateError(
             f"sweep {sweep.name} did not stop within {timeout_s:.0f} s",
-            hint=f"see {sweep.sweep_dir / supervisor.LOG_FILE}",
+            hint=f"see {sweep.sweep_dir / 'supervisor.log'}",
         ) from None
 
 

@@ -20,7 +20,10 @@ def split(
     start: int, end: int, stays: list[tuple[str, int, int]]
 ) -> dict[str, list[cost.Span]]:
     """Each key's spans of [start, end) with its share in each; `stays` are (key, from, to)."""
-    clip = lambda t: min(max(t, start), end)  # noqa: E731
+
+    def clip(t: int) -> int:
+        return min(max(t, start), end)
+
     points = sorted({start, end, *(clip(j) for _, j, _ in stays), *(clip(x) for _, _, x in stays)})
     pieces: list[tuple[int, int, list[str]]] = []
     for a, b in zip(points, points[1:]):

@@ -180,7 +180,7 @@ class SweepStore:
             hint="`spotrun sweep ls` lists every sweep",
         )
 
-    def list(self) -> list[SweepRecord]:
+    def all(self) -> list[SweepRecord]:
         return [_sweep(r) for r in self.db.execute("SELECT * FROM sweeps ORDER BY created_at")]
 
     def live(self) -> list[SweepRecord]:

@@ -21,7 +21,7 @@ import time
 from fractions import Fraction
 from pathlib import Path
 from types import FrameType
-from typing import IO
+from typing import IO, Literal
 
 from spotrun import budget
 from spotrun.cloud import get_provider
@@ -189,8 +189,8 @@ class SweepSupervisor:
 
     def _adopt(self) -> None:
         """Pick up trials a previous supervisor left running, and replay their metrics."""
-        for trial, run in self._live_trials():
-            self._start_thread(run)
+        for _trial, live in self._live_trials():
+            self._start_thread(live)
         if self.stopper is not None:
             for trial in self._trials():
                 run = self._run(trial)
@@ -333,7 +333,7 @@ class SweepSupervisor:
         return ", ".join(parts)
 
 
-def _outcome(trial: TrialRecord, run: RunRecord) -> str:
+def _outcome(trial: TrialRecord, run: RunRecord) -> Literal["complete", "pruned", "failed"]:
     if trial.status is TrialStatus.PRUNED:
         return "pruned"
     if run.state.value == "succeeded":

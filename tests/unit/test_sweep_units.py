@@ -94,6 +94,9 @@ def test_asha_stops_a_trial_below_the_rung_and_keeps_the_leader() -> None:
     verdict = stopper.observe("bad", [{"epoch": 1, "test_acc": 0.3}])
     assert verdict is not None and verdict.stop and verdict.epoch == 1
     assert "top 1/2" in verdict.reason
+    # what it reports while it stops no longer counts: "good" stays the leader at rung 1
+    assert stopper.observe("bad", [{"epoch": 2, "test_acc": 0.99}]) is None
+    assert stopper.observe("good", [{"epoch": 2, "test_acc": 0.92}]) is None
     stopper.finish("bad", "pruned")
     assert stopper.observe("better", [{"epoch": 1, "test_acc": 0.95}]) is None
     stopper.finish("good", "complete")
