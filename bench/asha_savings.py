@@ -102,7 +102,9 @@ def main() -> int:
         f"grid {' x '.join(GRID)}, digits-fast width 64, {args.epochs} epochs, "
         f"ASHA grace {args.grace} rf {args.rf}, {args.parallel} trials at once"
     )
-    print(f"{'':<6} {'best acc':>9} {'epochs':>7} {'pruned':>7} {'train h':>9} {'inst h':>9} {'wall s':>7}")
+    print(
+        f"{'':<6} {'best acc':>9} {'epochs':>7} {'pruned':>7} {'train h':>9} {'inst h':>9} {'wall s':>7}"
+    )
     for name, r in (("grid", full), ("asha", asha)):
         print(
             f"{name:<6} {r['best_acc']:>9.4f} {r['epochs']:>7} {r['pruned']:>7} "

@@ -18,6 +18,7 @@ where real instances would bring CPUs of their own: (b) measures that contention
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sqlite3
@@ -37,7 +38,9 @@ from tests.lab import Lab  # noqa: E402
 JOB = ["--set", "epochs=400", "--set", "threads=1"]
 
 
-def sweep_round(trials: int, home: Path, env: dict[str, str], lab: Lab) -> tuple[float, float, float]:
+def sweep_round(
+    trials: int, home: Path, env: dict[str, str], lab: Lab
+) -> tuple[float, float, float]:
     """Seconds until every trial's instance is launched, until every trial runs; CPU-s."""
     lab.write_config(home)
     cpu_before = busy_cpu_s()
@@ -81,10 +84,8 @@ def sweep_round(trials: int, home: Path, env: dict[str, str], lab: Lab) -> tuple
     with sqlite3.connect(home / "ledger.db") as db:
         pid = db.execute("SELECT supervisor_pid FROM sweeps WHERE id = ?", (sweep_id,)).fetchone()
     if pid and pid[0]:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid[0], signal.SIGKILL)  # a bench need not stop nicely
-        except ProcessLookupError:
-            pass
     end_runs(home, lab)
     return launched_at - started, all_running, cpu
 
@@ -108,22 +109,39 @@ def main() -> None:
                     env["PYTHONPATH"] = str(REPO)
                     lab.write_config(home)
                     subprocess.run(  # warm this home's caches as earlier use would have
-                        [sys.executable, "-m", "spotrun", "launch", "digits-fast", "--cloud",
-                         "aws", "--dry-run"],
-                        env=env, capture_output=True, cwd=REPO, check=True,
+                        [
+                            sys.executable,
+                            "-m",
+                            "spotrun",
+                            "launch",
+                            "digits-fast",
+                            "--cloud",
+                            "aws",
+                            "--dry-run",
+                        ],
+                        env=env,
+                        capture_output=True,
+                        cwd=REPO,
+                        check=True,
                     )
                     if kind == "one":
                         wall, _, cpu = one_round(1, home, env, lab)
                         singles.append(wall)
-                        print(f"round {i + 1}: one launch: running after {wall:.2f} s "
-                              f"(machine busy {cpu:.1f} CPU-s)", flush=True)
+                        print(
+                            f"round {i + 1}: one launch: running after {wall:.2f} s "
+                            f"(machine busy {cpu:.1f} CPU-s)",
+                            flush=True,
+                        )
                     else:
                         launched, running, cpu = sweep_round(args.trials, home, env, lab)
                         launches.append(launched)
                         runnings.append(running)
-                        print(f"round {i + 1}: {args.trials}-trial sweep: every instance "
-                              f"launched after {launched:.2f} s, every trial running after "
-                              f"{running:.2f} s (machine busy {cpu:.1f} CPU-s)", flush=True)
+                        print(
+                            f"round {i + 1}: {args.trials}-trial sweep: every instance "
+                            f"launched after {launched:.2f} s, every trial running after "
+                            f"{running:.2f} s (machine busy {cpu:.1f} CPU-s)",
+                            flush=True,
+                        )
     one = statistics.median(singles)
     launched, running = statistics.median(launches), statistics.median(runnings)
     print(

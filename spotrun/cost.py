@@ -429,9 +429,7 @@ class SharedBill(Bill):
                 run_id=run_id,
                 instance_id=usage.instance_id,
                 kind="storage",
-                quantity=float(
-                    sum((share * (b - a) for a, b, share in self.spans), Fraction(0))
-                ),
+                quantity=float(sum((share * (b - a) for a, b, share in self.spans), Fraction(0))),
                 unit="shared-instance-s",
                 usd=float(storage),
                 on_demand_usd=float(storage),

@@ -173,9 +173,7 @@ def _follow(ledger: Any, sweep_id: str) -> int:
             if sweep.is_over:
                 c = service.counts(store, sweep)
                 out.print(f"sweep {sweep.state.value}: {sweep.message or ''}", markup=False)
-                out.print(
-                    ", ".join(f"{k} {v}" for k, v in c.items() if v), markup=False
-                )
+                out.print(", ".join(f"{k} {v}" for k, v in c.items() if v), markup=False)
                 _print_board(ledger, sweep)
                 return SUCCESS if sweep.state is SweepState.COMPLETED else FAILURE
             time.sleep(0.5)

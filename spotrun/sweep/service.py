@@ -76,7 +76,9 @@ def prepare_sweep(
     gpus = recipe.resources.gpus if gpus_per_trial is None else gpus_per_trial
     notes: list[str] = []
     cpus = os.cpu_count() or 1
-    parallel = max_parallel if max_parallel is not None else (cpus if chosen_cloud == "local" else 8)
+    parallel = (
+        max_parallel if max_parallel is not None else (cpus if chosen_cloud == "local" else 8)
+    )
     if chosen_cloud == "local" and parallel > cpus:
         notes.append(f"the local cloud runs at most {cpus} trials at once (its CPU count)")
         parallel = cpus

@@ -16,9 +16,7 @@ from spotrun.ledger import InstanceRecord, Ledger, RunRecord
 from spotrun.pricing import PriceBook
 
 
-def split(
-    start: int, end: int, stays: list[tuple[str, int, int]]
-) -> dict[str, list[cost.Span]]:
+def split(start: int, end: int, stays: list[tuple[str, int, int]]) -> dict[str, list[cost.Span]]:
     """Each key's spans of [start, end) with its share in each; `stays` are (key, from, to)."""
 
     def clip(t: int) -> int:

@@ -143,8 +143,7 @@ class SweepStore:
                 ),
             )
             db.executemany(
-                "INSERT INTO sweep_trials (sweep_id, idx, params_json, status) "
-                "VALUES (?, ?, ?, ?)",
+                "INSERT INTO sweep_trials (sweep_id, idx, params_json, status) VALUES (?, ?, ?, ?)",
                 [
                     (sweep_id, i, json.dumps(params), TrialStatus.PENDING.value)
                     for i, params in enumerate(trials)
@@ -356,9 +355,7 @@ class SweepStore:
         return None if row is None else _stay(row)
 
     def stays_of_run(self, run_id: str) -> list[Stay]:
-        rows = self.db.execute(
-            "SELECT * FROM pack_stays WHERE run_id = ? ORDER BY id", (run_id,)
-        )
+        rows = self.db.execute("SELECT * FROM pack_stays WHERE run_id = ? ORDER BY id", (run_id,))
         return [_stay(r) for r in rows]
 
     def stays_on(self, instance_id: str) -> list[Stay]:

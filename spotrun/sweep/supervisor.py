@@ -10,6 +10,7 @@ adopts the trials that are still live.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import logging
 import os
@@ -131,7 +132,9 @@ class SweepSupervisor:
         assert self.sweep.plan is not None
         self.plan = SweepPlan.from_dict(self.sweep.plan)
         self.provider = get_provider(self.sweep.cloud, settings)
-        self.poll_s = poll_s if poll_s is not None else (0.5 if self.sweep.cloud == "local" else 1.0)
+        self.poll_s = (
+            poll_s if poll_s is not None else (0.5 if self.sweep.cloud == "local" else 1.0)
+        )
         self.threads: dict[str, TrialThread] = {}
         self.tails: dict[str, MetricsTail] = {}
         self.ending: tuple[SweepState, str] | None = None  # set once the sweep winds down
@@ -227,9 +230,7 @@ class SweepSupervisor:
         launch_spec = LaunchSpec(
             recipe=spec.recipe,
             overrides=overrides_of(spec, trial.params),
-            resources=Resources.model_validate(
-                {**spec.resources, "gpus": spec.gpus_per_trial}
-            ),
+            resources=Resources.model_validate({**spec.resources, "gpus": spec.gpus_per_trial}),
             name=f"{self.sweep.name}-t{trial.index}",
             cloud=spec.cloud,
         )
@@ -238,7 +239,9 @@ class SweepSupervisor:
             self.sweep.id, trial.index, TrialStatus.LAUNCHED, run_id=run.id, pack_id=pack_id
         )
         shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
-        self.ledger.add_event(run.id, "sweep", f"trial {trial.index} of sweep {self.sweep.name}: {shown}")
+        self.ledger.add_event(
+            run.id, "sweep", f"trial {trial.index} of sweep {self.sweep.name}: {shown}"
+        )
         self.ledger.add_event(run.id, "plan", self.plan.reason)
         self.tails[run.id] = MetricsTail(run.run_dir / "metrics.jsonl")
         self._start_thread(run)
@@ -260,7 +263,9 @@ class SweepSupervisor:
                 continue
             if verdict is not None and verdict.stop and not run.stop_requested:
                 self.ledger.request_stop(run.id, verdict.reason)
-                self.store.mark(self.sweep.id, trial.index, TrialStatus.PRUNED, reason=verdict.reason)
+                self.store.mark(
+                    self.sweep.id, trial.index, TrialStatus.PRUNED, reason=verdict.reason
+                )
                 self.ledger.add_event(run.id, "sweep", verdict.reason)
                 self.event(f"trial {trial.index}: {verdict.reason}")
 
@@ -369,10 +374,8 @@ def main(argv: list[str]) -> int:
         final = SweepSupervisor(settings, sweep_id).drive()
     except SpotrunError as exc:
         logging.error("sweep %s failed: %s", sweep_id, exc.user_message())
-        try:
+        with contextlib.suppress(StateError):  # it had ended meanwhile
             store.end(sweep_id, SweepState.FAILED, exc.user_message())
-        except StateError:
-            pass  # it had ended meanwhile
         return 1
     logging.info("sweep %s ended: %s %s", sweep_id, final.state, final.message or "")
     lock.close()

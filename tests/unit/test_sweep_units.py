@@ -59,7 +59,9 @@ def test_space_is_typed_by_the_recipe_key_and_draws_are_seeded() -> None:
 
 # ------------------------------------------------------------------ planner
 def _offer(kind: str, gpus: int, price: float, zone: str = "us-east-1a") -> Offer:
-    return Offer("aws", kind, "us-east-1", zone, gpus, "A10G", 24.0, 4 * gpus, 16.0 * gpus, price, 3 * price)
+    return Offer(
+        "aws", kind, "us-east-1", zone, gpus, "A10G", 24.0, 4 * gpus, 16.0 * gpus, price, 3 * price
+    )
 
 
 def test_planner_packs_when_cheaper_per_trial_hour_and_says_why() -> None:
