@@ -80,6 +80,14 @@ def _kill_supervisors(home: Path) -> None:
                     "SELECT supervisor_pid FROM runs WHERE supervisor_pid IS NOT NULL"
                 )
             ]
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+            if "sweeps" in tables:  # a sweep's supervisor drives its trials itself
+                pids += [
+                    r[0]
+                    for r in db.execute(
+                        "SELECT supervisor_pid FROM sweeps WHERE supervisor_pid IS NOT NULL"
+                    )
+                ]
     except sqlite3.DatabaseError:
         return
     for pid in pids:

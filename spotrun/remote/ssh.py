@@ -93,6 +93,9 @@ class SshRunner:
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
         self._lock = threading.RLock()
+        # One SFTP request at a time: threads sharing this runner (a sweep's packed trials)
+        # would otherwise read each other's answers and wait forever.
+        self._sftp_lock = threading.Lock()
 
     @property
     def where(self) -> str:
@@ -223,12 +226,13 @@ class SshRunner:
 
     def put(self, local: Path, remote: str) -> None:
         try:
-            sftp = self._sftp_client()
-            if local.is_dir():
-                self._put_tree(sftp, local, remote)
-            else:
-                self._mkdirs(sftp, os.path.dirname(remote))
-                sftp.put(str(local), remote)
+            with self._sftp_lock:
+                sftp = self._sftp_client()
+                if local.is_dir():
+                    self._put_tree(sftp, local, remote)
+                else:
+                    self._mkdirs(sftp, os.path.dirname(remote))
+                    sftp.put(str(local), remote)
         except (OSError, paramiko.SSHException) as exc:
             raise RemoteError(f"cannot copy {local} to {self.where}:{remote}: {exc}") from exc
 
@@ -254,11 +258,12 @@ class SshRunner:
 
     def get(self, remote: str, local: Path) -> None:
         try:
-            sftp = self._sftp_client()
-            if stat.S_ISDIR(sftp.stat(remote).st_mode or 0):
-                self._get_tree(sftp, remote, local)
-            else:
-                self._get_file(sftp, remote, local)
+            with self._sftp_lock:
+                sftp = self._sftp_client()
+                if stat.S_ISDIR(sftp.stat(remote).st_mode or 0):
+                    self._get_tree(sftp, remote, local)
+                else:
+                    self._get_file(sftp, remote, local)
         except (OSError, paramiko.SSHException) as exc:
             raise RemoteError(f"cannot copy {self.where}:{remote} to {local}: {exc}") from exc
 
@@ -280,11 +285,12 @@ class SshRunner:
     def read_from(self, remote: str, offset: int) -> bytes:
         """The bytes of `remote` from `offset` to its current end (for growing logs)."""
         try:
-            sftp = self._sftp_client()
-            with sftp.open(remote, "rb") as fh:
-                fh.seek(offset)
-                fh.prefetch()
-                return bytes(fh.read())
+            with self._sftp_lock:
+                sftp = self._sftp_client()
+                with sftp.open(remote, "rb") as fh:
+                    fh.seek(offset)
+                    fh.prefetch()
+                    return bytes(fh.read())
         except (OSError, paramiko.SSHException) as exc:
             raise RemoteError(f"cannot read {self.where}:{remote}: {exc}") from exc
 
