@@ -100,6 +100,8 @@ def test_one_trial_interrupted_the_others_go_on_and_the_budget_ends_the_sweep(
         "--grid",
         "lr=0.1,0.2,0.3",
         *LONG,
+        "--instance-type",
+        "c6i.large",
         "--max-parallel",
         "2",
         "--max-cost",
