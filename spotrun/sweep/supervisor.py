@@ -215,12 +215,14 @@ class SweepSupervisor:
             if live >= self.spec.max_parallel:
                 return
             if not self._budget_allows_one_more():
-                self._wind_down(
-                    SweepState.STOPPED,
-                    f"budget: another trial could take the spend past the "
-                    f"${self.spec.max_cost_usd:.2f} cap; no new trials",
-                )
-                return
+                if live == 0:  # nothing left that could end under the cap: the sweep is over
+                    self._wind_down(
+                        SweepState.STOPPED,
+                        f"budget: another trial could take the spend past the "
+                        f"${self.spec.max_cost_usd:.2f} cap; no new trials",
+                        run_reason=BUDGET_REASON,
+                    )
+                return  # the live trials go on, under the cap that _hold_budget keeps
             self._launch(trial)
             live += 1
 
