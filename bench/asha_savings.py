@@ -15,6 +15,10 @@ spent, counted two ways:
   for every trial whether it is stopped early or not.
 
 Target (issue 8): ASHA reaches the full grid's best accuracy with >= 40% fewer trial-hours.
+Measured 2026-12-02 on the 2-core machine under a load average of ~14 (other work): both
+reach 0.9972 (lr=0.08, batch_size=32); ASHA 49.0% fewer training hours (0.1469 h against
+0.2881 h), 41.2% fewer instance hours; 18.5 min in all (12 min grid, 6.5 min ASHA). For a
+quicker look: --epochs 9 --grace 1.
 """
 
 from __future__ import annotations
