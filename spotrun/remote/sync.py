@@ -165,7 +165,14 @@ def _pull_listed(
             appended += len(data)
             state[key] = [have + len(data), item.mtime]
         else:
-            runner.get(remote_path, target)
+            try:
+                runner.get(remote_path, target)
+            except RemoteError:
+                # The trainer replaced it (checkpoints rotate) between the listing and the
+                # copy: the next pull brings its successor. Anything else is an error.
+                if final or any(i.path == item.path for i in list_remote(runner, remote_dir) or []):
+                    raise
+                continue
             whole += item.size
             state[key] = [item.size, item.mtime]
         fetched.append(key)
