@@ -170,7 +170,7 @@ def _pull_listed(
             except RemoteError:
                 # The trainer replaced it (checkpoints rotate) between the listing and the
                 # copy: the next pull brings its successor. Anything else is an error.
-                if final or any(i.path == item.path for i in list_remote(runner, remote_dir) or []):
+                if runner.run(f"test -e {shlex.quote(remote_path)}", timeout_s=30).ok:
                     raise
                 continue
             whole += item.size
