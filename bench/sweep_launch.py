@@ -13,6 +13,10 @@ One round of each, in the same lab (hosts at nice 19, as in bench/launch_paralle
 Target (issue 8): the sweep's launches take <= 2x the time of one. This machine has 2 cores
 that the lab's 32 hosts (sshd, provisioning, then 32 trainers) share with spotrun itself,
 where real instances would bring CPUs of their own: (b) measures that contention too.
+Measured 2026-12-02 (load average 2.2 at start): one run running after 2.87 s; 32 trials:
+every instance launched after 6.39 s (ratio 2.23, of which ~3 s is the `spotrun sweep`
+process starting and planning), every trial running after 43.60 s (ratio 15.2; the machine
+was busy 85.5 CPU-s of those 43.6 s on 2 cores: 32 hosts provisioned, 32 trainers started).
 """
 
 from __future__ import annotations
