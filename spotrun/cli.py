@@ -36,6 +36,12 @@ app = typer.Typer(
 )
 recipes_app = typer.Typer(help="List recipes, or show one in full.", rich_markup_mode=None)
 app.add_typer(recipes_app, name="recipes")
+data_app = typer.Typer(
+    help="Data sets in S3: push a folder as tar shards, list what was pushed.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(data_app, name="data")
 
 # Wide when piped, so tables and log lines are not folded at 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -688,6 +694,55 @@ def methods(as_json: bool = typer.Option(False, "--json")) -> None:
                 f"[{option['type']}]{about}",
                 markup=False,
             )
+
+
+# ---------------------------------------------------------------------- data
+@data_app.command("push")
+def data_push(
+    folder: Path = typer.Argument(..., help="an ImageFolder: train/ and val/ (or test/)"),
+    dest: str = typer.Argument(..., help="s3://BUCKET/PREFIX"),
+    shard_size: str = typer.Option("256MB", "--shard-size", help="bytes per tar shard"),
+    parallel: int = typer.Option(8, "--parallel", help="shards packed and uploaded at once"),
+) -> None:
+    """Pack FOLDER into tar shards and a manifest, and upload them in parallel."""
+    result = api.data_push(
+        folder, dest, shard_size=shard_size, parallel=parallel, log=lambda line: out.print(line)
+    )
+    out.print(f"use it with: --set data={dest.rstrip('/')}  ({result.manifest.digest})")
+
+
+@data_app.command("ls")
+def data_ls(
+    where: str | None = typer.Argument(None, help="s3://BUCKET[/PREFIX]; default aws.bucket"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List the data sets pushed at or under an S3 prefix."""
+    rows = api.data_list(where, load_settings())
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        out.print("no data sets there (push one: spotrun data push FOLDER s3://BUCKET/NAME)")
+        return
+    table = Table(box=None)
+    for column in ("data set", "name", "shards", "files", "size", "pushed"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["uri"],
+            row["name"],
+            str(row["shards"]),
+            f"{row['files']:,}",
+            f"{row['bytes'] / 1e9:.2f} GB",
+            _iso_minute(row["created_at"]),
+        )
+    out.print(table)
+
+
+def _iso_minute(ts: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 # --------------------------------------------------------------------- train

@@ -98,7 +98,7 @@ def extract_shard(
     """Write every member of the tar stream in `reader` under `dest`; names go to `into` as
     they are written (so a failed attempt's files can be found and removed)."""
     try:
-        with tarfile.open(fileobj=reader, mode="r|", bufsize=READ_BYTES) as tar:
+        with tarfile.open(fileobj=reader, mode="r|", bufsize=READ_BYTES) as tar:  # type: ignore[call-overload]
             for member in tar:
                 if member.isdir():
                     continue

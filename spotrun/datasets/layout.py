@@ -69,12 +69,11 @@ class StageLayout:
         """Make the folder ready for data set `version` (a manifest digest or listing digest):
         an unfinished copy of the same version is kept (resumed); any other copy spotrun made
         is cleared; a folder spotrun did not make is never touched."""
-        if self.dest.exists() and not self.state.is_dir():
-            if any(self.dest.iterdir()):
-                raise UsageError(
-                    f"{self.dest} already holds files that spotrun did not stage",
-                    hint="move them away, or stage into another folder (SPOTRUN_STAGE_ROOT)",
-                )
+        if self.dest.exists() and not self.state.is_dir() and any(self.dest.iterdir()):
+            raise UsageError(
+                f"{self.dest} already holds files that spotrun did not stage",
+                hint="move them away, or stage into another folder (SPOTRUN_STAGE_ROOT)",
+            )
         recorded = _read_json(self.state / "version.json")
         if self.state.is_dir() and (recorded or {}).get("version") != version:
             shutil.rmtree(self.dest)

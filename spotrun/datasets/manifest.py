@@ -19,7 +19,7 @@ from spotrun.config import describe_validation_error
 from spotrun.errors import UsageError
 
 MANIFEST_NAME = "manifest.json"
-FORMAT = "spotrun-shards/1"
+FORMAT: Literal["spotrun-shards/1"] = "spotrun-shards/1"
 # What a file costs on disk beyond its bytes, at most: the rest of its last 4 KiB block.
 BLOCK_BYTES = 4096
 _SHARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.tar$")

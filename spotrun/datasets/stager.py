@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -161,9 +160,7 @@ class _Stager:
     ) -> tuple[OrderedParts, HashingReader]:
         window = self.window_for(size)
         ranges = split_ranges(size, window, self.options.min_part_bytes)
-        parts = OrderedParts(
-            partial(self.store.stream, key), ranges, window, self.cancelled
-        )
+        parts = OrderedParts(partial(self.store.stream, key), ranges, window, self.cancelled)
         return parts, HashingReader(parts, on_bytes=on_bytes, algorithm=algorithm)
 
     def run_all(self, items: list[object], work: Callable[[object], None]) -> None:
@@ -260,8 +257,7 @@ class _ShardStager(_Stager):
                 extract_shard(reader, self.layout.dest, shard.split, self.dirs, got)
             if parts.object_size is not None and parts.object_size != shard.size:
                 problem: str | None = (
-                    f"the object has {parts.object_size:,} bytes, the manifest says "
-                    f"{shard.size:,}"
+                    f"the object has {parts.object_size:,} bytes, the manifest says {shard.size:,}"
                 )
             elif reader.count != shard.size:
                 problem = f"{reader.count:,} bytes arrived of {shard.size:,}"
