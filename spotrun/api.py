@@ -272,7 +272,16 @@ def run_summary(ledger: Ledger, run: RunRecord) -> dict[str, Any]:
         "metrics": run.last_metrics,
         "message": run.message,
         "sweep_id": run.sweep_id,
+        "staging": _staging(run),
     }
+
+
+def _staging(run: RunRecord) -> dict[str, Any] | None:
+    """Time and bytes the run spent staging remote data (s3://, snapshot:), None if none."""
+    from spotrun.datasets.record import summary
+
+    found = summary(run.run_dir)
+    return None if found is None else found.to_dict()
 
 
 def run_cost(ledger: Ledger, run: RunRecord, now: float | None = None) -> Fraction | None:

@@ -435,6 +435,8 @@ def status(
     out.print(f"duration  {_fmt_duration(r.duration_s())}   cost {shown}")
     if r.last_metrics:
         out.print(f"metrics   {_fmt_metrics(r.last_metrics)}")
+    if summary.get("staging"):
+        out.print(f"staging   {summary['staging']['line']}")
     out.print(f"run dir   {r.run_dir}")
     out.print("history:")
     for t in st.transitions:

@@ -20,6 +20,7 @@ from spotrun.billing import bill_run
 from spotrun.budget import Action
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
+from spotrun.datasets.record import StagingWatch
 from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
 from spotrun.ledger import InstanceRecord, Ledger, RunRecord
@@ -90,6 +91,7 @@ class RunController:
         self._budget_note: str | None = None
         self._budget_stop_at: int | None = None
         self._budget_said = False
+        self.staging = StagingWatch(run.run_dir)  # remote data sets: staging.json -> events
 
     # ------------------------------------------------------------------ drive
     def drive(self) -> RunRecord:
@@ -240,6 +242,8 @@ class RunController:
             status = driver.status()
             self._sync(run, live[0], final=False)
             self._pull_metrics(run)
+            for line in self.staging.poll():
+                self.ledger.add_event(run.id, "staging", line)
             if time.monotonic() - self._cost_recorded_at >= COST_REFRESH_S:
                 self.record_cost(run)
             over_budget = self._check_budget(run)
@@ -321,6 +325,8 @@ class RunController:
         self._final_sync(run)
         self.ledger.add_event(run.id, "sync", "results synced")
         self._pull_metrics(run)
+        for line in self.staging.poll():
+            self.ledger.add_event(run.id, "staging", line)
         self._teardown(run, "job finished")
         code = self._exit_code(run)
         if code == 0:

@@ -1,0 +1,113 @@
+"""Remote data in the lab: `data push` to moto S3, a run whose job stages it on its sshd host
+(into the host's own disk, checked against the manifest) and trains on it; bad data refused
+at launch before anything exists."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spotrun.config import load_settings
+from spotrun.ledger import Ledger
+from tests.conftest import Env
+from tests.helpers import wait_for
+from tests.lab import Lab
+from tests.unit.data.images import make_image_folder
+
+pytestmark = pytest.mark.slow
+
+TINY_IMAGE_RECIPE = [
+    "model=cifar-fastnet",
+    'model_options={"widths": [8, 8, 8]}',
+    "num_classes=3",
+    "batch_size=4",
+    "epochs=1",
+    "threads=1",
+    "data_workers=0",
+]
+
+
+def _state(env: Env, run_id: str) -> str:
+    with Ledger(load_settings(env.home)) as ledger:
+        return ledger.get_run(run_id).state.value
+
+
+def _status(env: Env, ref: str) -> dict[str, Any]:
+    return json.loads(env.cli("status", ref, "--json", check=True).stdout)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".spotrun-stage" not in p.parts
+    }
+
+
+def test_push_a_folder_then_a_run_stages_it_on_the_instance_and_trains(
+    aws_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    env = aws_env
+    folder = make_image_folder(tmp_path / "pets", per_class=6, per_class_test=2, size=12).root
+    uri = f"s3://{lab.bucket}/sets/pets"
+    pushed = env.cli("data", "push", str(folder), uri, "--shard-size", "1MB", check=True)
+    assert f"pushed {uri}" in pushed.stdout and f"--set data={uri}" in pushed.stdout
+    (row,) = json.loads(env.cli("data", "ls", "--json", check=True).stdout)
+    assert row["uri"] == uri and row["files"] == 24 and row["shards"] == 2
+
+    run_id = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "-d",
+        *[x for item in [f"data={uri}", *TINY_IMAGE_RECIPE] for x in ("--set", item)],
+        check=True,
+    ).stdout.strip()  # fmt: skip
+    wait_for(
+        lambda: _state(env, run_id) in ("succeeded", "failed"), timeout=150, what="the run to end"
+    )
+    status = _status(env, run_id)
+    events = [e["message"] for e in status["events"]]
+    assert status["state"] == "succeeded", (status["message"], events)
+    assert status["metrics"]["epoch"] == 1
+
+    # Staged on the host's own disk (its root volume: the lab's hosts have no instance store),
+    # byte for byte the folder that was pushed.
+    (item,) = lab.instances(run_id)
+    host = lab.host(item["InstanceId"])
+    staged = host.path(f"/root/.spotrun/spotrun-data/{lab.bucket}/sets/pets")
+    assert _files(staged) == _files(folder)
+    assert not (env.home / "spotrun-data").exists()  # nothing was staged on this machine
+
+    # Progress went to the job's log, events, and the run's staging record (time and bytes).
+    log = env.cli("logs", run_id, check=True).stdout
+    assert f"spotrun: staging {uri} to the root volume" in log
+    assert any(e.startswith(f"staged {uri}") for e in events), events
+    staging = status["staging"]
+    assert staging["stagings"] == 1 and staging["state"] == "done"
+    assert staging["fetched_bytes"] == staging["data_bytes"] > 24 * 12 * 12
+    assert 0 < staging["seconds"] < 60
+
+    # The cost report prices the staging time.
+    (cost,) = json.loads(env.cli("cost", run_id, "--json", check=True).stdout)
+    assert cost["staging_s"] == pytest.approx(staging["seconds"], abs=1.0)
+    assert 0 < cost["staging_usd"] <= cost["cost_usd"]
+
+
+def test_remote_data_that_cannot_be_staged_is_refused_at_launch(
+    aws_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    env = aws_env
+    cases = {
+        f"s3://{lab.bucket}/never-pushed": "nothing is stored under that prefix",
+        "s3://no-such-bucket-here/x": "S3 bucket 'no-such-bucket-here' does not exist",
+        "s3://Bad_Name/x": "is not an S3 bucket name",
+        "snapshot:snap-0123456789abcdef0": "snapshot snap-0123456789abcdef0 does not exist",
+        "snapshot:snap-xyz": "is not an EBS snapshot id",
+    }
+    for data, message in cases.items():
+        result = env.cli("launch", "digits-fast", "--cloud", "aws", "-d", "--set", f"data={data}")
+        assert result.returncode == 2, (data, result.stdout, result.stderr)
+        assert message in result.stderr, (data, result.stderr)
+    assert lab.instances() == []
+    assert env.runs() == []
