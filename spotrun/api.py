@@ -99,7 +99,7 @@ def prepare_launch(
         raise UsageError(describe_validation_error(exc)) from exc
     if merged.nodes > 1 and not recipe.multi_node:
         raise UsageError(f"recipe {recipe.name} runs on one node only; drop --nodes")
-    check_remote_data(recipe.data, spec.cloud, merged.region or settings.aws.region)
+    check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
     if spec.max_cost_usd is not None:
@@ -278,10 +278,14 @@ def run_summary(ledger: Ledger, run: RunRecord) -> dict[str, Any]:
 
 def _staging(run: RunRecord) -> dict[str, Any] | None:
     """Time and bytes the run spent staging remote data (s3://, snapshot:), None if none."""
+    found = _staging_summary(run)
+    return None if found is None else found.to_dict()
+
+
+def _staging_summary(run: RunRecord) -> Any:
     from spotrun.datasets.record import summary
 
-    found = summary(run.run_dir)
-    return None if found is None else found.to_dict()
+    return summary(run.run_dir)
 
 
 def run_cost(ledger: Ledger, run: RunRecord, now: float | None = None) -> Fraction | None:
@@ -515,12 +519,14 @@ def _priced_run(ledger: Ledger, run: RunRecord, book: PriceBook, now: float) -> 
     if run.is_terminal:
         _store_if_changed(ledger, bill)
     target = _target_of(run)
+    staged = _staging_summary(run)
     return reports.PricedRun(
         run,
         bill,
         transitions=ledger.transitions(run.id),
         metrics=read_all(run.run_dir / "metrics.jsonl") if target else [],
         target=target,
+        staging_spans=staged.spans if staged else (),
     )
 
 
@@ -561,7 +567,9 @@ def recipes() -> list[Recipe]:
 
 
 # ---------------------------------------------------------------------- data
-def check_remote_data(data: str, cloud: CloudName, region: str) -> None:
+def check_remote_data(
+    data: str, cloud: CloudName, settings: Settings, region: str | None = None
+) -> None:
     """Refuse, before anything exists, remote data (s3://, snapshot:) that cannot be staged."""
     from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data
 
@@ -580,7 +588,7 @@ def check_remote_data(data: str, cloud: CloudName, region: str) -> None:
             )
         from spotrun.cloud.aws.volumes import check_snapshot
 
-        check_snapshot(spec.snapshot_id, region)
+        check_snapshot(spec.snapshot_id, region or settings.aws.region, settings.aws)
 
 
 def data_push(

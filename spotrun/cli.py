@@ -625,6 +625,12 @@ def _print_cost_table(report: api.CostReport, records: list[dict[str, Any]]) -> 
         table.add_row(*cells)
     out.print(table)
     out.print("amounts in USD, rounded to the cent only here (totals are summed exactly)")
+    for rec in records:
+        if rec.get("staging_s") is not None:
+            out.print(
+                f"staging {rec['run']}: {rec['staging_s']:.1f} s of instance time while its data "
+                f"was staged, {_money(rec['staging_usd'])} of its cost"
+            )
     if any(row.live for row in report.rows):
         out.print("* still running: priced up to now")
     for method in report.methods:

@@ -5,16 +5,21 @@ at launch before anything exists."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
+from spotrun import api
 from spotrun.config import load_settings
+from spotrun.errors import UsageError
 from spotrun.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
 from tests.lab import Lab
+from tests.lab.lab import FAKE_CREDENTIALS
 from tests.unit.data.images import make_image_folder
 
 pytestmark = pytest.mark.slow
@@ -88,26 +93,40 @@ def test_push_a_folder_then_a_run_stages_it_on_the_instance_and_trains(
     assert staging["fetched_bytes"] == staging["data_bytes"] > 24 * 12 * 12
     assert 0 < staging["seconds"] < 60
 
-    # The cost report prices the staging time.
+    # The cost report prices the staging time with the run's own bill.
     (cost,) = json.loads(env.cli("cost", run_id, "--json", check=True).stdout)
-    assert cost["staging_s"] == pytest.approx(staging["seconds"], abs=1.0)
-    assert 0 < cost["staging_usd"] <= cost["cost_usd"]
+    assert cost["staging_s"] == pytest.approx(staging["seconds"], abs=0.1)
+    with Ledger(load_settings(env.home)) as ledger:
+        (row,) = api.cost_report(ledger, run_id).rows
+    assert row.staging is not None and 0 < row.staging.usd < row.amounts.total
+    assert "of instance time while its data was staged" in env.cli("cost", run_id).stdout
 
 
-def test_remote_data_that_cannot_be_staged_is_refused_at_launch(
-    aws_env: Env, lab: Lab, tmp_path: Path
-) -> None:
+def test_remote_data_that_cannot_be_staged_is_refused_at_launch(aws_env: Env, lab: Lab) -> None:
     env = aws_env
+    # A snapshot that exists, but in another region than the run's.
+    west = boto3.session.Session(**{k.lower(): v for k, v in FAKE_CREDENTIALS.items()}).client(
+        "ec2", region_name="us-west-2", endpoint_url=lab.env()["AWS_ENDPOINT_URL"]
+    )
+    volume = west.create_volume(Size=1, AvailabilityZone="us-west-2a")
+    elsewhere = west.create_snapshot(VolumeId=volume["VolumeId"])["SnapshotId"]
     cases = {
         f"s3://{lab.bucket}/never-pushed": "nothing is stored under that prefix",
         "s3://no-such-bucket-here/x": "S3 bucket 'no-such-bucket-here' does not exist",
         "s3://Bad_Name/x": "is not an S3 bucket name",
         "snapshot:snap-0123456789abcdef0": "snapshot snap-0123456789abcdef0 does not exist",
+        f"snapshot:{elsewhere}": f"snapshot {elsewhere} is in us-west-2, not in us-east-1",
         "snapshot:snap-xyz": "is not an EBS snapshot id",
     }
     for data, message in cases.items():
-        result = env.cli("launch", "digits-fast", "--cloud", "aws", "-d", "--set", f"data={data}")
-        assert result.returncode == 2, (data, result.stdout, result.stderr)
-        assert message in result.stderr, (data, result.stderr)
+        with pytest.raises(UsageError, match=re.escape(message)):
+            api.prepare_launch(
+                load_settings(env.home), "digits-fast", overrides=[f"data={data}"], cloud="aws"
+            )
+    # Through the CLI: exit 2, the message, and nothing made.
+    result = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "-d", "--set", f"data=snapshot:{elsewhere}"
+    )
+    assert result.returncode == 2 and "is in us-west-2" in result.stderr, result.stderr
     assert lab.instances() == []
     assert env.runs() == []

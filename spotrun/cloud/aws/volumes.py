@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.cloud.aws.network import TAG_RUN
 from spotrun.cloud.aws.session import AwsClients
+from spotrun.config import AwsSettings
 from spotrun.errors import CloudError, UsageError
 from spotrun.waiting import WaitTimeout, wait_until
 
@@ -48,13 +49,15 @@ class DataVolume:
     created_at: float
 
 
-def _ec2(clients: AwsClients, region: str) -> Any:
-    return clients.client("ec2", region)
+def _ec2(clients: AwsClients, region: str, attempts: int | None = None) -> Any:
+    return clients.client("ec2", region, attempts=attempts)
 
 
-def find_snapshot(clients: AwsClients, region: str, snapshot_id: str) -> Snapshot | None:
+def find_snapshot(
+    clients: AwsClients, region: str, snapshot_id: str, attempts: int | None = None
+) -> Snapshot | None:
     try:
-        answer = _ec2(clients, region).describe_snapshots(SnapshotIds=[snapshot_id])
+        answer = _ec2(clients, region, attempts).describe_snapshots(SnapshotIds=[snapshot_id])
     except ClientError as exc:
         if error_code(exc).startswith("InvalidSnapshot"):
             return None
@@ -74,7 +77,7 @@ def snapshot_in(clients: AwsClients, region: str, snapshot_id: str) -> Snapshot:
         if found.state == "error":
             raise UsageError(f"snapshot {snapshot_id} is in the error state and cannot be used")
         return found
-    others = [r for r in clients.known_regions() if r != region]
+    others = [r for r in enabled_regions(clients, region) if r != region]
     with ThreadPoolExecutor(max_workers=8) as pool:
         hits = [
             s
@@ -95,17 +98,22 @@ def snapshot_in(clients: AwsClients, region: str, snapshot_id: str) -> Snapshot:
     )
 
 
+def enabled_regions(clients: AwsClients, region: str) -> list[str]:
+    """The regions this account has enabled (where its snapshots can be)."""
+    with aws_call("ec2", "DescribeRegions", region):
+        answer = _ec2(clients, region).describe_regions()
+    return sorted(r["RegionName"] for r in answer.get("Regions", []))
+
+
 def _quiet_find(clients: AwsClients, region: str, snapshot_id: str) -> Snapshot | None:
     try:
-        return find_snapshot(clients, region, snapshot_id)
-    except CloudError:
-        return None  # a region these credentials may not use, or one not enabled
+        return find_snapshot(clients, region, snapshot_id, attempts=2)
+    except (CloudError, UsageError):
+        return None  # a region these credentials may not use
 
 
-def check_snapshot(snapshot_id: str, region: str) -> Snapshot:
-    from spotrun.config import load_settings
-
-    return snapshot_in(AwsClients(load_settings().aws), region, snapshot_id)
+def check_snapshot(snapshot_id: str, region: str, settings: AwsSettings) -> Snapshot:
+    return snapshot_in(AwsClients(settings), region, snapshot_id)
 
 
 def _volume(item: dict[str, Any]) -> DataVolume:
