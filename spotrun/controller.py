@@ -20,6 +20,7 @@ from spotrun.billing import bill_run
 from spotrun.budget import Action
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
+from spotrun.datasets.attach import attach_snapshot_data, mark_data_volumes_deleted
 from spotrun.datasets.record import StagingWatch
 from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
@@ -187,6 +188,7 @@ class RunController:
             argv = job_argv(run, self.provider.spotrun_command(head), remote_dir)
         else:  # your own command (spotrun.remote.jobprep)
             argv, env, wrap = self._prepare_own_job(run, head)
+        env.update(attach_snapshot_data(self.provider, self.ledger, run, head))  # snapshot: data
         started = self._driver(head).start(argv, env, wrap)
         self.ledger.add_event(
             run.id,
@@ -408,6 +410,7 @@ class RunController:
     def _teardown(self, run: RunRecord, reason: str) -> None:
         """Terminate every instance of the run, record their ends and the run's cost."""
         ended = self.provider.terminate(run.id)
+        mark_data_volumes_deleted(self.ledger, run)  # the provider deleted them with the run
         ended_ids = {i.id for i in ended}
         now = time.time()
         for inst in self.provider.describe(run.id):

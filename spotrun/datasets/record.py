@@ -74,13 +74,14 @@ class StagingWatch:
         return lines
 
     def _remember(self, status: StagingStatus) -> None:
+        """Keep `status` in the history, replacing an older view of the same staging."""
         history = read_history(self.run_dir)
-        kept = [h for h in history if (h.started_at, h.pid) != (status.started_at, status.pid)]
-        if len(kept) == len(history) or status.updated_at >= max(
-            (h.updated_at for h in history if (h.started_at, h.pid) == (status.started_at, status.pid)),
-            default=0.0,
-        ):
-            _write_history(self.run_dir, sorted([*kept, status], key=lambda s: s.started_at))
+        key = (status.started_at, status.pid)
+        same = [h for h in history if (h.started_at, h.pid) == key]
+        if same and same[0].updated_at >= status.updated_at:
+            return  # nothing newer than what is kept
+        kept = [h for h in history if (h.started_at, h.pid) != key]
+        _write_history(self.run_dir, sorted([*kept, status], key=lambda s: s.started_at))
 
 
 @dataclass(frozen=True)

@@ -130,3 +130,49 @@ def test_remote_data_that_cannot_be_staged_is_refused_at_launch(aws_env: Env, la
     assert result.returncode == 2 and "is in us-west-2" in result.stderr, result.stderr
     assert lab.instances() == []
     assert env.runs() == []
+
+
+def test_snapshot_data_gets_a_tagged_volume_in_the_zone_deleted_at_the_end(
+    aws_env: Env, lab: Lab
+) -> None:
+    """The EC2 side of snapshot data: a volume from the snapshot, in the instance's zone, tagged
+    as the run's, attached to its instance, priced, and detached and deleted when the run ends.
+    (The lab's hosts have no block devices: mounting it is tested with a loop device in
+    tests/datasets/test_snapshot_mount.py.)"""
+    env = aws_env
+    source = lab.ec2.create_volume(Size=3, AvailabilityZone="us-east-1a")
+    snapshot_id = lab.ec2.create_snapshot(VolumeId=source["VolumeId"])["SnapshotId"]
+    run_id = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "-d", "--set", f"data=snapshot:{snapshot_id}",
+        check=True,
+    ).stdout.strip()  # fmt: skip
+
+    def data_volume() -> dict[str, Any] | None:
+        found = lab.ec2.describe_volumes(
+            Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]},
+                     {"Name": "tag:spotrun:role", "Values": ["data"]}]
+        )["Volumes"]  # fmt: skip
+        return found[0] if found and found[0]["Attachments"] else None
+
+    volume = wait_for(data_volume, timeout=90, what="the data volume to be attached")
+    (item,) = lab.instances(run_id)
+    assert volume["SnapshotId"] == snapshot_id and volume["Size"] == 3
+    assert volume["AvailabilityZone"] == item["Placement"]["AvailabilityZone"]
+    assert volume["Attachments"][0]["InstanceId"] == item["InstanceId"]
+    tags = {t["Key"]: t["Value"] for t in volume["Tags"]}
+    assert tags["spotrun:owner"] and tags["spotrun:expires"].endswith("Z")
+
+    env.cli("stop", run_id, check=True)
+    gone = lab.ec2.describe_volumes(Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]}])[
+        "Volumes"
+    ]
+    assert [v for v in gone if v["VolumeId"] == volume["VolumeId"]] == []
+    status = _status(env, run_id)
+    assert any(volume["VolumeId"] in e["message"] for e in status["events"])
+    (inst,) = status["instances"]
+    (data,) = [v for v in inst["details"]["volumes"] if v.get("role") == "data"]
+    assert data["id"] == volume["VolumeId"] and data["size_gb"] == 3
+    assert data["created_at"] <= data["deleted_at"]
+    # Priced as EBS storage beside the root volume, for the time it existed.
+    storage = [c for c in status["cost_lines"] if c["kind"] == "storage"]
+    assert len(storage) == 2 and all(c["usd"] > 0 for c in storage), storage
