@@ -17,6 +17,9 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 READ_BYTES = 1 << 20
+# tarfile's stream mode copies what is left of its buffer on every small read (each header):
+# a buffer of 64 KiB measured faster than 1 MiB for ~110 kB files (bench/staging_throughput.py).
+TAR_BUFFER = 1 << 16
 
 
 class Readable(Protocol):
@@ -98,7 +101,7 @@ def extract_shard(
     """Write every member of the tar stream in `reader` under `dest`; names go to `into` as
     they are written (so a failed attempt's files can be found and removed)."""
     try:
-        with tarfile.open(fileobj=reader, mode="r|", bufsize=READ_BYTES) as tar:  # type: ignore[call-overload]
+        with tarfile.open(fileobj=reader, mode="r|", bufsize=TAR_BUFFER) as tar:  # type: ignore[call-overload]
             for member in tar:
                 if member.isdir():
                     continue
@@ -111,14 +114,20 @@ def extract_shard(
                 if source is None:  # pragma: no cover - regular members always have data
                     raise ShardContentError(f"member '{member.name}' has no data")
                 into.names.append(str(rel))
-                with open(target, "wb") as out:
+                # os.open/os.write: no buffered file object per file (ImageNet has 1.3 M)
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
                     left = member.size
                     while left > 0:
                         data = source.read(min(left, READ_BYTES))
                         if not data:
                             raise ShardContentError(f"member '{member.name}' is cut short")
-                        out.write(data)
+                        view = memoryview(data)
+                        while view:
+                            view = view[os.write(fd, view) :]
                         left -= len(data)
+                finally:
+                    os.close(fd)
                 into.files += 1
                 into.content_bytes += member.size
     except (tarfile.TarError, EOFError) as exc:
