@@ -44,9 +44,15 @@ def is_mounted(target: Path, mounts_text: str) -> bool:
     )
 
 
-def mounted_path(spec: SnapshotData) -> Path:
+def mounted_path(
+    spec: SnapshotData,
+    *,
+    mount_root: Path = MOUNT_ROOT,
+    sys_block: Path = Path("/sys/block"),
+    wait_s: float = WAIT_S,
+) -> Path:
     """Mount the run's data volume (once) and return the data set's folder in it."""
-    target = MOUNT_ROOT / spec.snapshot_id
+    target = mount_root / spec.snapshot_id
     mounts = Path("/proc/mounts").read_text()
     if not is_mounted(target, mounts):
         volume_id = os.environ.get(VOLUME_ENV, "")
@@ -55,13 +61,16 @@ def mounted_path(spec: SnapshotData) -> Path:
                 f"data {spec.uri}: no data volume was attached to this machine",
                 hint="snapshot data needs --cloud aws (the controller attaches the volume)",
             )
-        deadline = time.monotonic() + WAIT_S
-        device = device_for(volume_id)
+        deadline = time.monotonic() + wait_s
+        device = device_for(volume_id, sys_block)
         while device is None and time.monotonic() < deadline:
             time.sleep(1.0)
-            device = device_for(volume_id)
+            device = device_for(volume_id, sys_block)
         if device is None:
-            raise DataError(f"volume {volume_id} did not appear as a block device in {WAIT_S} s")
+            raise DataError(
+                f"volume {volume_id} did not appear as a block device in {wait_s:.0f} s",
+                hint="the attachment may have failed: see the run's events",
+            )
         target.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             ["mount", "-o", "ro,noatime", str(device), str(target)],
