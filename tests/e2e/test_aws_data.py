@@ -114,7 +114,6 @@ def test_remote_data_that_cannot_be_staged_is_refused_at_launch(aws_env: Env, la
         f"s3://{lab.bucket}/never-pushed": "nothing is stored under that prefix",
         "s3://no-such-bucket-here/x": "S3 bucket 'no-such-bucket-here' does not exist",
         "s3://Bad_Name/x": "is not an S3 bucket name",
-        "snapshot:snap-0123456789abcdef0": "snapshot snap-0123456789abcdef0 does not exist",
         f"snapshot:{elsewhere}": f"snapshot {elsewhere} is in us-west-2, not in us-east-1",
         "snapshot:snap-xyz": "is not an EBS snapshot id",
     }

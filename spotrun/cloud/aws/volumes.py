@@ -77,13 +77,7 @@ def snapshot_in(clients: AwsClients, region: str, snapshot_id: str) -> Snapshot:
         if found.state == "error":
             raise UsageError(f"snapshot {snapshot_id} is in the error state and cannot be used")
         return found
-    others = [r for r in enabled_regions(clients, region) if r != region]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        hits = [
-            s
-            for s in pool.map(lambda r: _quiet_find(clients, r, snapshot_id), others)
-            if s is not None
-        ]
+    hits = _search_other_regions(clients, region, snapshot_id)
     if hits:
         raise UsageError(
             f"snapshot {snapshot_id} is in {hits[0].region}, not in {region} where the run "
@@ -96,6 +90,36 @@ def snapshot_in(clients: AwsClients, region: str, snapshot_id: str) -> Snapshot:
         "credentials can see)",
         hint="check the id: aws ec2 describe-snapshots --owner-ids self",
     )
+
+
+def _search_other_regions(clients: AwsClients, region: str, snapshot_id: str) -> list[Snapshot]:
+    """The snapshot in another region of the account: the regions of the same geography
+    (us-, eu-...) first, then the rest a batch at a time, stopping once it is found."""
+    geo = region.split("-")[0]
+    partition = _partition(region)
+    others = [
+        r for r in enabled_regions(clients, region) if r != region and _partition(r) == partition
+    ]
+    near = [r for r in others if r.split("-")[0] == geo]
+    far = [r for r in others if r.split("-")[0] != geo]
+    batches = [near] + [far[i : i + 8] for i in range(0, len(far), 8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for batch in batches:
+            found = [
+                s
+                for s in pool.map(lambda r: _quiet_find(clients, r, snapshot_id), batch)
+                if s is not None
+            ]
+            if found:
+                return found
+    return []
+
+
+def _partition(region: str) -> str:
+    """Regions of one partition share credentials; a snapshot is never found across them."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    return "aws-us-gov" if region.startswith("us-gov-") else "aws"
 
 
 def enabled_regions(clients: AwsClients, region: str) -> list[str]:
