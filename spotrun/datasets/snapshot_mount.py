@@ -8,8 +8,10 @@ as /dev/xvdf. The volume's file system is mounted read-only at /mnt/spotrun-data
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,6 +55,17 @@ def mounted_path(
 ) -> Path:
     """Mount the run's data volume (once) and return the data set's folder in it."""
     target = mount_root / spec.snapshot_id
+    # one mount per machine, whichever torchrun rank comes first
+    with open(Path(tempfile.gettempdir()) / f"spotrun-mount-{spec.snapshot_id}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _mount_once(target, sys_block, wait_s, spec)
+    path = target / spec.folder if spec.folder else target
+    if not path.is_dir():
+        raise DataError(f"data {spec.uri}: {spec.folder or '/'} is not a folder on the snapshot")
+    return path
+
+
+def _mount_once(target: Path, sys_block: Path, wait_s: float, spec: SnapshotData) -> None:
     mounts = Path("/proc/mounts").read_text()
     if not is_mounted(target, mounts):
         volume_id = os.environ.get(VOLUME_ENV, "")
@@ -71,9 +84,10 @@ def mounted_path(
                 f"volume {volume_id} did not appear as a block device in {wait_s:.0f} s",
                 hint="the attachment may have failed: see the run's events",
             )
-        target.mkdir(parents=True, exist_ok=True)
+        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]  # images log in as a sudoer
+        subprocess.run([*sudo, "mkdir", "-p", str(target)], capture_output=True)
         done = subprocess.run(
-            ["mount", "-o", "ro,noatime", str(device), str(target)],
+            [*sudo, "mount", "-o", "ro,noatime", str(device), str(target)],
             capture_output=True,
             text=True,
         )
@@ -82,7 +96,3 @@ def mounted_path(
                 f"cannot mount {device} (volume {volume_id}) at {target}: "
                 f"{done.stderr.strip() or done.returncode}"
             )
-    path = target / spec.folder if spec.folder else target
-    if not path.is_dir():
-        raise DataError(f"data {spec.uri}: {spec.folder or '/'} is not a folder on the snapshot")
-    return path

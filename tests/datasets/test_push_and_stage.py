@@ -13,7 +13,7 @@ import pytest
 from spotrun.cloud.aws.datasets import S3Store
 from spotrun.datasets.manifest import read_manifest
 from spotrun.datasets.pack import parse_size, push
-from spotrun.datasets.progress import read_status
+from spotrun.datasets.progress import StagingStatus, read_status
 from spotrun.datasets.spec import parse_s3
 from spotrun.datasets.stager import StageOptions, stage
 from spotrun.errors import DataError, UsageError
@@ -226,3 +226,30 @@ def test_bad_input_is_refused_clearly(tmp_path: Path, s3_bucket: Bucket) -> None
             parse_size(text)
     with pytest.raises(UsageError, match="not an S3 bucket name"):
         parse_s3("s3://Bad_Bucket/x")
+
+
+def test_a_plain_folder_tree_without_a_manifest_is_staged_file_by_file(
+    tmp_path: Path, s3_bucket: Bucket
+) -> None:
+    bucket, s3 = s3_bucket
+    folder = make_image_folder(tmp_path / "pets", per_class=2, per_class_test=1, size=8).root
+    for path in sorted(folder.rglob("*.png")):
+        s3.put_object(
+            Bucket=bucket, Key=f"tree/{path.relative_to(folder).as_posix()}", Body=path.read_bytes()
+        )
+    s3.put_object(Bucket=bucket, Key="tree-old/train/x/y.png", Body=b"a namesake prefix")
+    source = parse_s3(f"s3://{bucket}/tree")
+    lines: list[str] = []
+    result = stage(S3Store(bucket), source, tmp_path / "disk", NO_RESERVE, lines.append)
+    assert result.status.kind == "files" and result.status.items_total == 9
+    assert _folder_bytes(result.dest) == _folder_bytes(folder)
+    assert any("no manifest: file by file" in line for line in lines)
+    again = stage(S3Store(bucket), source, tmp_path / "disk", NO_RESERVE, lines.append)
+    assert again.status.fetched_bytes == 0
+
+
+def test_the_progress_line_says_bytes_rate_and_time_left() -> None:
+    status = StagingStatus("s3://b/imagenet", "/nvme/b/imagenet", state="staging")
+    status.total_bytes, status.done_bytes = 148 * 10**9, 37 * 10**9
+    status.rate_bps, status.eta_s = 1.2e9, 111 * 10**9 / 1.2e9
+    assert status.line() == "staging 37.0 GB / 148.0 GB, 1.2 GB/s, 2 min left"
