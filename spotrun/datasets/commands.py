@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any
 
 from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
 from spotrun.datasets.pack import PushResult, push
-from spotrun.datasets.spec import S3_FORM, S3Data, parse_data, parse_s3
+from spotrun.datasets.spec import S3_FORM, S3Data, parse_s3
 from spotrun.errors import UsageError
 
 
@@ -107,7 +106,3 @@ def check_s3_data(text: str) -> str:
         f"data {source.uri}: nothing is stored under that prefix",
         hint=f"push the data set first: spotrun data push FOLDER {source.uri}",
     )
-
-
-def describe(text: str) -> str:
-    return json.dumps(parse_data(text).uri)

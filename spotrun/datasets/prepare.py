@@ -9,12 +9,10 @@ which the controller turns into the run's events and its staging record.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from spotrun.datasets.progress import STATUS_FILE
 from spotrun.datasets.spec import LocalData, S3Data, SnapshotData, parse_data
-from spotrun.errors import UsageError
 
 RUN_DIR_ENV = "SPOTRUN_RUN_DIR"
 
@@ -57,17 +55,3 @@ def stage_s3(spec: S3Data, home: Path, run_dir: Path | None = None) -> Path:
 
 def _quiet(_line: str) -> None:
     return None
-
-
-def require_remote_supported(text: str, cloud: str) -> None:
-    """A UsageError at launch for remote data on a cloud that cannot reach it."""
-    spec = parse_data(text)
-    if isinstance(spec, SnapshotData) and cloud != "aws":
-        raise UsageError(
-            f"data {spec.uri} is an EBS snapshot: only --cloud aws can attach it",
-            hint="launch with --cloud aws, or copy the data set here and give its path",
-        )
-
-
-if __name__ == "__main__":  # pragma: no cover - manual staging on an instance
-    print(local_data(sys.argv[1], Path.home() / ".spotrun"))
