@@ -77,6 +77,20 @@ def _record_volume(
     record = _instance_record(ledger, run.id, instance.id)
     if record is None:
         return
+    now = time.time()
+    for other in ledger.instances(run.id):  # a volume reused by a replacement instance:
+        if other.id == instance.id:  # its charge moves over, never counted twice
+            continue
+        listed = other.details.get("volumes") or []
+        if any(v.get("id") == volume_id and v.get("deleted_at") is None for v in listed):
+            moved = [
+                {**v, "deleted_at": now}
+                if v.get("id") == volume_id and v.get("deleted_at") is None
+                else v
+                for v in listed
+            ]
+            _save_details(ledger, other, {**other.details, "volumes": moved})
+            created_at = now
     listed = list(record.details.get("volumes") or [_root_volume(run, ledger.settings)])
     if any(v.get("id") == volume_id for v in listed):
         return
