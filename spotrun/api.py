@@ -99,6 +99,7 @@ def prepare_launch(
         raise UsageError(describe_validation_error(exc)) from exc
     if merged.nodes > 1 and not recipe.multi_node:
         raise UsageError(f"recipe {recipe.name} runs on one node only; drop --nodes")
+    check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
     if spec.max_cost_usd is not None:
@@ -271,7 +272,20 @@ def run_summary(ledger: Ledger, run: RunRecord) -> dict[str, Any]:
         "metrics": run.last_metrics,
         "message": run.message,
         "sweep_id": run.sweep_id,
+        "staging": _staging(run),
     }
+
+
+def _staging(run: RunRecord) -> dict[str, Any] | None:
+    """Time and bytes the run spent staging remote data (s3://, snapshot:), None if none."""
+    found = _staging_summary(run)
+    return None if found is None else found.to_dict()
+
+
+def _staging_summary(run: RunRecord) -> Any:
+    from spotrun.datasets.record import summary
+
+    return summary(run.run_dir)
 
 
 def run_cost(ledger: Ledger, run: RunRecord, now: float | None = None) -> Fraction | None:
@@ -507,12 +521,14 @@ def _priced_run(ledger: Ledger, run: RunRecord, book: PriceBook, now: float) -> 
     if run.is_terminal:
         _store_if_changed(ledger, bill)
     target = _target_of(run)
+    staged = _staging_summary(run)
     return reports.PricedRun(
         run,
         bill,
         transitions=ledger.transitions(run.id),
         metrics=read_all(run.run_dir / "metrics.jsonl") if target else [],
         target=target,
+        staging_spans=staged.spans if staged else (),
     )
 
 
@@ -550,3 +566,54 @@ def write_cost_plot(report: CostReport, path: Path) -> None:
 def recipes() -> list[Recipe]:
     # listing and showing recipes must work on a machine without their data
     return [get_recipe(name, data_here=False) for name in recipe_names()]
+
+
+# ---------------------------------------------------------------------- data
+def check_remote_data(
+    data: str, cloud: CloudName, settings: Settings, region: str | None = None
+) -> None:
+    """Refuse, before anything exists, remote data (s3://, snapshot:) that cannot be staged."""
+    from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data
+
+    if not is_remote(data):
+        return
+    spec = parse_data(data)
+    if isinstance(spec, S3Data):
+        from spotrun.datasets.commands import check_s3_data
+
+        check_s3_data(data)
+    elif isinstance(spec, SnapshotData):
+        if cloud != "aws":
+            raise UsageError(
+                f"data {spec.uri} is an EBS snapshot: only --cloud aws can attach it",
+                hint="launch with --cloud aws, or copy the data set here and give its path",
+            )
+        from spotrun.cloud.aws.volumes import check_snapshot
+
+        check_snapshot(spec.snapshot_id, region or settings.aws.region, settings.aws)
+
+
+def data_push(
+    folder: Path, dest: str, *, shard_size: str = "256MB", parallel: int = 8, log: Any = print
+) -> Any:
+    """Pack an ImageFolder into tar shards plus a manifest under an s3:// prefix."""
+    from spotrun.datasets.commands import push_folder
+    from spotrun.datasets.pack import parse_size
+
+    size = parse_size(shard_size)
+    if parallel < 1:
+        raise UsageError(f"--parallel must be at least 1, got {parallel}")
+    return push_folder(folder, dest, shard_size=size, parallel=parallel, log=log)
+
+
+def data_list(where: str | None, settings: Settings) -> list[dict[str, Any]]:
+    """The data sets pushed at or under `where` (default: the configured aws.bucket)."""
+    from spotrun.datasets.commands import list_sets
+
+    if where is None:
+        if not settings.aws.bucket:
+            raise UsageError(
+                "which bucket? give s3://BUCKET[/PREFIX]", hint="or set aws.bucket in config.toml"
+            )
+        where = f"s3://{settings.aws.bucket}"
+    return [row.to_dict() for row in list_sets(where)]

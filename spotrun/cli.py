@@ -38,6 +38,12 @@ app = typer.Typer(
 recipes_app = typer.Typer(help="List recipes, or show one in full.", rich_markup_mode=None)
 app.add_typer(recipes_app, name="recipes")
 app.add_typer(sweep_app, name="sweep")  # spotrun/sweep/cli.py
+data_app = typer.Typer(
+    help="Data sets in S3: push a folder as tar shards, list what was pushed.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(data_app, name="data")
 
 # Wide when piped, so tables and log lines are not folded at 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -431,6 +437,8 @@ def status(
     out.print(f"duration  {_fmt_duration(r.duration_s())}   cost {shown}")
     if r.last_metrics:
         out.print(f"metrics   {_fmt_metrics(r.last_metrics)}")
+    if summary.get("staging"):
+        out.print(f"staging   {summary['staging']['line']}")
     out.print(f"run dir   {r.run_dir}")
     out.print("history:")
     for t in st.transitions:
@@ -619,6 +627,12 @@ def _print_cost_table(report: api.CostReport, records: list[dict[str, Any]]) -> 
         table.add_row(*cells)
     out.print(table)
     out.print("amounts in USD, rounded to the cent only here (totals are summed exactly)")
+    for rec in records:
+        if rec.get("staging_s") is not None:
+            out.print(
+                f"staging {rec['run']}: {rec['staging_s']:.1f} s of instance time while its data "
+                f"was staged, {_money(rec['staging_usd'])} of its cost"
+            )
     if any(row.live for row in report.rows):
         out.print("* still running: priced up to now")
     for method in report.methods:
@@ -690,6 +704,55 @@ def methods(as_json: bool = typer.Option(False, "--json")) -> None:
                 f"[{option['type']}]{about}",
                 markup=False,
             )
+
+
+# ---------------------------------------------------------------------- data
+@data_app.command("push")
+def data_push(
+    folder: Path = typer.Argument(..., help="an ImageFolder: train/ and val/ (or test/)"),
+    dest: str = typer.Argument(..., help="s3://BUCKET/PREFIX"),
+    shard_size: str = typer.Option("256MB", "--shard-size", help="bytes per tar shard"),
+    parallel: int = typer.Option(8, "--parallel", help="shards packed and uploaded at once"),
+) -> None:
+    """Pack FOLDER into tar shards and a manifest, and upload them in parallel."""
+    result = api.data_push(
+        folder, dest, shard_size=shard_size, parallel=parallel, log=lambda line: out.print(line)
+    )
+    out.print(f"use it with: --set data={dest.rstrip('/')}  ({result.manifest.digest})")
+
+
+@data_app.command("ls")
+def data_ls(
+    where: str | None = typer.Argument(None, help="s3://BUCKET[/PREFIX]; default aws.bucket"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List the data sets pushed at or under an S3 prefix."""
+    rows = api.data_list(where, load_settings())
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        out.print("no data sets there (push one: spotrun data push FOLDER s3://BUCKET/NAME)")
+        return
+    table = Table(box=None)
+    for column in ("data set", "name", "shards", "files", "size", "pushed"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["uri"],
+            row["name"],
+            str(row["shards"]),
+            f"{row['files']:,}",
+            f"{row['bytes'] / 1e9:.2f} GB",
+            _iso_minute(row["created_at"]),
+        )
+    out.print(table)
+
+
+def _iso_minute(ts: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 # --------------------------------------------------------------------- train

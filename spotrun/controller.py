@@ -19,6 +19,8 @@ from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.billing import bill_run
 from spotrun.budget import Action
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
+from spotrun.datasets.attach import attach_snapshot_data, mark_data_volumes_deleted
+from spotrun.datasets.record import StagingWatch
 from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
 from spotrun.ledger import InstanceRecord, Ledger, RunRecord
@@ -90,6 +92,7 @@ class RunController:
         self._budget_note: str | None = None
         self._budget_stop_at: int | None = None
         self._budget_said = False
+        self.staging = StagingWatch(run.run_dir)  # remote data sets: staging.json -> events
 
     # ------------------------------------------------------------------ drive
     def drive(self) -> RunRecord:
@@ -190,6 +193,7 @@ class RunController:
         job_env = getattr(self.provider, "job_env", None)  # a packed sweep trial: its GPUs
         if job_env is not None:
             env.update(job_env(head))
+        env.update(attach_snapshot_data(self.provider, self.ledger, run, head))  # snapshot: data
         started = self._driver(head).start(argv, env, wrap)
         self.ledger.add_event(
             run.id,
@@ -245,6 +249,8 @@ class RunController:
             status = driver.status()
             self._sync(run, live[0], final=False)
             self._pull_metrics(run)
+            for line in self.staging.poll():
+                self.ledger.add_event(run.id, "staging", line)
             if time.monotonic() - self._cost_recorded_at >= COST_REFRESH_S:
                 self.record_cost(run)
             over_budget = self._check_budget(run)
@@ -326,6 +332,8 @@ class RunController:
         self._final_sync(run)
         self.ledger.add_event(run.id, "sync", "results synced")
         self._pull_metrics(run)
+        for line in self.staging.poll():
+            self.ledger.add_event(run.id, "staging", line)
         self._teardown(run, "job finished")
         code = self._exit_code(run)
         if code == 0:
@@ -407,6 +415,7 @@ class RunController:
     def _teardown(self, run: RunRecord, reason: str) -> None:
         """Terminate every instance of the run, record their ends and the run's cost."""
         ended = self.provider.terminate(run.id)
+        mark_data_volumes_deleted(self.ledger, run)  # the provider deleted them with the run
         ended_ids = {i.id for i in ended}
         now = time.time()
         for inst in self.provider.describe(run.id):

@@ -60,5 +60,9 @@ class RemoteError(SpotrunError):
     """An instance could not be reached or a command on it failed."""
 
 
+class DataError(SpotrunError):
+    """A data set is damaged, incomplete, or does not fit where it must be staged."""
+
+
 class TrainingError(SpotrunError):
     """The trainer cannot continue: a bad method combination, an incompatible checkpoint."""

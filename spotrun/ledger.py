@@ -589,7 +589,9 @@ class Ledger:
                 "launched_at = COALESCE(excluded.launched_at, launched_at), "
                 "terminated_at = COALESCE(excluded.terminated_at, terminated_at), "
                 "end_reason = COALESCE(excluded.end_reason, end_reason), "
-                "details_json = excluded.details_json",
+                # an upsert without details keeps those recorded (e.g. data volumes)
+                "details_json = CASE WHEN excluded.details_json = '{}' THEN details_json "
+                "ELSE excluded.details_json END",
                 (
                     inst.id,
                     inst.run_id,

@@ -80,6 +80,7 @@ class Row:
     target_wanted: Target | None = None
     error: str | None = None
     methods: tuple[str, ...] = ()
+    staging: StagingCost | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,25 @@ class PricedRun:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     target: Target | None = None
     error: str | None = None
+    # (start, end) of each staging of remote data onto its instances (spotrun.datasets.record)
+    staging_spans: tuple[tuple[float, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class StagingCost:
+    seconds: float
+    usd: Fraction  # what the run's instances cost while they staged data
+
+
+def staging_cost(p: PricedRun) -> StagingCost | None:
+    """The run's bill over the spans it spent staging data (None: it staged nothing)."""
+    if not p.staging_spans or p.bill is None:
+        return None
+    usd = Fraction(0)
+    for start, end in p.staging_spans:
+        lo, hi = int(start), int(end) + (0 if end == int(end) else 1)
+        usd += sum((b.total_until(hi) - b.total_until(lo) for b in p.bill.bills), Fraction(0))
+    return StagingCost(sum(end - start for start, end in p.staging_spans), usd)
 
 
 # ------------------------------------------------------------------ pieces
@@ -178,6 +198,7 @@ def by_run(priced: list[PricedRun], now: float) -> list[Row]:
                 target=reach_target(p, now),
                 target_wanted=p.target,
                 methods=tuple(p.bill.methods),
+                staging=staging_cost(p),
             )
         )
     return rows
@@ -257,6 +278,11 @@ def to_record(row: Row, by: GroupBy) -> dict[str, Any]:
             time_to_target_s=None if reach is None else round(reach.wall_s, 1),
             train_s_to_target=None if reach is None else reach.train_s,
             cost_to_target_usd=None if reach is None else _num(cents(reach.usd)),
+        )
+        staged = row.staging
+        record.update(
+            staging_s=None if staged is None else round(staged.seconds, 1),
+            staging_usd=None if staged is None else _num(cents(staged.usd)),
         )
         record.update(method=list(row.methods), error=row.error)
     return record

@@ -6,6 +6,7 @@ import difflib
 from collections.abc import Callable
 
 from spotrun.config import load_settings
+from spotrun.datasets.spec import is_remote, parse_data
 from spotrun.errors import NotFoundError
 from spotrun.recipes.base import Recipe, Target
 from spotrun.recipes.cifar import cifar10_baseline, cifar10_fast
@@ -58,7 +59,9 @@ def check_recipe(recipe: Recipe, *, data_here: bool = True) -> None:
     data_here) that its data exists and is laid out as expected, from folder listings alone."""
     check_model_name(recipe.model)
     validate_methods(recipe.methods)
-    if data_here and recipe.data != "digits":
+    if is_remote(recipe.data):  # s3:// or snapshot:, checked at launch, staged by the job
+        parse_data(recipe.data)
+    elif data_here and recipe.data != "digits":
         check_data(recipe.data, load_settings().data_path)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spotrun.cloud.aws import instances as ec2i
-from spotrun.cloud.aws import network, store, uploader
+from spotrun.cloud.aws import network, store, uploader, volumes
 from spotrun.cloud.aws.context import LaunchContext
 from spotrun.cloud.aws.dryrun import dry_run
 from spotrun.cloud.aws.errors import aws_call
@@ -375,12 +375,31 @@ class AwsProvider:
                 runner = self._runners.pop(instance_id, None)
                 if runner is not None:
                     runner.close()
+        gone = volumes.delete_run_volumes(self.clients, region, run_id, self.aws.ssh_timeout_s)
+        if gone:
+            log.info("run %s: deleted data volumes %s", run_id, ", ".join(gone))
         left = network.delete_run_network(self.clients, region, run_id)
         if left:
             log.warning(
                 "run %s: security groups %s still in use; `spotrun gc` removes them", run_id, left
             )
         return ec2i.describe_ids(self.clients, region, ids)
+
+    # --------------------------------------------------------- data volumes
+    def attach_snapshot(self, instance: Instance, snapshot_id: str) -> volumes.DataVolume:
+        """A volume made from the snapshot in the instance's zone, tagged as the run's, attached
+        to it (the same one again when called again); deleted by `terminate`."""
+        region = instance.region or self.run_region(instance.run_id)
+        snapshot = volumes.snapshot_in(self.clients, region, snapshot_id)
+        tags = network.run_tags(
+            instance.run_id,
+            self.settings.owner,
+            network.expiry(None, self.aws.expires_after_hours),
+        )
+        made = volumes.ensure_volume(
+            self.clients, region, instance.zone or "", snapshot, tags, instance.run_id
+        )
+        return volumes.attach(self.clients, region, made, instance.id, self.aws.ssh_timeout_s)
 
     # ------------------------------------------------------------- prices
     @property

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spotrun.config import load_settings
+from spotrun.datasets.prepare import local_data
+from spotrun.datasets.spec import is_remote
 from spotrun.train.data import BatchSource
 from spotrun.train.data.memory import TensorBatches
 from spotrun.train.data.source import resolve_data
@@ -49,7 +51,10 @@ def load_data(
     from spotrun.train.data.images import cifar_data, image_folder_data
 
     settings = load_settings()
-    location = resolve_data(recipe.data, settings.data_path)
+    data = recipe.data
+    if is_remote(data):  # s3:// or snapshot:: staged onto this machine first
+        data = local_data(data, settings.home)
+    location = resolve_data(data, settings.data_path)
     where = Placement(rank, world_size, torch.device(device or "cpu"))
     if location.kind == "cifar-batches":
         assert location.path is not None

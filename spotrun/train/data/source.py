@@ -247,7 +247,8 @@ def pin_data_paths(overrides: list[str]) -> list[str]:
     for item in overrides:
         key, sep, value = item.partition("=")
         spec = value.strip()
-        if key.strip() == "data" and sep and _looks_like_path(spec):
+        remote = spec.startswith(("s3://", "snapshot:"))  # staged on the instance, not here
+        if key.strip() == "data" and sep and not remote and _looks_like_path(spec):
             path = Path(spec).expanduser()
             if not path.is_absolute():
                 item = f"data={path.resolve()}"

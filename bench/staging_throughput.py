@@ -1,0 +1,204 @@
+"""Staging a sharded data set from S3: spotrun's stager against `aws s3 cp --recursive`.
+
+    pip install awscli   # the AWS CLI v1, into the same venv
+    PYTHONPATH=. python bench/staging_throughput.py [--gb 2] [--repeats 3]
+
+A moto S3 server (in a process of its own) on loopback holds a data set pushed with spotrun's
+own `data push`: a synthetic ImageFolder of ~110 kB files (ImageNet's average size) packed
+into 256 MB tar shards. Each round, side by side, into fresh folders on the same disk:
+
+- spotrun: `stage` (parallel GETs, the sha256 of every shard checked against the manifest,
+  each shard extracted into place as it streams: the ImageFolder is ready when it returns);
+- aws-cli: `aws s3 cp --recursive` of the same shards with its default settings (10 requests
+  at once; objects over 8 MB fetched as 8 MB ranged GETs). Only the .tar files land: nothing
+  is checked or extracted;
+- aws-cli whole: the same with `multipart_threshold = 4GB`, so it makes one GET per shard;
+- "+ tar": each CLI copy followed by `tar xf` of every shard, which a user needs before
+  training can start.
+
+Medians over the rounds, and the ratios. About moto: it answers a ranged GET by reading the
+whole object under a per-object lock, so ranged GETs cost there what they save on S3. The
+stager therefore runs with whole-object GETs here (--min-part-mb 1024), and "aws-cli whole"
+is the CLI without that penalty: the fair baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from botocore.exceptions import EndpointConnectionError  # noqa: E402
+
+from spotrun.cloud.aws.datasets import S3Store  # noqa: E402
+from spotrun.datasets.pack import push  # noqa: E402
+from spotrun.datasets.spec import parse_s3  # noqa: E402
+from spotrun.datasets.stager import StageOptions, stage  # noqa: E402
+from tests.lab.lab import FAKE_CREDENTIALS, REGION, free_port  # noqa: E402
+
+FILE_BYTES = 110_000
+CLASSES = 100
+
+
+def make_folder(root: Path, total_bytes: int) -> int:
+    """A synthetic ImageFolder of random-byte '.jpg' files (the stager never decodes them)."""
+    files = total_bytes // FILE_BYTES
+    per_class = max(1, files // CLASSES)
+    for split, count in (("train", per_class), ("val", max(1, per_class // 50))):
+        for c in range(CLASSES):
+            folder = root / split / f"n{c:08d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(count):
+                (folder / f"{i:06d}.jpg").write_bytes(os.urandom(FILE_BYTES))
+    return sum(1 for _ in root.rglob("*.jpg"))
+
+
+def aws_cli() -> str:
+    found = Path(sys.executable).parent / "aws"
+    if found.exists():
+        return str(found)
+    which = shutil.which("aws")
+    if which is None:
+        sys.exit("the AWS CLI is not installed: pip install awscli")
+    return which
+
+
+def timed(fn: Callable[..., None], *args: Any) -> float:
+    os.sync()  # the previous side's dirty pages are written back outside of this one's time
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def cli_copy(cli: str, source: str, into: Path, env: dict[str, str]) -> None:
+    subprocess.run(
+        [cli, "s3", "cp", "--recursive", "--quiet", source, str(into)], env=env, check=True
+    )
+
+
+def untar(copy: Path, out: Path) -> None:
+    out.mkdir()
+    for shard in sorted(copy.glob("*.tar")):
+        subprocess.run(["tar", "xf", str(shard), "-C", str(out)], check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gb", type=float, default=2.0, help="size of the data set")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--streams", type=int, default=16, help="the stager's GETs in flight")
+    parser.add_argument("--min-part-mb", type=int, default=1024)
+    parser.add_argument("--work", type=Path, default=None, help="folder for the copies")
+    parser.add_argument(
+        "--default-cli-rounds",
+        type=int,
+        default=1,
+        help="rounds that also run the CLI with its default ranged GETs (slow on moto)",
+    )
+    args = parser.parse_args()
+
+    # moto in a process of its own: in this one it would share the stager's interpreter lock.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    moto = subprocess.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": url,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        **FAKE_CREDENTIALS,
+    }
+    os.environ.update(env)
+    work = Path(tempfile.mkdtemp(prefix="sr-stage-bench-", dir=args.work))
+    try:
+        bucket = "staging-bench"
+        store = S3Store(bucket)
+        for _ in range(100):  # the server takes a moment to listen
+            try:
+                store.client.create_bucket(Bucket=bucket)
+                break
+            except EndpointConnectionError:  # refused until it listens
+                time.sleep(0.1)
+        source = parse_s3(f"s3://{bucket}/imagenet-like")
+        folder = work / "imagenet-like"
+        files = make_folder(folder, int(args.gb * 1e9))
+        pushed = push(
+            S3Store(bucket), folder, source, shard_size=256 * 10**6, parallel=2, log=lambda _: None
+        )
+        shutil.rmtree(folder)
+        size = pushed.manifest.size
+        print(
+            f"data set: {files:,} files, {len(pushed.manifest.shards)} shards, {size / 1e9:.2f} GB "
+            f"(pushed in {pushed.seconds:.1f} s); moto S3 on {url}"
+        )
+        cli = aws_cli()
+        options = StageOptions(
+            streams=args.streams,
+            min_part_bytes=args.min_part_mb << 20,
+            reserve_bytes=0,
+            log_every_s=3600,
+        )
+        whole_config = work / "aws-config"
+        whole_config.write_text("[default]\ns3 =\n  multipart_threshold = 4GB\n")
+        names = ["spotrun", "aws-cli", "aws-cli + tar", "aws-cli whole", "aws-cli whole + tar"]
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for round_ in range(args.repeats):
+            dest = work / f"r{round_}"
+
+            def ours(dest: Path = dest) -> None:
+                stage(
+                    S3Store(bucket, connections=args.streams),
+                    source,
+                    dest / "ours",
+                    options,
+                    log=lambda _: None,
+                )
+
+            src = f"s3://{bucket}/imagenet-like/"
+            whole_env = {**env, "AWS_CONFIG_FILE": str(whole_config)}
+            t_ours = 0.0
+            if round_ % 2 == 0:  # the order alternates, so neither side always goes first
+                t_ours = timed(ours)
+            with_default = round_ < args.default_cli_rounds
+            t_cli = timed(cli_copy, cli, src, dest / "cli", env) if with_default else 0.0
+            t_tar = timed(untar, dest / "cli", dest / "cli-x") if with_default else 0.0
+            t_whole = timed(cli_copy, cli, src, dest / "whole", whole_env)
+            t_whole_tar = timed(untar, dest / "whole", dest / "whole-x")
+            if round_ % 2 == 1:
+                t_ours = timed(ours)
+            got = [t_ours, t_cli, t_cli + t_tar, t_whole, t_whole + t_whole_tar]
+            measured = [(n, t) for n, t in zip(names, got) if t > 0]
+            for name, seconds in measured:
+                times[name].append(seconds)
+            print(f"round {round_ + 1}: " + ", ".join(f"{n} {t:.1f} s" for n, t in measured))
+            shutil.rmtree(dest)
+        print(f"\nmedians, {size / 1e9:.2f} GB of shards (rounds measured in brackets):")
+        med = {k: statistics.median(v) for k, v in times.items() if v}
+        for name, seconds in med.items():
+            rate = size / seconds / 1e6
+            print(f"  {name:<20} {seconds:6.1f} s  {rate:5.0f} MB/s  [{len(times[name])}]")
+        for name in [n for n in names[1:] if n in med]:
+            print(f"  speed-up of spotrun over {name + ':':<21} {med[name] / med['spotrun']:.2f}x")
+    finally:
+        moto.terminate()
+        moto.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""The controller's side of snapshot data: a volume for the job, and its cost in the ledger.
+
+Before the job starts, a run whose data is `snapshot:snap-...` gets a volume made from the
+snapshot in its instance's zone and attached to it (the provider does the EC2 calls; only AWS
+can). The job finds it by the id in SPOTRUN_DATA_VOLUME and mounts it read-only
+(spotrun.datasets.snapshot_mount). The volume is listed in the instance's ledger record
+(`details["volumes"]`, with when it was made and deleted), which is how the cost engine prices
+EBS storage; the provider deletes it with the run's other resources.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from spotrun.cloud.base import Instance, Provider
+from spotrun.config import Settings
+from spotrun.datasets.snapshot_mount import VOLUME_ENV
+from spotrun.datasets.spec import SnapshotData, is_remote, parse_data
+from spotrun.errors import SpotrunError, UsageError
+from spotrun.ledger import InstanceRecord, Ledger, RunRecord
+
+DATA_ROLE = "data"
+
+
+def run_data(run: RunRecord) -> str | None:
+    """The run's `data` value when it names remote data (s3://, snapshot:), else None."""
+    from spotrun.recipes import get_recipe
+
+    if run.spec.job is not None:  # your own command: its label is no recipe
+        return None
+    try:
+        recipe = get_recipe(run.spec.recipe, run.spec.overrides, data_here=False)
+    except SpotrunError:
+        return None  # the launch checked it; a recipe changed since is the job's to report
+    return recipe.data if is_remote(recipe.data) else None
+
+
+def attach_snapshot_data(
+    provider: Provider, ledger: Ledger, run: RunRecord, instance: Instance
+) -> dict[str, str]:
+    """Attach the run's snapshot data to `instance`; the job's environment for it ({} if the
+    run has no snapshot data)."""
+    data = run_data(run)
+    if data is None:
+        return {}
+    spec = parse_data(data)
+    if not isinstance(spec, SnapshotData):
+        return {}
+    attach = getattr(provider, "attach_snapshot", None)
+    if attach is None:
+        raise UsageError(
+            f"data {spec.uri} is an EBS snapshot: the {provider.name} cloud cannot attach it",
+            hint="launch with --cloud aws",
+        )
+    volume = attach(instance, spec.snapshot_id)
+    _record_volume(ledger, run, instance, volume.id, volume.size_gb, volume.created_at)
+    ledger.add_event(
+        run.id,
+        "data",
+        f"volume {volume.id} ({volume.size_gb} GB) made from {spec.snapshot_id} in "
+        f"{volume.zone}, attached to {instance.id}",
+    )
+    return {VOLUME_ENV: volume.id}
+
+
+def _root_volume(run: RunRecord, settings: Settings) -> dict[str, Any]:
+    return {"size_gb": run.spec.resources.disk_gb or settings.aws.root_volume_gb, "type": "gp3"}
+
+
+def _record_volume(
+    ledger: Ledger,
+    run: RunRecord,
+    instance: Instance,
+    volume_id: str,
+    size_gb: int,
+    created_at: float,
+) -> None:
+    record = _instance_record(ledger, run.id, instance.id)
+    if record is None:
+        return
+    now = time.time()
+    for other in ledger.instances(run.id):  # a volume reused by a replacement instance:
+        if other.id == instance.id:  # its charge moves over, never counted twice
+            continue
+        listed = other.details.get("volumes") or []
+        if any(v.get("id") == volume_id and v.get("deleted_at") is None for v in listed):
+            moved = [
+                {**v, "deleted_at": now}
+                if v.get("id") == volume_id and v.get("deleted_at") is None
+                else v
+                for v in listed
+            ]
+            _save_details(ledger, other, {**other.details, "volumes": moved})
+            created_at = now
+    listed = list(record.details.get("volumes") or [_root_volume(run, ledger.settings)])
+    if any(v.get("id") == volume_id for v in listed):
+        return
+    listed.append(
+        {
+            "id": volume_id,
+            "role": DATA_ROLE,
+            "size_gb": size_gb,
+            "type": "gp3",
+            "created_at": created_at,
+        }
+    )
+    _save_details(ledger, record, {**record.details, "volumes": listed})
+
+
+def mark_data_volumes_deleted(ledger: Ledger, run: RunRecord, at: float | None = None) -> None:
+    """After teardown: the run's data volumes are gone; their storage is billed up to now."""
+    at = at if at is not None else time.time()
+    for record in ledger.instances(run.id):
+        listed = record.details.get("volumes") or []
+        if not any(v.get("role") == DATA_ROLE and v.get("deleted_at") is None for v in listed):
+            continue
+        updated = [
+            {**v, "deleted_at": at}
+            if v.get("role") == DATA_ROLE and v.get("deleted_at") is None
+            else v
+            for v in listed
+        ]
+        _save_details(ledger, record, {**record.details, "volumes": updated})
+
+
+def _instance_record(ledger: Ledger, run_id: str, instance_id: str) -> InstanceRecord | None:
+    return next((r for r in ledger.instances(run_id) if r.id == instance_id), None)
+
+
+def _save_details(ledger: Ledger, record: InstanceRecord, details: dict[str, Any]) -> None:
+    from dataclasses import replace
+
+    ledger.upsert_instance(replace(record, details=details))

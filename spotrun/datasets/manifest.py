@@ -1,0 +1,117 @@
+"""The manifest of a sharded data set: which tar shards make it, how big, their checksums.
+
+A data set pushed with `spotrun data push` is PREFIX/manifest.json plus PREFIX/<shard>.tar.
+Each shard is a plain tar of regular files named `split/class/file` (an ImageFolder's own
+paths), so extracting every shard into one folder rebuilds the ImageFolder. The manifest is
+written last: a prefix with shards and no manifest is an upload that did not finish.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from spotrun.config import describe_validation_error
+from spotrun.errors import UsageError
+
+MANIFEST_NAME = "manifest.json"
+FORMAT: Literal["spotrun-shards/1"] = "spotrun-shards/1"
+# What a file costs on disk beyond its bytes, at most: the rest of its last 4 KiB block.
+BLOCK_BYTES = 4096
+_SHARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.tar$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Shard(_Strict):
+    name: str = Field(description="file name of the shard under the prefix, e.g. train-00000.tar")
+    split: str = Field(description="train, val or test: every member is under this folder")
+    size: int = Field(ge=0, description="bytes of the tar file")
+    sha256: str = Field(description="of the tar file's bytes, lowercase hex")
+    files: int = Field(ge=0, description="regular files in it")
+    content_bytes: int = Field(ge=0, description="bytes of those files")
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not _SHARD_NAME.match(value):
+            raise ValueError(f"'{value}' is not a plain shard file name (NAME.tar)")
+        return value
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, value: str) -> str:
+        if not _SHA256.match(value):
+            raise ValueError("sha256 must be 64 lowercase hex digits")
+        return value
+
+    @property
+    def disk_bytes(self) -> int:
+        return self.content_bytes + self.files * BLOCK_BYTES
+
+
+class Manifest(_Strict):
+    format: Literal["spotrun-shards/1"] = FORMAT
+    layout: Literal["image-folder"] = "image-folder"
+    name: str = Field(description="the folder it was packed from")
+    created_at: float
+    classes: list[str] = Field(description="the training split's class folders, in label order")
+    eval_split: str = Field(description="val or test")
+    shards: list[Shard]
+
+    @field_validator("shards")
+    @classmethod
+    def _unique(cls, value: list[Shard]) -> list[Shard]:
+        names = [s.name for s in value]
+        if len(set(names)) != len(names):
+            raise ValueError("shard names repeat")
+        return value
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.shards)
+
+    @property
+    def files(self) -> int:
+        return sum(s.files for s in self.shards)
+
+    @property
+    def disk_bytes(self) -> int:
+        """Space the extracted data set takes at most (file bytes plus a block each)."""
+        return sum(s.disk_bytes for s in self.shards)
+
+    def split_files(self, split: str) -> int:
+        return sum(s.files for s in self.shards if s.split == split)
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True) + "\n"
+
+    @property
+    def digest(self) -> str:
+        """Names this version of the data set: a re-push with other content has another."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+
+def read_manifest(text: str | bytes, where: str) -> Manifest:
+    """The manifest in `text`; a UsageError naming `where` if it is not one."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{where} is not JSON ({exc})", hint="push the data set again") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise UsageError(
+            f"{where} is not a spotrun shard manifest (format {found!r}, expected {FORMAT!r})",
+            hint="push the data set with `spotrun data push`",
+        )
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"{where}: {describe_validation_error(exc)}") from exc

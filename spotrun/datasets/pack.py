@@ -1,0 +1,233 @@
+"""`spotrun data push`: an ImageFolder packed into tar shards, uploaded in parallel, manifest last.
+
+Each shard holds the files of one split (train/, val/ or test/) under their own relative paths,
+so extracting every shard into one folder gives the ImageFolder back. Tar headers are
+normalised (mtime 0, root-owned, mode 0644) so the same folder always packs to the same bytes.
+Shards are packed and uploaded by `parallel` workers; each shard's temporary file is removed
+once it is uploaded, so the local disk holds at most `parallel` shards at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from spotrun.datasets.manifest import MANIFEST_NAME, Manifest, Shard
+from spotrun.datasets.objects import ObjectStore
+from spotrun.datasets.progress import fmt_bytes, fmt_rate
+from spotrun.datasets.spec import S3Data
+from spotrun.errors import UsageError
+from spotrun.train.data.source import (
+    EVAL_SPLITS,
+    IMAGE_FOLDER_LAYOUT,
+    TRAIN_SPLIT,
+    class_names,
+    is_image_name,
+)
+
+TAR_BLOCK = 512
+UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+}
+
+
+def parse_size(text: str) -> int:
+    """'256MB' -> 256_000_000; a UsageError for anything else than NUMBER[unit]."""
+    cleaned = text.strip().upper().replace(" ", "")
+    digits = cleaned.rstrip("KMGIB")
+    unit = cleaned[len(digits) :]
+    try:
+        value = float(digits)
+    except ValueError:
+        value = -1.0
+    if unit not in UNITS or value <= 0:
+        raise UsageError(
+            f"'{text}' is not a size", hint="write it like 256MB, 1GB or 64MiB (at least 1MB)"
+        )
+    size = int(value * UNITS[unit])
+    if size < 10**6:
+        raise UsageError(f"shard size {text} is below 1MB", hint="use 64MB to 1GB")
+    return size
+
+
+@dataclass(frozen=True)
+class Member:
+    rel: str  # split/class/file
+    path: Path
+    size: int
+
+    @property
+    def tar_bytes(self) -> int:
+        """Its header plus its data padded to whole blocks (long names may add a pax header)."""
+        return TAR_BLOCK + -(-self.size // TAR_BLOCK) * TAR_BLOCK
+
+
+@dataclass(frozen=True)
+class PlannedShard:
+    name: str
+    split: str
+    members: tuple[Member, ...]
+
+
+def _split_members(root: Path, split: str) -> list[Member]:
+    members = []
+    for name in class_names(root / split):
+        with os.scandir(root / split / name) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_file(follow_symlinks=True) and is_image_name(entry.name):
+                    members.append(
+                        Member(
+                            f"{split}/{name}/{entry.name}", Path(entry.path), entry.stat().st_size
+                        )
+                    )
+    if not members:
+        raise UsageError(f"{root / split} holds no images", hint=f"expected {IMAGE_FOLDER_LAYOUT}")
+    return members
+
+
+def plan_shards(root: Path, shard_size: int) -> tuple[list[str], str, list[PlannedShard]]:
+    """(train classes, evaluation split, shards) for the ImageFolder at `root`."""
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a folder", hint=f"expected {IMAGE_FOLDER_LAYOUT}")
+    if not (root / TRAIN_SPLIT).is_dir():
+        raise UsageError(f"{root} has no train/ folder", hint=f"expected {IMAGE_FOLDER_LAYOUT}")
+    splits = [TRAIN_SPLIT] + [s for s in EVAL_SPLITS if (root / s).is_dir()]
+    if len(splits) == 1:
+        raise UsageError(
+            f"{root} has train/ but neither val/ nor test/", hint=f"expected {IMAGE_FOLDER_LAYOUT}"
+        )
+    shards: list[PlannedShard] = []
+    for split in splits:
+        current: list[Member] = []
+        filled = 0
+        count = 0
+        for member in _split_members(root, split):
+            if current and filled + member.tar_bytes > shard_size:
+                shards.append(PlannedShard(f"{split}-{count:05d}.tar", split, tuple(current)))
+                current, filled, count = [], 0, count + 1
+            current.append(member)
+            filled += member.tar_bytes
+        shards.append(PlannedShard(f"{split}-{count:05d}.tar", split, tuple(current)))
+    return class_names(root / TRAIN_SPLIT), splits[1], shards
+
+
+class _HashingFile:
+    """A write-only file that hashes what passes through it."""
+
+    def __init__(self, path: Path) -> None:
+        self._fh = open(path, "wb")
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        return self._fh.write(data)
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def write_shard(planned: PlannedShard, path: Path) -> Shard:
+    """Write `planned` as a tar at `path`; its manifest entry."""
+    out = _HashingFile(path)
+    content = 0
+    try:
+        with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+            for member in planned.members:
+                info = tarfile.TarInfo(member.rel)
+                info.size = member.size
+                info.mtime = 0
+                info.mode = 0o644
+                with open(member.path, "rb") as source:
+                    tar.addfile(info, source)
+                content += member.size
+    except OSError as exc:
+        raise UsageError(f"cannot read {exc.filename}: {exc.strerror}") from exc
+    finally:
+        out.close()
+    return Shard(
+        name=planned.name,
+        split=planned.split,
+        size=out.size,
+        sha256=out.sha256.hexdigest(),
+        files=len(planned.members),
+        content_bytes=content,
+    )
+
+
+@dataclass(frozen=True)
+class PushResult:
+    manifest: Manifest
+    seconds: float
+
+
+def push(
+    store: ObjectStore,
+    folder: Path,
+    dest: S3Data,
+    *,
+    shard_size: int = 256 * 10**6,
+    parallel: int = 8,
+    log: Callable[[str], None] = print,
+    work_dir: Path | None = None,
+) -> PushResult:
+    """Pack `folder` into shards under `dest`, upload them, then the manifest."""
+    started = time.monotonic()
+    classes, eval_split, planned = plan_shards(folder, shard_size)
+    total = sum(m.size for p in planned for m in p.members)
+    log(
+        f"pushing {folder} to {dest.uri}: {sum(len(p.members) for p in planned):,} files, "
+        f"{fmt_bytes(total)} in {len(planned)} shards"
+    )
+    lock = threading.Lock()
+    done = [0, 0]  # shards, bytes
+
+    def one(shard: PlannedShard, tmp: Path) -> Shard:
+        path = tmp / shard.name
+        try:
+            entry = write_shard(shard, path)
+            store.upload(path, dest.key(shard.name), entry.sha256)
+        finally:
+            path.unlink(missing_ok=True)
+        with lock:
+            done[0] += 1
+            done[1] += entry.size
+            elapsed = time.monotonic() - started
+            log(
+                f"  {shard.name}: {fmt_bytes(entry.size)} ({done[0]}/{len(planned)} shards, "
+                f"{fmt_rate(done[1] / elapsed if elapsed > 0 else 0.0)})"
+            )
+        return entry
+
+    with (
+        tempfile.TemporaryDirectory(prefix="spotrun-push-", dir=work_dir) as tmp,
+        ThreadPoolExecutor(max_workers=max(1, parallel)) as pool,
+    ):
+        shards = list(pool.map(lambda p: one(p, Path(tmp)), planned))
+    manifest = Manifest(
+        name=folder.resolve().name,
+        created_at=time.time(),
+        classes=classes,
+        eval_split=eval_split,
+        shards=shards,
+    )
+    store.put(dest.key(MANIFEST_NAME), manifest.to_json().encode())
+    seconds = time.monotonic() - started
+    log(f"pushed {dest.uri}: {fmt_bytes(manifest.size)} in {seconds:.1f} s, manifest last")
+    return PushResult(manifest, seconds)

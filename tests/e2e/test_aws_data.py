@@ -1,0 +1,177 @@
+"""Remote data in the lab: `data push` to moto S3, a run whose job stages it on its sshd host
+(into the host's own disk, checked against the manifest) and trains on it; bad data refused
+at launch before anything exists."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from spotrun import api
+from spotrun.config import load_settings
+from spotrun.errors import UsageError
+from spotrun.ledger import Ledger
+from tests.conftest import Env
+from tests.helpers import wait_for
+from tests.lab import Lab
+from tests.lab.lab import FAKE_CREDENTIALS
+from tests.unit.data.images import make_image_folder
+
+pytestmark = pytest.mark.slow
+
+TINY_IMAGE_RECIPE = [
+    "model=cifar-fastnet",
+    'model_options={"widths": [8, 8, 8]}',
+    "num_classes=3",
+    "batch_size=4",
+    "epochs=1",
+    "threads=1",
+    "data_workers=0",
+]
+
+
+def _state(env: Env, run_id: str) -> str:
+    with Ledger(load_settings(env.home)) as ledger:
+        return ledger.get_run(run_id).state.value
+
+
+def _status(env: Env, ref: str) -> dict[str, Any]:
+    return json.loads(env.cli("status", ref, "--json", check=True).stdout)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".spotrun-stage" not in p.parts
+    }
+
+
+def test_push_a_folder_then_a_run_stages_it_on_the_instance_and_trains(
+    aws_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    env = aws_env
+    folder = make_image_folder(tmp_path / "pets", per_class=6, per_class_test=2, size=12).root
+    uri = f"s3://{lab.bucket}/sets/pets"
+    pushed = env.cli("data", "push", str(folder), uri, "--shard-size", "1MB", check=True)
+    assert f"pushed {uri}" in pushed.stdout and f"--set data={uri}" in pushed.stdout
+    (row,) = json.loads(env.cli("data", "ls", "--json", check=True).stdout)
+    assert row["uri"] == uri and row["files"] == 24 and row["shards"] == 2
+
+    run_id = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "-d",
+        *[x for item in [f"data={uri}", *TINY_IMAGE_RECIPE] for x in ("--set", item)],
+        check=True,
+    ).stdout.strip()  # fmt: skip
+    wait_for(
+        lambda: _state(env, run_id) in ("succeeded", "failed"), timeout=150, what="the run to end"
+    )
+    status = _status(env, run_id)
+    events = [e["message"] for e in status["events"]]
+    assert status["state"] == "succeeded", (status["message"], events)
+    assert status["metrics"]["epoch"] == 1
+
+    # Staged on the host's own disk (its root volume: the lab's hosts have no instance store),
+    # byte for byte the folder that was pushed.
+    (item,) = lab.instances(run_id)
+    host = lab.host(item["InstanceId"])
+    staged = host.path(f"/root/.spotrun/spotrun-data/{lab.bucket}/sets/pets")
+    assert _files(staged) == _files(folder)
+    assert not (env.home / "spotrun-data").exists()  # nothing was staged on this machine
+
+    # Progress went to the job's log, events, and the run's staging record (time and bytes).
+    log = env.cli("logs", run_id, check=True).stdout
+    assert f"spotrun: staging {uri} to the root volume" in log
+    assert any(e.startswith(f"staged {uri}") for e in events), events
+    staging = status["staging"]
+    assert staging["stagings"] == 1 and staging["state"] == "done"
+    assert staging["fetched_bytes"] == staging["data_bytes"] > 24 * 12 * 12
+    assert 0 < staging["seconds"] < 60
+
+    # The cost report prices the staging time with the run's own bill.
+    (cost,) = json.loads(env.cli("cost", run_id, "--json", check=True).stdout)
+    assert cost["staging_s"] == pytest.approx(staging["seconds"], abs=0.1)
+    with Ledger(load_settings(env.home)) as ledger:
+        (row,) = api.cost_report(ledger, run_id).rows
+    assert row.staging is not None and 0 < row.staging.usd < row.amounts.total
+    assert "of instance time while its data was staged" in env.cli("cost", run_id).stdout
+
+
+def test_remote_data_that_cannot_be_staged_is_refused_at_launch(aws_env: Env, lab: Lab) -> None:
+    env = aws_env
+    # A snapshot that exists, but in another region than the run's.
+    west = boto3.session.Session(**{k.lower(): v for k, v in FAKE_CREDENTIALS.items()}).client(
+        "ec2", region_name="us-west-2", endpoint_url=lab.env()["AWS_ENDPOINT_URL"]
+    )
+    volume = west.create_volume(Size=1, AvailabilityZone="us-west-2a")
+    elsewhere = west.create_snapshot(VolumeId=volume["VolumeId"])["SnapshotId"]
+    cases = {
+        f"s3://{lab.bucket}/never-pushed": "nothing is stored under that prefix",
+        "s3://no-such-bucket-here/x": "S3 bucket 'no-such-bucket-here' does not exist",
+        "s3://Bad_Name/x": "is not an S3 bucket name",
+        f"snapshot:{elsewhere}": f"snapshot {elsewhere} is in us-west-2, not in us-east-1",
+        "snapshot:snap-xyz": "is not an EBS snapshot id",
+    }
+    for data, message in cases.items():
+        with pytest.raises(UsageError, match=re.escape(message)):
+            api.prepare_launch(
+                load_settings(env.home), "digits-fast", overrides=[f"data={data}"], cloud="aws"
+            )
+    # Through the CLI: exit 2, the message, and nothing made.
+    result = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "-d", "--set", f"data=snapshot:{elsewhere}"
+    )
+    assert result.returncode == 2 and "is in us-west-2" in result.stderr, result.stderr
+    assert lab.instances() == []
+    assert env.runs() == []
+
+
+def test_snapshot_data_gets_a_tagged_volume_in_the_zone_deleted_at_the_end(
+    aws_env: Env, lab: Lab
+) -> None:
+    """The EC2 side of snapshot data: a volume from the snapshot, in the instance's zone, tagged
+    as the run's, attached to its instance, priced, and detached and deleted when the run ends.
+    (The lab's hosts have no block devices: mounting it is tested with a loop device in
+    tests/datasets/test_snapshot_mount.py.)"""
+    env = aws_env
+    source = lab.ec2.create_volume(Size=3, AvailabilityZone="us-east-1a")
+    snapshot_id = lab.ec2.create_snapshot(VolumeId=source["VolumeId"])["SnapshotId"]
+    run_id = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "-d", "--set", f"data=snapshot:{snapshot_id}",
+        check=True,
+    ).stdout.strip()  # fmt: skip
+
+    def data_volume() -> dict[str, Any] | None:
+        found = lab.ec2.describe_volumes(
+            Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]},
+                     {"Name": "tag:spotrun:role", "Values": ["data"]}]
+        )["Volumes"]  # fmt: skip
+        return found[0] if found and found[0]["Attachments"] else None
+
+    volume = wait_for(data_volume, timeout=90, what="the data volume to be attached")
+    (item,) = lab.instances(run_id)
+    assert volume["SnapshotId"] == snapshot_id and volume["Size"] == 3
+    assert volume["AvailabilityZone"] == item["Placement"]["AvailabilityZone"]
+    assert volume["Attachments"][0]["InstanceId"] == item["InstanceId"]
+    tags = {t["Key"]: t["Value"] for t in volume["Tags"]}
+    assert tags["spotrun:owner"] and tags["spotrun:expires"].endswith("Z")
+
+    env.cli("stop", run_id, check=True)
+    gone = lab.ec2.describe_volumes(Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]}])[
+        "Volumes"
+    ]
+    assert [v for v in gone if v["VolumeId"] == volume["VolumeId"]] == []
+    status = _status(env, run_id)
+    assert any(volume["VolumeId"] in e["message"] for e in status["events"])
+    (inst,) = status["instances"]
+    (data,) = [v for v in inst["details"]["volumes"] if v.get("role") == "data"]
+    assert data["id"] == volume["VolumeId"] and data["size_gb"] == 3
+    assert data["created_at"] <= data["deleted_at"]
+    # Priced as EBS storage beside the root volume, for the time it existed.
+    storage = [c for c in status["cost_lines"] if c["kind"] == "storage"]
+    assert len(storage) == 2 and all(c["usd"] > 0 for c in storage), storage
