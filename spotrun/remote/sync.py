@@ -165,7 +165,12 @@ def _pull_listed(
             appended += len(data)
             state[key] = [have + len(data), item.mtime]
         else:
-            runner.get(remote_path, target)
+            try:
+                runner.get(remote_path, target)
+            except RemoteError as exc:
+                if isinstance(exc.__cause__, FileNotFoundError):
+                    continue  # removed since the listing (an old checkpoint rotated out)
+                raise
             whole += item.size
             state[key] = [item.size, item.mtime]
         fetched.append(key)
