@@ -122,11 +122,13 @@ class Watcher:
         try:
             s3 = store._client(cfg.region)
             uploaded = store.push(s3, cfg.bucket, cfg.run_id, cfg.run_dir, cfg.region).uploaded
+            # Under the instance's own prefix: a later instance's files never meet these.
+            prefix = f"{store.run_prefix(cfg.run_id)}instances/{self._own_id() or 'unknown'}/"
             for name in FINAL_FILES:
                 path = self._file(name)
                 if path.exists():
-                    s3.upload_file(str(path), cfg.bucket, store.run_prefix(cfg.run_id) + name)
-                    uploaded.append(name)
+                    s3.upload_file(str(path), cfg.bucket, prefix + name)
+                    uploaded.append(f"instances/{self._own_id()}/{name}")
         except (CloudError, OSError, BotoCoreError, ClientError, S3UploadFailedError) as exc:
             log.error("upload to s3://%s failed: %s: %s", cfg.bucket, type(exc).__name__, exc)
             return []
