@@ -325,14 +325,22 @@ def seeded_points(seed: int, count: int, low: float, high: float) -> list[float]
 
 
 # ------------------------------------------------------------------ scenarios
-def notice_at_two_points(s: Scenario) -> None:
-    """A spot notice early in training, and another on the replacement later on."""
+def notice_at_two_points(s: Scenario, hard_second_replacement: bool = False) -> None:
+    """A spot notice early in training, and another on the replacement later on (optionally
+    with no capacity for the same offer and EC2 throttling when replacing the second time)."""
     s.launch()
     for epoch in (1, 3):
         old = s.live_instance()
         s.wait_epoch(epoch)
+        if hard_second_replacement and epoch == 3:
+            s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
+            s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
         s.notice(old)
         s.wait_running_on_new(old)
+
+
+def notice_twice_hard_second(s: Scenario) -> None:
+    notice_at_two_points(s, hard_second_replacement=True)
 
 
 def reclaim_without_notice(s: Scenario) -> None:
@@ -407,6 +415,7 @@ def supervisor_killed(s: Scenario, seed: int = 7, kills: int = 10) -> None:
 
 
 SCENARIOS: dict[str, Callable[[Scenario], None]] = {
+    "2 notices; capacity error + throttling on 2nd": notice_twice_hard_second,
     "notice at two points of training": notice_at_two_points,
     "reclaimed without notice": reclaim_without_notice,
     "newest checkpoint damaged": newest_checkpoint_damaged,

@@ -44,13 +44,16 @@ def _run(name: str, env: Env, lab: Lab, reference: dict[str, Any]) -> spotlab.Ou
     return out
 
 
-def test_notice_at_two_points_of_training(
+def test_two_notices_then_capacity_error_and_throttling(
     spot_env: Env, lab: Lab, reference: dict[str, Any]
 ) -> None:
-    out = _run("notice at two points of training", spot_env, lab, reference)
+    """Notices at two points of training; the second replacement first meets no capacity for
+    the same offer (then takes the next one) and EC2 throttling on the way."""
+    out = _run("2 notices; capacity error + throttling on 2nd", spot_env, lab, reference)
     assert out.instances == 3, str(out)
-    assert out.lost_steps == [0, 0], str(out)  # the notice's checkpoint is where training goes on
+    assert out.lost_steps == [0, 0], str(out)  # the notice's checkpoint is where it goes on
     assert len(out.to_request_s) == 2 and max(out.to_request_s) <= 10.0, str(out)
+    assert any("InsufficientInstanceCapacity" in e for e in out.events), str(out)
 
 
 def test_newest_checkpoint_damaged_after_a_reclaim(
@@ -61,14 +64,6 @@ def test_newest_checkpoint_damaged_after_a_reclaim(
     (lost,) = out.lost_steps
     assert 0 < lost <= 2 * EPOCH, str(out)  # resumed from the checkpoint before the torn one
     assert any("incomplete" in e or "restored" in e for e in out.events), out.events
-
-
-def test_capacity_error_and_throttling_on_the_replacement(
-    spot_env: Env, lab: Lab, reference: dict[str, Any]
-) -> None:
-    out = _run("capacity error + throttling on replacement", spot_env, lab, reference)
-    assert out.instances == 2 and out.lost_steps == [0], str(out)
-    assert any("InsufficientInstanceCapacity" in e or "capacity" in e for e in out.events)
 
 
 def test_supervisor_killed_at_ten_random_points(
