@@ -397,21 +397,27 @@ def ssh_dropped_while_syncing(s: Scenario) -> None:
         time.sleep(0.4)
 
 
-def supervisor_killed(s: Scenario, seed: int = 7, kills: int = 10) -> None:
-    """SIGKILL the supervisor at `kills` seeded random moments (launch, run, a notice), each
-    followed by what any spotrun command does: notice the dead supervisor, start another."""
+def supervisor_killed(s: Scenario, seed: int = 7) -> None:
+    """SIGKILL the supervisor at 10 seeded random moments: 4 while launching, 3 while training,
+    3 while recovering from a notice; after each, what any spotrun command does first: notice
+    the dead supervisor and start another."""
     rng = random.Random(seed)
+
+    def kill_and_reconcile(times: int) -> None:
+        for _ in range(times):
+            time.sleep(rng.uniform(0.1, 1.5))
+            s.kill_supervisor()
+            s.reconcile()
+
     s.launch()
-    noticed = False
-    for n in range(kills):
-        time.sleep(rng.uniform(0.1, 1.5))
-        if s.state() in ("succeeded", "failed", "stopped"):
-            break
-        s.kill_supervisor()
-        s.reconcile()
-        if n == kills // 2 and not noticed and s.state() == "running":
-            s.notice(s.live_instance())
-            noticed = True
+    kill_and_reconcile(4)
+    old = s.live_instance()
+    s.wait_epoch(1)
+    kill_and_reconcile(3)
+    if s.state() == "running":
+        s.notice(s.live_instance())
+    kill_and_reconcile(3)
+    s.wait_running_on_new(old)
 
 
 SCENARIOS: dict[str, Callable[[Scenario], None]] = {
