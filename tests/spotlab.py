@@ -228,6 +228,8 @@ class Scenario:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             return False
+        # Dead, and its lock released: a command that looks sooner would still see it held.
+        wait_for(lambda: not _alive(pid), 30, f"supervisor {pid} to die", interval=0.02)
         return True
 
     def reconcile(self) -> None:
@@ -300,6 +302,14 @@ def lost_steps(log: str, steps_at_fault: list[int]) -> list[int]:
 
 def steps_per_epoch() -> int:
     return 23  # 1,438 training images / 64 per step, rounded up (digits-fast)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"  # a zombie holds no locks
 
 
 def _children(pid: int) -> list[int]:
