@@ -296,7 +296,8 @@ def lost_steps(log: str, steps_at_fault: list[int]) -> list[int]:
             n = len(lost)
             if n < len(steps_at_fault):
                 reached = max(reached, steps_at_fault[n])
-            lost.append(reached - int(line.rsplit(" ", 1)[-1]))
+            # A resume past the step known at the fault (the fault came late) lost nothing.
+            lost.append(max(0, reached - int(line.rsplit(" ", 1)[-1])))
     return lost
 
 
