@@ -349,7 +349,7 @@ class Recovery:
             self.ledger.add_event(
                 run.id,
                 "resume",
-                f"no complete checkpoint to restore onto {head.id}; starting over",
+                f"no complete spotrun checkpoint to restore onto {head.id}",
             )
             return None
         checkpoint, step = found
