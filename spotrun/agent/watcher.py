@@ -19,16 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from spotrun.agent.imds import Imds, MetadataError
-from spotrun.agent.wrapper import EXIT_FILE, JOB_FILE, LOG_FILE, write_json_atomic
+from spotrun.agent.wrapper import EXIT_FILE, LOG_FILE, signal_job, write_json_atomic
 
 log = logging.getLogger("spotrun.watcher")
 
@@ -59,14 +57,6 @@ class WatchConfig:
     checkpoint_wait_s: float = 100.0  # of the 120 s notice, for the checkpoint to be written
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 class Watcher:
     def __init__(self, config: WatchConfig, imds: Imds | None = None) -> None:
         self.config = config
@@ -94,14 +84,11 @@ class Watcher:
 
     def stop_job(self, why: str) -> bool:
         """SIGTERM the job (the trainer checkpoints) and wait for its exit record."""
-        job = _read_json(self._file(JOB_FILE)) or {}
-        child = job.get("child_pid")
-        if self._job_ended() or not isinstance(child, int):
-            return self._job_ended()
-        log.info("%s: SIGTERM to the job (pid %d)", why, child)
-        try:
-            os.kill(child, signal.SIGTERM)
-        except ProcessLookupError:
+        if self._job_ended():
+            return True
+        log.info("%s: SIGTERM to the job", why)
+        # Through its wrapper (which then waits for the job to finish saving), as `stop` does.
+        if not signal_job(self.config.run_dir, signal.SIGTERM):
             return self._job_ended()
         deadline = time.monotonic() + self.config.checkpoint_wait_s
         while time.monotonic() < deadline and not self._job_ended():
