@@ -71,4 +71,4 @@ def test_supervisor_killed_at_ten_random_points(
 ) -> None:
     out = _run("supervisor SIGKILLed at 10 random points", spot_env, lab, reference)
     assert any("supervisor was not running" in e for e in out.events), out.events
-    assert out.instances == 2 and out.lost_steps == [0], str(out)
+    assert out.instances in (1, 2) and all(lost == 0 for lost in out.lost_steps), str(out)
