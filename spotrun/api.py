@@ -434,6 +434,24 @@ def _ended(ledger: Ledger, run_id: str) -> RunRecord | None:
     return run if run.is_terminal else None
 
 
+# ------------------------------------------------------------------------ gc
+@dataclass(frozen=True)
+class GcReport:
+    orphans: list[Any]  # spotrun.cloud.aws.gc.Orphan, in removal order
+    removed: dict[Any, str | None]  # orphan -> None when removed, else why not; {} = listed
+
+
+def gc(ledger: Ledger, *, remove: bool = False) -> GcReport:
+    """What spotrun made on AWS that no live run owns (every configured region); with
+    `remove`, remove it too."""
+    from spotrun.cloud.aws import gc as aws_gc
+
+    live = {run.id for run in ledger.active_runs()}
+    orphans = aws_gc.find_orphans(ledger.settings, live)
+    removed = aws_gc.remove(ledger.settings, orphans) if remove and orphans else {}
+    return GcReport(orphans, removed)
+
+
 # ---------------------------------------------------------------------- cost
 GROUPINGS: tuple[reports.GroupBy, ...] = ("run", "day", "instance-type")
 

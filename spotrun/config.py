@@ -80,6 +80,16 @@ class AwsSettings(StrictModel):
     pricing_api: bool = Field(True, description="ask the Pricing API for on-demand prices")
     max_attempts: int = Field(8, ge=1, description="calls per request, throttling retries included")
     poll_s: float = Field(2.0, gt=0, description="how often the controller looks at a job")
+    # Surviving spot (spotrun.recovery, spotrun.agent.watcher)
+    notice_poll_s: float = Field(
+        5.0, gt=0, le=5.0, description="how often the instance's agent asks IMDS for a notice"
+    )
+    unreachable_s: float = Field(
+        60.0, gt=0, description="a running instance silent this long is replaced"
+    )
+    end_grace_s: float = Field(
+        300.0, gt=0, description="after its job ends, an instance no controller ended ends itself"
+    )
 
 
 class Settings(StrictModel):

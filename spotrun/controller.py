@@ -18,7 +18,7 @@ from spotrun.agent.session import session_name
 from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.billing import bill_run
 from spotrun.budget import Action
-from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
+from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
 from spotrun.datasets.attach import attach_snapshot_data, mark_data_volumes_deleted
 from spotrun.datasets.record import StagingWatch
 from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
@@ -26,6 +26,7 @@ from spotrun.exitcodes import CHECKPOINTED
 from spotrun.ledger import InstanceRecord, Ledger, RunRecord
 from spotrun.metrics import MetricsTail
 from spotrun.pricing import PriceBook, PriceSource
+from spotrun.recovery import Reach, Recovery
 from spotrun.remote.job import JobDriver, JobStatus
 from spotrun.remote.jobprep import pull_outputs, setup_failure
 from spotrun.runs import RunState
@@ -93,6 +94,7 @@ class RunController:
         self._budget_stop_at: int | None = None
         self._budget_said = False
         self.staging = StagingWatch(run.run_dir)  # remote data sets: staging.json -> events
+        self.recovery = Recovery(ledger, self.provider, run_id)  # spot interruptions
 
     # ------------------------------------------------------------------ drive
     def drive(self) -> RunRecord:
@@ -115,6 +117,10 @@ class RunController:
                 run = self.ledger.get_run(self.run_id)  # another process moved it; look again
                 continue
             except SpotrunError as exc:
+                recovered = self.recovery.lost(self.ledger.get_run(self.run_id), exc)
+                if recovered is not None:  # interrupted (or retried): drive on from there
+                    run = recovered
+                    continue
                 return self._fail(exc.user_message())
             except Exception as exc:
                 # A bug must not leave capacity billing: tear down, record, then let it surface.
@@ -133,13 +139,15 @@ class RunController:
         if not offers:
             raise CapacityError("the run has no offers to request; launch it again")
         tried = []
-        for offer in offers:
+        replacing = frozenset(self.recovery.doomed_ids())
+        for offer in self.recovery.offers(run, offers):
             request = InstanceRequest(
                 run.id,
                 offer,
                 count=run.spec.resources.nodes,
                 disk_gb=run.spec.resources.disk_gb,
                 max_hours=run.spec.max_hours,
+                replacing=replacing,
             )
             try:
                 instances = self.provider.launch(request)
@@ -156,7 +164,8 @@ class RunController:
         raise CapacityError("no offer could be filled; tried " + "; ".join(tried))
 
     def _live_instances(self) -> list[Instance]:
-        return [i for i in self.provider.describe(self.run_id) if i.is_live]
+        doomed = self.recovery.doomed_ids()  # noticed instances no longer count
+        return [i for i in self.provider.describe(self.run_id) if i.is_live and i.id not in doomed]
 
     def _provision(self, run: RunRecord) -> RunRecord:
         live = self._live_instances()
@@ -183,6 +192,7 @@ class RunController:
         runner = self.provider.runner(head)
         self.provider.bootstrap(head, runner)
         remote_dir = self.provider.run_dir(head, run.id)
+        self._prepare_replacement(run, head, runner, remote_dir)  # spot recovery
         self._restore_checkpoints(run, head)
         wrap: list[str] = []
         if run.spec.job is None:  # a recipe: spotrun's trainer, started as it always was
@@ -238,7 +248,9 @@ class RunController:
     def _monitor(self, run: RunRecord) -> RunRecord:
         live = self._live_instances()
         if not live:
-            return self._move(RunState.INTERRUPTED, "the instance is gone")
+            return self._move(
+                RunState.INTERRUPTED, self.recovery.describe_loss() or "the instance is gone"
+            )
         driver = self._driver(live[0])
         polls = 0
         while True:
@@ -248,6 +260,10 @@ class RunController:
             polls += 1
             status = driver.status()
             self._sync(run, live[0], final=False)
+            self.recovery.answered()
+            notice = self.recovery.check_notice(run, live)
+            if notice is not None:  # a replacement is requested now, not when it dies
+                return self._move(RunState.INTERRUPTED, notice)
             self._pull_metrics(run)
             for line in self.staging.poll():
                 self.ledger.add_event(run.id, "staging", line)
@@ -265,6 +281,27 @@ class RunController:
                 return self._move(RunState.INTERRUPTED, "the instance is gone")
             # Quick at first, so that a short job's end is seen at once: 0.1, 0.2, 0.4 s, ...
             time.sleep(min(self.poll_s, 0.05 * 2**polls))
+
+    def _prepare_replacement(
+        self, run: RunRecord, head: Instance, runner: Runner, remote_dir: str
+    ) -> None:
+        """Before the job starts: on a replacement, collect the replaced instances'
+        checkpoints and restore the newest complete one here; start the agent's watcher."""
+        if self.provider.shares_filesystem:
+            return
+        if not self._driver(head).status().alive:
+            replaced = [r for r in self.ledger.instances(run.id) if r.id != head.id]
+            if replaced:
+                self.recovery.collect(
+                    run,
+                    Reach(
+                        job_ended=lambda inst: self._driver(inst).status().finished,
+                        sync=lambda inst: self._sync(run, inst, final=False),
+                        durable=lambda: self._pull_durable(run),
+                    ),
+                )
+                self.recovery.restore(run, head, runner, remote_dir)
+        self.recovery.start_watcher(run, head, runner)
 
     def _job_ended(self, run: RunRecord, status: JobStatus) -> RunRecord:
         self.ledger.add_event(run.id, "job", f"job exited with code {status.exit_code}")
@@ -308,6 +345,9 @@ class RunController:
                 self._sync(run, inst, final=True)
             except RemoteError as exc:
                 self.ledger.add_event(run.id, "sync", f"final sync failed: {exc.message}")
+        self._pull_durable(run)
+
+    def _pull_durable(self, run: RunRecord) -> None:
         pull_durable = getattr(self.provider, "pull_durable", None)
         if pull_durable is not None:
             fetched = pull_durable(run.id, run.run_dir)

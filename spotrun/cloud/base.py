@@ -75,6 +75,8 @@ class InstanceRequest:
     disk_gb: int | None = None
     tags: dict[str, str] = field(default_factory=dict)
     max_hours: float | None = None  # the run's wall-time cap; clouds tag resources to expire
+    # Live instances that are going away (a spot notice): not counted as the run's capacity.
+    replacing: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,10 @@ class Provider(Protocol):
 
     def terminate(self, run_id: str) -> list[Instance]:
         """Terminate everything the run owns; safe to repeat. Returns what was terminated."""
+        ...
+
+    def terminate_instances(self, run_id: str, ids: list[str]) -> list[Instance]:
+        """Terminate only these instances of the run (a replaced one); returns them as ended."""
         ...
 
     def runner(self, instance: Instance) -> Runner: ...

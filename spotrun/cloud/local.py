@@ -109,6 +109,9 @@ class LocalProvider:
                 ended.append(inst)
         return ended
 
+    def terminate_instances(self, run_id: str, ids: list[str]) -> list[Instance]:
+        return self.terminate(run_id) if f"local-{run_id}" in ids else []
+
     def runner(self, instance: Instance) -> Runner:
         return LocalRunner()
 

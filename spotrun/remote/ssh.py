@@ -70,7 +70,10 @@ class _PinOnFirstUse(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
 
 
 class SshRunner:
-    """Runs commands on one instance over one SSH connection, reconnecting when it drops."""
+    """Runs commands on one instance over one SSH connection, reconnecting when it drops.
+
+    paramiko reports a connection cut mid-transfer as EOFError: every call turns it, like
+    OSError and SSHException, into a RemoteError (an instance reclaimed mid-provision)."""
 
     def __init__(
         self,
@@ -125,7 +128,7 @@ class SshRunner:
         client.set_missing_host_key_policy(_PinOnFirstUse(self.pins, self.instance_id))
         try:
             key = paramiko.Ed25519Key.from_private_key_file(str(self.key_file))
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             raise RemoteError(f"cannot read the run's SSH key {self.key_file}: {exc}") from exc
         try:
             client.connect(
@@ -150,7 +153,7 @@ class SshRunner:
         except paramiko.AuthenticationException as exc:
             client.close()
             raise RemoteError(f"{self.where} refused the run's SSH key: {exc}") from exc
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             client.close()
             raise RemoteError(f"cannot connect to {self.where}: {exc}") from exc
         return client
@@ -172,7 +175,7 @@ class SshRunner:
     def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
         try:
             channel = self._transport().open_session()
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             self.close()
             raise RemoteError(f"lost the connection to {self.where}: {exc}") from exc
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -203,7 +206,7 @@ class SshRunner:
                 if not drained:
                     channel.status_event.wait(0.01)
             code = channel.recv_exit_status()
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             self.close()
             raise RemoteError(
                 f"lost the connection to {self.where} running a command: {exc}"
@@ -233,7 +236,7 @@ class SshRunner:
                 else:
                     self._mkdirs(sftp, os.path.dirname(remote))
                     sftp.put(str(local), remote)
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             raise RemoteError(f"cannot copy {local} to {self.where}:{remote}: {exc}") from exc
 
     def _put_tree(self, sftp: paramiko.SFTPClient, local: Path, remote: str) -> None:
@@ -264,7 +267,7 @@ class SshRunner:
                     self._get_tree(sftp, remote, local)
                 else:
                     self._get_file(sftp, remote, local)
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             raise RemoteError(f"cannot copy {self.where}:{remote} to {local}: {exc}") from exc
 
     def _get_tree(self, sftp: paramiko.SFTPClient, remote: str, local: Path) -> None:
@@ -291,7 +294,7 @@ class SshRunner:
                     fh.seek(offset)
                     fh.prefetch()
                     return bytes(fh.read())
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             raise RemoteError(f"cannot read {self.where}:{remote}: {exc}") from exc
 
 

@@ -211,6 +211,11 @@ class PackedProvider:
             ended.append(self._seat(left, inst))
         return ended
 
+    def terminate_instances(self, run_id: str, ids: list[str]) -> list[Instance]:
+        """A replaced seat: the trial leaves it (a trial holds one live seat at a time); the
+        shared instance itself is the pack's to end, not one trial's."""
+        return [inst for inst in self.terminate(run_id) if inst.id in ids]
+
     def runner(self, instance: Instance) -> Runner:
         return self.real.runner(self._real_of(instance))
 

@@ -134,7 +134,7 @@ class AwsProvider:
         region = offer.region
         self._remember_region(request.run_id, region)
         known = ec2i.describe_run(self.clients, region, request.run_id)
-        live = [i for i in known if i.is_live]
+        live = [i for i in known if i.is_live and i.id not in request.replacing]
         shortfall = request.count - len(live)
         if shortfall <= 0:
             return live
@@ -400,6 +400,19 @@ class AwsProvider:
             self.clients, region, instance.zone or "", snapshot, tags, instance.run_id
         )
         return volumes.attach(self.clients, region, made, instance.id, self.aws.ssh_timeout_s)
+
+    def terminate_instances(self, run_id: str, ids: list[str]) -> list[Instance]:
+        """Terminate these instances of the run only (a replaced one), its network stays."""
+        region = self.run_region(run_id)
+        mine = {i.id for i in ec2i.describe_run(self.clients, region, run_id)}
+        ids = [i for i in ids if i in mine]  # never anything the run does not own
+        ec2i.terminate_ids(self.clients, region, ids, wait_s=self.aws.ssh_timeout_s)
+        with self._lock:
+            for instance_id in ids:
+                runner = self._runners.pop(instance_id, None)
+                if runner is not None:
+                    runner.close()
+        return ec2i.describe_ids(self.clients, region, ids)
 
     # ------------------------------------------------------------- prices
     @property

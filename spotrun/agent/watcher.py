@@ -1,0 +1,261 @@
+"""The instance's own watch: spot notices, the controller's heartbeat, the run's caps.
+
+`python -m spotrun.agent.watcher --run-dir ... --run-id ...` runs in the background on the
+instance (started with the job, its pid in watcher.pid). Every `--poll` seconds it asks the
+metadata service (IMDSv2) for `spot/instance-action` and the rebalance recommendation.
+
+- On an interruption notice it writes notice.json (the controller's sync brings it home and a
+  replacement is requested at once), sends SIGTERM to the job (the trainer checkpoints and
+  exits), and uploads the checkpoint, notice.json, exit.json and job.log to the durable store.
+- A rebalance recommendation is written to rebalance.json (the controller records it).
+- When the job has ended, or no controller heartbeat came for `--heartbeat-timeout` seconds, or
+  the `--deadline` (max-hours / budget cap) has passed, it stops the job the same way, uploads,
+  and terminates its own instance (TerminateInstances with the instance profile's permissions),
+  so that nothing is left billing when the controller is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from spotrun.agent.imds import Imds, MetadataError
+from spotrun.agent.wrapper import EXIT_FILE, LOG_FILE, signal_job, write_json_atomic
+
+log = logging.getLogger("spotrun.watcher")
+
+NOTICE_FILE = "notice.json"
+REBALANCE_FILE = "rebalance.json"
+SELF_TERMINATED_FILE = "self-terminated.json"
+HEARTBEAT_FILE = ".heartbeat"  # touched by every `spotrun agent status` the controller runs
+PID_FILE = "watcher.pid"
+ACTION_PATH = "meta-data/spot/instance-action"
+REBALANCE_PATH = "meta-data/events/recommendations/rebalance"
+# Files the durable store receives besides the checkpoints, so the controller learns the
+# outcome even when the instance is gone before its last sync.
+FINAL_FILES = (NOTICE_FILE, EXIT_FILE, LOG_FILE, SELF_TERMINATED_FILE)
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    run_dir: Path
+    run_id: str
+    metadata_url: str
+    poll_s: float = 5.0
+    heartbeat_timeout_s: float = 1800.0
+    deadline: float | None = None  # unix time: the max-hours or budget cap
+    end_grace_s: float = 300.0  # after the job ends, time the controller has to tear down
+    bucket: str | None = None
+    region: str | None = None
+    terminate: bool = True  # terminate the own instance (False: only report, e.g. tests)
+    checkpoint_wait_s: float = 100.0  # of the 120 s notice, for the checkpoint to be written
+
+
+class Watcher:
+    def __init__(self, config: WatchConfig, imds: Imds | None = None) -> None:
+        self.config = config
+        self.imds = imds or Imds(config.metadata_url)
+        self.started = time.time()
+        self.instance_id: str | None = None
+        self._noticed = False
+        self._rebalanced = False
+        self._ended_at: float | None = None
+
+    # ------------------------------------------------------------- helpers
+    def _file(self, name: str) -> Path:
+        return self.config.run_dir / name
+
+    def _job_ended(self) -> bool:
+        return self._file(EXIT_FILE).exists()
+
+    def _own_id(self) -> str | None:
+        if self.instance_id is None:
+            try:
+                self.instance_id = self.imds.get("meta-data/instance-id")
+            except MetadataError as exc:
+                log.warning("%s", exc)
+        return self.instance_id
+
+    def stop_job(self, why: str) -> bool:
+        """SIGTERM the job (the trainer checkpoints) and wait for its exit record."""
+        if self._job_ended():
+            return True
+        log.info("%s: SIGTERM to the job", why)
+        # Through its wrapper (which then waits for the job to finish saving), as `stop` does.
+        if not signal_job(self.config.run_dir, signal.SIGTERM):
+            return self._job_ended()
+        deadline = time.monotonic() + self.config.checkpoint_wait_s
+        while time.monotonic() < deadline and not self._job_ended():
+            time.sleep(0.1)
+        return self._job_ended()
+
+    def upload(self) -> list[str]:
+        """Push the checkpoints and the final files to the durable store (S3)."""
+        cfg = self.config
+        if not cfg.bucket or not cfg.region:
+            return []
+        from boto3.exceptions import S3UploadFailedError
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from spotrun.cloud.aws import store
+        from spotrun.errors import CloudError
+
+        try:
+            s3 = store._client(cfg.region)
+            uploaded = store.push(s3, cfg.bucket, cfg.run_id, cfg.run_dir, cfg.region).uploaded
+            # Under the instance's own prefix: a later instance's files never meet these.
+            prefix = f"{store.run_prefix(cfg.run_id)}instances/{self._own_id() or 'unknown'}/"
+            for name in FINAL_FILES:
+                path = self._file(name)
+                if path.exists():
+                    s3.upload_file(str(path), cfg.bucket, prefix + name)
+                    uploaded.append(f"instances/{self._own_id()}/{name}")
+        except (CloudError, OSError, BotoCoreError, ClientError, S3UploadFailedError) as exc:
+            log.error("upload to s3://%s failed: %s: %s", cfg.bucket, type(exc).__name__, exc)
+            return []
+        log.info("uploaded %s", ", ".join(uploaded) or "nothing new")
+        return uploaded
+
+    def terminate_self(self, reason: str) -> bool:
+        """Record why, upload, then end this instance's billing; False if EC2 refused."""
+        write_json_atomic(
+            self._file(SELF_TERMINATED_FILE),
+            {"reason": reason, "at": time.time(), "instance_id": self._own_id()},
+        )
+        self.upload()
+        instance_id = self._own_id()
+        if not self.config.terminate or instance_id is None:
+            log.warning("would terminate %s (%s); not allowed to", instance_id, reason)
+            return True
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        log.info("terminating own instance %s: %s", instance_id, reason)
+        try:
+            region = self.config.region or self.imds.get("meta-data/placement/region")
+            ec2 = boto3.session.Session().client("ec2", region_name=region)
+            ec2.terminate_instances(InstanceIds=[instance_id])
+        except (BotoCoreError, ClientError, MetadataError) as exc:
+            log.error("could not terminate %s (tried again next round): %s", instance_id, exc)
+            return False
+        return True
+
+    # ---------------------------------------------------------------- checks
+    def check_metadata(self) -> None:
+        try:
+            action = self.imds.get(ACTION_PATH)
+            rebalance = None if self._rebalanced else self.imds.get(REBALANCE_PATH)
+        except MetadataError as exc:
+            log.warning("%s", exc)
+            return
+        if rebalance and not self._rebalanced:
+            self._rebalanced = True
+            write_json_atomic(
+                self._file(REBALANCE_FILE),
+                {"seen_at": time.time(), "instance_id": self._own_id(), "raw": rebalance},
+            )
+            log.info("rebalance recommendation: %s", rebalance)
+        if action and not self._noticed:
+            self._noticed = True
+            self.on_notice(action)
+
+    def on_notice(self, raw: str) -> None:
+        try:
+            detail = json.loads(raw)
+        except ValueError:
+            detail = {"raw": raw}
+        notice: dict[str, object] = {
+            "kind": "interruption",
+            "instance_id": self._own_id(),
+            "action": detail.get("action"),
+            "time": detail.get("time"),
+            "seen_at": time.time(),
+        }
+        write_json_atomic(self._file(NOTICE_FILE), notice)  # first, so the controller acts now
+        log.info("spot interruption notice: %s", raw)
+        notice["checkpointed"] = self.stop_job("spot interruption notice")
+        notice["uploaded"] = self.upload()
+        notice["stored_at"] = time.time()
+        write_json_atomic(self._file(NOTICE_FILE), notice)
+        self.upload()  # notice.json again, now saying what is stored
+
+    def check_lifetime(self, now: float) -> str | None:
+        """Why this instance should end itself now, if it should."""
+        cfg = self.config
+        if cfg.deadline is not None and now >= cfg.deadline:
+            return "the run's max-hours or budget cap was reached"
+        try:
+            beat = self._file(HEARTBEAT_FILE).stat().st_mtime
+        except FileNotFoundError:
+            beat = self.started
+        if now - max(beat, self.started) > cfg.heartbeat_timeout_s:
+            return f"no controller heartbeat for {cfg.heartbeat_timeout_s:.0f} s"
+        if self._job_ended():
+            self._ended_at = self._ended_at or now
+            if now - self._ended_at >= cfg.end_grace_s:
+                return f"the job ended {cfg.end_grace_s:.0f} s ago and no controller ended this"
+        return None
+
+    def step(self) -> bool:
+        """One round of checks; False once the instance is ending."""
+        if not self._noticed:
+            self.check_metadata()
+        if self._noticed:
+            return True  # EC2 ends the instance; the controller has the notice
+        reason = self.check_lifetime(time.time())
+        if reason is None:
+            return True
+        self.stop_job(reason)
+        return not self.terminate_self(reason)
+
+    def run(self) -> int:
+        log.info("watching run %s (metadata %s)", self.config.run_id, self.config.metadata_url)
+        while self.step():
+            time.sleep(self.config.poll_s)
+        return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spotrun.agent.watcher")
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--metadata-url", help="default: aws.metadata_url of this machine")
+    parser.add_argument("--poll", type=float, default=5.0)
+    parser.add_argument("--heartbeat-timeout", type=float, default=1800.0)
+    parser.add_argument("--deadline", type=float, default=None, help="unix time of the cap")
+    parser.add_argument("--end-grace", type=float, default=300.0)
+    parser.add_argument("--bucket")
+    parser.add_argument("--region")
+    parser.add_argument("--no-terminate", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s watcher: %(message)s", stream=sys.stdout
+    )
+    url = args.metadata_url
+    if not url:
+        from spotrun.config import load_settings
+
+        url = load_settings().aws.metadata_url
+    config = WatchConfig(
+        run_dir=args.run_dir,
+        run_id=args.run_id,
+        metadata_url=url,
+        poll_s=args.poll,
+        heartbeat_timeout_s=args.heartbeat_timeout,
+        deadline=args.deadline,
+        end_grace_s=args.end_grace,
+        bucket=args.bucket,
+        region=args.region,
+        terminate=not args.no_terminate,
+    )
+    return Watcher(config).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,151 @@
+"""The agent's watcher against the lab: a real IMDSv2 endpoint per instance, the lab's EC2 and
+S3, and a real job under the real job wrapper (here on this machine, for speed: the watcher
+talks to the instance only through its metadata URL and the AWS APIs, as on the host)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spotrun.agent.imds import Imds, MetadataError
+from spotrun.agent.watcher import WatchConfig, Watcher
+from spotrun.cloud.aws import AwsProvider
+from spotrun.cloud.base import InstanceRequest
+from spotrun.config import Resources, load_settings
+from tests.conftest import REPO, Env
+from tests.helpers import wait_for
+from tests.lab import Lab
+
+# A job that checkpoints on SIGTERM and exits 75, as the trainer does.
+JOB = """
+import os, signal, sys, time
+def stop(*_):
+    os.makedirs("checkpoints", exist_ok=True)
+    open("checkpoints/ckpt-000000007.pt", "wb").write(b"weights")
+    sys.exit(75)
+signal.signal(signal.SIGTERM, stop)
+print("working", flush=True)
+time.sleep(60)
+"""
+
+
+def _instance(lab: Lab, env: Env) -> str:
+    provider = AwsProvider(load_settings(env.home))
+    offer = provider.offers(Resources())[0]
+    (inst,) = provider.launch(InstanceRequest("w4tcher00001", offer))
+    lab.wait_for_host(inst.id)
+    return inst.id
+
+
+def _job(run_dir: Path) -> subprocess.Popen[bytes]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    wrapper = [sys.executable, "-m", "spotrun", "agent", "wrap", "--run-dir", str(run_dir)]
+    proc = subprocess.Popen(
+        [*wrapper, "--", sys.executable, "-c", JOB],
+        cwd=run_dir,
+        stdout=subprocess.DEVNULL,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
+    log = run_dir / "job.log"
+    wait_for(lambda: log.exists() and b"working" in log.read_bytes(), timeout=30)
+    return proc
+
+
+def _watcher(lab: Lab, instance_id: str, run_dir: Path, **options: object) -> Watcher:
+    config = WatchConfig(
+        run_dir=run_dir,
+        run_id="w4tcher00001",
+        metadata_url=lab.imds(instance_id).url,
+        poll_s=0.2,
+        bucket=lab.bucket,
+        region="us-east-1",
+        **options,  # type: ignore[arg-type]
+    )
+    return Watcher(config)
+
+
+def _stored(lab: Lab) -> set[str]:
+    listing = lab.s3.list_objects_v2(Bucket=lab.bucket, Prefix="runs/w4tcher00001/")
+    return {o["Key"].split("w4tcher00001/", 1)[1] for o in listing.get("Contents", [])}
+
+
+def test_imds_client_needs_its_token_and_reads_values(aws_env: Env, lab: Lab) -> None:
+    instance_id = _instance(lab, aws_env)
+    imds = Imds(lab.imds(instance_id).url)
+    assert imds.get("meta-data/instance-id") == instance_id
+    assert imds.get("meta-data/spot/instance-action") is None  # 404: no notice
+    with pytest.raises(MetadataError):
+        Imds("http://127.0.0.1:9", timeout_s=0.5).get("meta-data/instance-id")
+
+
+def test_notice_checkpoints_the_job_and_stores_it(aws_env: Env, lab: Lab, tmp_path: Path) -> None:
+    instance_id = _instance(lab, aws_env)
+    run_dir = tmp_path / "run"
+    job = _job(run_dir)
+    watcher = _watcher(lab, instance_id, run_dir)
+    assert watcher.step() and not (run_dir / "notice.json").exists()  # nothing yet
+    lab.interrupt(instance_id, notice_s=30.0)
+    started = time.monotonic()
+    assert watcher.step()  # the notice: checkpoint, upload; EC2 ends the instance later
+    assert job.wait(timeout=10) == 75
+    notice = json.loads((run_dir / "notice.json").read_text())
+    assert notice["instance_id"] == instance_id and notice["action"] == "terminate"
+    assert notice["checkpointed"] is True
+    assert json.loads((run_dir / "exit.json").read_text())["exit_code"] == 75
+    stored = _stored(lab)
+    assert "checkpoints/ckpt-000000007.pt" in stored
+    assert f"instances/{instance_id}/notice.json" in stored
+    assert f"instances/{instance_id}/exit.json" in stored
+    assert time.monotonic() - started < 10
+    (item,) = lab.instances("w4tcher00001")
+    assert item["State"]["Name"] == "running"  # a notice never ends the instance itself
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"heartbeat_timeout_s": 0.5}, "no controller heartbeat"),
+        ({"deadline": 1.0}, "max-hours or budget cap"),
+    ],
+)
+def test_lost_controller_or_cap_ends_the_instance(
+    aws_env: Env, lab: Lab, tmp_path: Path, options: dict[str, float], why: str
+) -> None:
+    instance_id = _instance(lab, aws_env)
+    run_dir = tmp_path / "run"
+    job = _job(run_dir)
+    watcher = _watcher(lab, instance_id, run_dir, **options)
+    time.sleep(0.6)
+    assert watcher.step() is False  # it ended its instance
+    assert job.wait(timeout=10) == 75  # after the job checkpointed
+    record = json.loads((run_dir / "self-terminated.json").read_text())
+    assert why in record["reason"] and record["instance_id"] == instance_id
+    assert "checkpoints/ckpt-000000007.pt" in _stored(lab)
+    (item,) = lab.instances("w4tcher00001")
+    assert item["State"]["Name"] in ("shutting-down", "terminated")
+
+
+def test_a_fresh_heartbeat_keeps_it_and_an_ended_job_ends_it_after_the_grace(
+    aws_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    instance_id = _instance(lab, aws_env)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    watcher = _watcher(lab, instance_id, run_dir, heartbeat_timeout_s=1.0, end_grace_s=0.5)
+    for _ in range(3):
+        (run_dir / ".heartbeat").touch()  # what every `spotrun agent status` does
+        time.sleep(0.4)
+        assert watcher.step()
+    (run_dir / "exit.json").write_text(json.dumps({"exit_code": 0}))
+    assert watcher.step()  # the grace starts
+    time.sleep(0.6)
+    (run_dir / ".heartbeat").touch()
+    assert watcher.step() is False
+    assert "job ended" in json.loads((run_dir / "self-terminated.json").read_text())["reason"]
+    (item,) = lab.instances("w4tcher00001")
+    assert item["State"]["Name"] in ("shutting-down", "terminated")

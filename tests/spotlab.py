@@ -1,0 +1,451 @@
+"""Spot fault scenarios in the lab, shared by tests/e2e/test_spot_recovery.py (which asserts
+on them) and bench/interruption_recovery.py (which prints their matrix and timings).
+
+A scenario launches digits-fast on the lab's EC2 with the real CLI, injects its faults while the
+run goes on (spot notices through the host's IMDS, reclaims, damaged checkpoints, EC2 errors,
+dropped SSH connections, supervisors killed), waits for the end and measures the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spotrun.config import load_settings
+from spotrun.ledger import Ledger
+from tests.conftest import REPO, Env
+from tests.lab import Lab
+
+EPOCHS = 5
+OVERRIDES = [f"epochs={EPOCHS}", "threads=1"]
+COMPARED = ("step", "epoch", "train_loss", "test_loss", "test_acc", "lr")
+# [aws] settings for the scenarios: the agent asks IMDS every 0.5 s (EC2: at most 5 s),
+# a silent instance is replaced after 4 s (default 60 s).
+FAST = {"notice_poll_s": 0.5, "unreachable_s": 4.0, "end_grace_s": 600.0}
+NOTICE_S = 8.0  # notice to reclaim in the lab (EC2 gives 120 s)
+
+
+def reference_metrics(work: Path) -> dict[str, Any]:
+    """The uninterrupted run's final metrics (same recipe and overrides, this machine)."""
+    args = [sys.executable, "-m", "spotrun", "train", "digits-fast", "--run-dir", str(work)]
+    for item in OVERRIDES:
+        args += ["--set", item]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run(args, check=True, capture_output=True, env=env, cwd=REPO, timeout=600)
+    return final_metrics(work / "metrics.jsonl")
+
+
+def final_metrics(path: Path) -> dict[str, Any]:
+    last = json.loads(path.read_text().splitlines()[-1])
+    return {k: last[k] for k in COMPARED}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    state: str = "?"
+    message: str = ""
+    metrics_equal: bool = False
+    evaluations_once: bool = False
+    instances: int = 0
+    left_running: int = -1
+    in_ledger_and_cost: bool = False
+    lost_steps: list[int] = field(default_factory=list)
+    to_request_s: list[float] = field(default_factory=list)  # fault -> replacement requested
+    to_resumed_s: list[float] = field(default_factory=list)  # fault -> job running again
+    events: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    log: str = ""  # the run's job.log, every instance's part
+
+    def __str__(self) -> str:
+        head = {k: v for k, v in self.__dict__.items() if k not in ("events", "log")}
+        log = [x for x in self.log.splitlines() if not x.startswith("epoch ")]
+        return (
+            f"{head}\nevents:\n  "
+            + "\n  ".join(self.events)
+            + "\njob.log (evaluation lines left out):\n  "
+            + "\n  ".join(log[-20:])
+        )
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.state == "succeeded"
+            and self.metrics_equal
+            and self.evaluations_once
+            and self.left_running == 0
+            and self.in_ledger_and_cost
+        )
+
+
+class Scenario:
+    """One run in the lab, driven through the real CLI, with faults injected by `steps`."""
+
+    def __init__(self, name: str, env: Env, lab: Lab) -> None:
+        self.name = name
+        self.env = env
+        self.lab = lab
+        self.run_id = ""
+        self.fault_times: list[float] = []
+        self.steps_at_fault: list[int] = []  # the newest step synced here when each came
+        self.started = time.monotonic()
+
+    # ---------------------------------------------------------------- look
+    def ledger(self) -> Ledger:
+        return Ledger(load_settings(self.env.home))
+
+    def state(self) -> str:
+        with self.ledger() as ledger:
+            return ledger.get_run(self.run_id).state.value
+
+    @property
+    def run_dir(self) -> Path:
+        return self.env.home / "runs" / self.run_id
+
+    def epoch(self) -> int:
+        return int(self._last_metrics().get("epoch", 0))
+
+    def _last_metrics(self) -> dict[str, Any]:
+        try:
+            lines = (self.run_dir / "metrics.jsonl").read_text().splitlines()
+            return dict(json.loads(lines[-1])) if lines else {}
+        except (FileNotFoundError, ValueError, IndexError):
+            return {}
+
+    def _fault(self) -> None:
+        self.fault_times.append(time.time())
+        self.steps_at_fault.append(int(self._last_metrics().get("step", 0)))
+
+    def live_instance(self, other_than: str | None = None) -> str:
+        def one() -> str | None:
+            live = self.lab.instances(self.run_id, states=("running",))
+            ids = [i["InstanceId"] for i in live if i["InstanceId"] != other_than]
+            return ids[0] if len(ids) == 1 else None
+
+        return str(wait_for(one, 120, "one running instance"))
+
+    def events(self) -> list[str]:
+        with self.ledger() as ledger:
+            return [f"{e.kind}: {e.message}" for e in ledger.events(self.run_id)]
+
+    # ----------------------------------------------------------------- act
+    def launch(self) -> str:
+        args = ["launch", "digits-fast", "--cloud", "aws", "-d"]
+        for item in OVERRIDES:
+            args += ["--set", item]
+        self.run_id = self.env.cli(*args, check=True).stdout.strip()
+        return self.run_id
+
+    def wait_epoch(self, epoch: int) -> None:
+        wait_for(
+            lambda: self.epoch() >= epoch or self.state() in ("succeeded", "failed"),
+            240,
+            f"epoch {epoch} synced",
+            interval=0.05,
+        )
+        if self.state() != "running":
+            raise AssertionError(f"{self.name}: run {self.state()}: {self.events()}")
+
+    def wait_running_on_new(self, old: str) -> str:
+        """The job is running again, on an instance other than `old`."""
+        wait_for(
+            lambda: self.state() == "running" and self._running_on() not in (None, old),
+            240,
+            "the job to run on the replacement",
+        )
+        return str(self._running_on())
+
+    def _running_on(self) -> str | None:
+        live = self.lab.instances(self.run_id, states=("running",))
+        return live[-1]["InstanceId"] if live else None
+
+    def notice(self, instance_id: str, notice_s: float = NOTICE_S) -> None:
+        self._fault()
+        self.lab.interrupt(instance_id, notice_s=notice_s)
+
+    def reclaim(self, instance_id: str) -> None:
+        self._fault()
+        self.lab.reclaim(instance_id)
+
+    def damage_newest_checkpoint(self) -> str:
+        """Cut the newest checkpoint the controller holds in half (a torn copy)."""
+        newest = sorted((self.run_dir / "checkpoints").glob("ckpt-*.pt"))[-1]
+        data = newest.read_bytes()
+        newest.write_bytes(data[: len(data) // 2])
+        return newest.name
+
+    def drop_ssh(self, instance_id: str) -> int:
+        """Kill the host's per-connection sshd processes: every SSH connection drops."""
+        host = self.lab.host(instance_id)
+        proc = getattr(host, "_proc", None)
+        if proc is None:
+            return 0
+        sshd = _children(proc.pid)
+        dropped = 0
+        for listener in sshd:
+            for pid in _children(listener):
+                if _cmdline(pid).startswith("sshd:"):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        dropped += 1
+                    except ProcessLookupError:
+                        continue
+        return dropped
+
+    def supervisor_pid(self) -> int | None:
+        with sqlite3.connect(self.env.home / "ledger.db") as db:
+            row = db.execute(
+                "SELECT supervisor_pid FROM runs WHERE id = ?", (self.run_id,)
+            ).fetchone()
+        return int(row[0]) if row and row[0] else None
+
+    def kill_supervisor(self) -> bool:
+        pid = self.supervisor_pid()
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        # Dead, and its lock released: a command that looks sooner would still see it held.
+        wait_for(lambda: not _alive(pid), 30, f"supervisor {pid} to die", interval=0.02)
+        return True
+
+    def reconcile(self) -> None:
+        """What any spotrun command does first: restart the run's supervisor if it died."""
+        from spotrun import api
+
+        api.open_ledger(load_settings(self.env.home)).close()
+
+    # -------------------------------------------------------------- outcome
+    def finish(self, reference: dict[str, Any], timeout: float = 300) -> Outcome:
+        out = Outcome(self.name)
+        wait_for(lambda: self.state() in ("succeeded", "failed", "stopped"), timeout, "the end")
+        out.wall_s = time.monotonic() - self.started
+        out.state = self.state()
+        with self.ledger() as ledger:
+            out.message = ledger.get_run(self.run_id).message or ""
+        out.events = self.events()
+        metrics = self.run_dir / "metrics.jsonl"
+        if metrics.exists():
+            out.metrics_equal = final_metrics(metrics) == reference
+            epochs = [json.loads(x)["epoch"] for x in metrics.read_text().splitlines()]
+            out.evaluations_once = epochs == list(range(1, EPOCHS + 1))
+        ec2_ids = {i["InstanceId"] for i in self.lab.instances(self.run_id)}
+        out.instances = len(ec2_ids)
+        out.left_running = len(self.lab.instances(self.run_id, states=("pending", "running")))
+        with self.ledger() as ledger:
+            records = {r.id: r for r in ledger.instances(self.run_id)}
+            priced = {
+                line.instance_id
+                for line in ledger.cost_lines(self.run_id)
+                if line.kind == "compute"
+            }
+            moves = ledger.transitions(self.run_id)
+        out.in_ledger_and_cost = (
+            set(records) == ec2_ids
+            and all(r.terminated_at is not None for r in records.values())
+            and priced == ec2_ids
+        )
+        log = (self.run_dir / "job.log").read_text() if (self.run_dir / "job.log").exists() else ""
+        out.lost_steps = lost_steps(log, self.steps_at_fault)
+        out.log = log
+        for fault in self.fault_times:
+            after = [t for t in moves if t.at >= fault - 0.001]
+            requested = next((t.at for t in after if t.to_state.value == "requested"), None)
+            resumed = next((t.at for t in after if t.to_state.value == "running"), None)
+            if requested is not None:
+                out.to_request_s.append(requested - fault)
+            if resumed is not None:
+                out.to_resumed_s.append(resumed - fault)
+        return out
+
+
+def lost_steps(log: str, steps_at_fault: list[int]) -> list[int]:
+    """Per resume in job.log: steps trained before the stop that the resume did not keep.
+
+    With a notice the trainer says where it checkpointed; without one, the newest step known
+    here when the fault came (the last evaluation synced) is what was surely trained."""
+    reached = 0
+    lost = []
+    for line in log.splitlines():
+        if "checkpointing at step" in line:
+            reached = max(reached, int(line.rsplit(" ", 1)[-1]))
+        elif line.startswith("resumed at epoch"):
+            n = len(lost)
+            if n < len(steps_at_fault):
+                reached = max(reached, steps_at_fault[n])
+            # A resume past the step known at the fault (the fault came late) lost nothing.
+            lost.append(max(0, reached - int(line.rsplit(" ", 1)[-1])))
+    return lost
+
+
+def steps_per_epoch() -> int:
+    return 23  # 1,438 training images / 64 per step, rounded up (digits-fast)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"  # a zombie holds no locks
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(x) for x in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def seeded_points(seed: int, count: int, low: float, high: float) -> list[float]:
+    rng = random.Random(seed)
+    return sorted(rng.uniform(low, high) for _ in range(count))
+
+
+# ------------------------------------------------------------------ scenarios
+def notice_at_two_points(s: Scenario, hard_second_replacement: bool = False) -> None:
+    """A spot notice early in training, and another on the replacement later on (optionally
+    with no capacity for the same offer and EC2 throttling when replacing the second time)."""
+    s.launch()
+    for epoch in (1, 3):
+        old = s.live_instance()
+        s.wait_epoch(epoch)
+        if hard_second_replacement and epoch == 3:
+            s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
+            s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
+        s.notice(old)
+        s.wait_running_on_new(old)
+
+
+def notice_twice_hard_second(s: Scenario) -> None:
+    notice_at_two_points(s, hard_second_replacement=True)
+
+
+def reclaim_without_notice(s: Scenario) -> None:
+    """EC2 takes the instance back with no notice (the host dies mid-epoch)."""
+    s.launch()
+    old = s.live_instance()
+    s.wait_epoch(2)
+    s.reclaim(old)
+    s.wait_running_on_new(old)
+
+
+def newest_checkpoint_damaged(s: Scenario) -> None:
+    """Reclaimed with no notice, and the newest checkpoint held here is torn: the run resumes
+    from the one before it."""
+    s.launch()
+    old = s.live_instance()
+    s.wait_epoch(2)
+    wait_for(
+        lambda: len(list((s.run_dir / "checkpoints").glob("ckpt-*.pt"))) >= 2,
+        60,
+        "two checkpoints synced here",
+    )
+    s.reclaim(old)
+    s.damage_newest_checkpoint()
+    s.wait_running_on_new(old)
+
+
+def capacity_error_and_throttling(s: Scenario) -> None:
+    """A notice; the replacement's first offer has no capacity and EC2 throttles on the way."""
+    s.launch()
+    old = s.live_instance()
+    s.wait_epoch(1)
+    s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
+    s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
+    s.notice(old)
+    s.wait_running_on_new(old)
+
+
+def notice_while_provisioning(s: Scenario) -> None:
+    """The notice comes while the instance is still being provisioned (before any job)."""
+    s.launch()
+    first = s.live_instance()
+    s.notice(first, notice_s=0.5)
+    s.wait_running_on_new(first)
+
+
+def ssh_dropped_while_syncing(s: Scenario) -> None:
+    """Every SSH connection to the instance is cut, six times, while the run syncs."""
+    s.launch()
+    inst = s.live_instance()
+    s.wait_epoch(1)
+    for _ in range(6):
+        s.drop_ssh(inst)
+        time.sleep(0.4)
+
+
+def supervisor_killed(s: Scenario, seed: int = 7) -> None:
+    """SIGKILL the supervisor at 10 seeded random moments: 4 while launching, 3 while training,
+    3 while recovering from a notice; after each, what any spotrun command does first: notice
+    the dead supervisor and start another."""
+    rng = random.Random(seed)
+
+    def kill_and_reconcile(times: int) -> None:
+        for _ in range(times):
+            time.sleep(rng.uniform(0.1, 1.5))
+            s.kill_supervisor()
+            s.reconcile()
+
+    s.launch()
+    kill_and_reconcile(4)
+    old = s.live_instance()
+    s.wait_epoch(1)
+    kill_and_reconcile(3)
+    noticed = s.state() == "running"
+    if noticed:  # (on a fast machine the run may have ended already)
+        s.notice(old)
+    kill_and_reconcile(3)
+    wait_for(
+        lambda: (
+            s.state() in ("succeeded", "failed", "stopped")
+            or (s.state() == "running" and s._running_on() not in (None, old))
+        ),
+        240,
+        "the run to end or to run on the replacement",
+    )
+
+
+SCENARIOS: dict[str, Callable[[Scenario], None]] = {
+    "2 notices; capacity error + throttling on 2nd": notice_twice_hard_second,
+    "notice at two points of training": notice_at_two_points,
+    "reclaimed without notice": reclaim_without_notice,
+    "newest checkpoint damaged": newest_checkpoint_damaged,
+    "capacity error + throttling on replacement": capacity_error_and_throttling,
+    "notice while provisioning": notice_while_provisioning,
+    "SSH dropped while syncing": ssh_dropped_while_syncing,
+    "supervisor SIGKILLed at 10 random points": supervisor_killed,
+}
