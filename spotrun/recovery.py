@@ -346,11 +346,10 @@ class Recovery:
         (run.run_dir / EXIT_FILE).unlink(missing_ok=True)  # the last job's; a new one comes
         found = newest_complete_checkpoint(run.run_dir)
         if found is None:
-            self.ledger.add_event(
-                run.id,
-                "resume",
-                f"no complete spotrun checkpoint to restore onto {head.id}",
-            )
+            if run.spec.job is None:  # your own command's checkpoint dir is restored whole
+                self.ledger.add_event(
+                    run.id, "resume", f"no complete spotrun checkpoint to restore onto {head.id}"
+                )
             return None
         checkpoint, step = found
         truncate_metrics(run.run_dir / METRICS_FILE, step)

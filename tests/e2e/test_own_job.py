@@ -4,9 +4,7 @@ host) and the local cloud run the same task file, with the real CLI and supervis
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +14,6 @@ import pytest
 
 from spotrun.config import load_settings
 from spotrun.ledger import Ledger
-from spotrun.runs import RunState
 from spotrun.supervisor import is_supervised
 from tests.conftest import Env
 from tests.helpers import wait_for
@@ -184,20 +181,14 @@ def test_task_in_the_lab_outputs_checkpoint_restart_exec_and_sigterm(
     failing = env.cli("exec", main, "--cmd", "echo checking; exit 3")
     assert failing.returncode == 3 and failing.stdout == "checking\n", failing
 
-    # A replacement, as issue 7's recovery makes one after EC2 takes the instance back: the
+    # A spot notice: the script's process gets SIGTERM and saves; the replacement runs the
     # same command on a fresh instance, its setup run there, its checkpoint put back first.
-    with Ledger(load_settings(env.home)) as ledger:
-        supervisor_pid = ledger.get_run(main).supervisor_pid
-    assert supervisor_pid is not None
-    os.kill(supervisor_pid, signal.SIGKILL)
-    wait_for(lambda: not _supervised(env, main), timeout=30, what="the supervisor to die")
-    lab.reclaim(item["InstanceId"])
-    with Ledger(load_settings(env.home)) as ledger:
-        ledger.transition(main, RunState.INTERRUPTED, "test: EC2 took the instance back")
-    env.cli("ls", check=True)  # any command restarts a live run's missing supervisor
+    lab.interrupt(item["InstanceId"], notice_s=5.0)
     wait_for(lambda: _results(env, main, "attempt-3.json"), timeout=90, what="the replacement")
     third = _results(env, main, "attempt-3.json")
     assert third is not None and third["setup_ran"] is True
+    saved_at_notice = env.home / "runs" / main / "checkpoints" / "sigterm.json"
+    assert json.loads(saved_at_notice.read_text()) == {"attempt": 2, "signal": 15}
     replacement = [i for i in lab.instances(main) if i["InstanceId"] != item["InstanceId"]]
     assert [i["State"]["Name"] for i in replacement] == ["running"]
 
@@ -207,7 +198,8 @@ def test_task_in_the_lab_outputs_checkpoint_restart_exec_and_sigterm(
     run = _ended(env, main)
     assert run["state"] == "succeeded", (run["message"], run["events"])
     _check_success(env, main, last=3)
-    assert "1 checkpoint file(s) restored on " + replacement[0]["InstanceId"] in " ".join(
+    # state.json and the sigterm.json saved at the notice
+    assert "2 checkpoint file(s) restored on " + replacement[0]["InstanceId"] in " ".join(
         e["message"] for e in run["events"]
     )
     events = " ".join(e["message"] for e in run["events"])
