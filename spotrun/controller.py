@@ -23,9 +23,10 @@ from spotrun.datasets.attach import attach_snapshot_data, mark_data_volumes_dele
 from spotrun.datasets.record import StagingWatch
 from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
-from spotrun.ledger import InstanceRecord, Ledger, RunRecord
+from spotrun.ledger import Ledger, RunRecord
 from spotrun.metrics import MetricsTail
 from spotrun.pricing import PriceBook, PriceSource
+from spotrun.records import to_record
 from spotrun.recovery import Reach, Recovery
 from spotrun.remote.job import JobDriver, JobStatus
 from spotrun.remote.jobprep import pull_outputs, setup_failure
@@ -49,23 +50,6 @@ def job_argv(run: RunRecord, spotrun_argv: list[str], remote_run_dir: str) -> li
     for item in run.spec.overrides:
         argv += ["--set", item]
     return argv
-
-
-def to_record(instance: Instance, **changes: object) -> InstanceRecord:
-    return InstanceRecord(
-        id=instance.id,
-        run_id=instance.run_id,
-        provider=instance.provider,
-        instance_type=instance.instance_type,
-        market=instance.market,
-        state=instance.state,
-        region=instance.region,
-        zone=instance.zone,
-        node_index=instance.node_index,
-        address=instance.address,
-        launched_at=instance.launched_at,
-        **changes,  # type: ignore[arg-type]
-    )
 
 
 class RunController:

@@ -34,6 +34,7 @@ from spotrun.agent.wrapper import EXIT_FILE, LOG_FILE
 from spotrun.cloud.base import Instance, Offer, Provider, Runner
 from spotrun.errors import CapacityError, RemoteError, SpotrunError
 from spotrun.ledger import InstanceRecord, Ledger, RunRecord
+from spotrun.records import to_record
 from spotrun.runs import RunState
 
 log = logging.getLogger(__name__)
@@ -142,21 +143,8 @@ class Recovery:
         prior = known.get(instance.id)
         details = dict(prior.details) if prior else {}
         details.update(changes.pop("details", {}))  # type: ignore[call-overload]
-        return InstanceRecord(
-            id=instance.id,
-            run_id=self.run_id,
-            provider=instance.provider,
-            instance_type=instance.instance_type,
-            market=instance.market,
-            state=instance.state,
-            region=instance.region,
-            zone=instance.zone,
-            node_index=instance.node_index,
-            address=instance.address,
-            launched_at=instance.launched_at,
-            details=details,
-            **changes,  # type: ignore[arg-type]
-        )
+        changes["details"] = details
+        return to_record(instance, **changes)
 
     def mark_doomed(self, instance: Instance, why: str) -> None:
         self.ledger.upsert_instance(
