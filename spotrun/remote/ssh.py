@@ -21,6 +21,7 @@ import paramiko
 from spotrun.cloud.base import CommandResult
 from spotrun.errors import RemoteError
 
+_EOF_WAIT_S = 2.0  # after the exit status, how long stragglers of output may take
 _CHUNK = 1 << 16
 
 
@@ -180,6 +181,7 @@ class SshRunner:
             raise RemoteError(f"lost the connection to {self.where}: {exc}") from exc
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         out, err = bytearray(), bytearray()
+        exited_at: float | None = None
         try:
             channel.settimeout(1.0)
             channel.exec_command(command)
@@ -191,10 +193,16 @@ class SshRunner:
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(_CHUNK)
                     drained = True
+                # The exit status can come before the last of stderr: done at EOF, or once
+                # the status has waited a while with nothing more arriving.
                 if channel.exit_status_ready() and not (
                     channel.recv_ready() or channel.recv_stderr_ready()
                 ):
-                    break
+                    if channel.eof_received or channel.closed:
+                        break
+                    exited_at = exited_at or time.monotonic()
+                    if time.monotonic() - exited_at > _EOF_WAIT_S:
+                        break
                 if deadline is not None and time.monotonic() > deadline:
                     channel.close()
                     return CommandResult(
@@ -204,7 +212,10 @@ class SshRunner:
                         err.decode(errors="replace") + "\n(timed out)",
                     )
                 if not drained:
-                    channel.status_event.wait(0.01)
+                    if exited_at is None:
+                        channel.status_event.wait(0.01)
+                    else:
+                        time.sleep(0.005)  # the status event stays set: do not spin
             code = channel.recv_exit_status()
         except (OSError, EOFError, paramiko.SSHException) as exc:
             self.close()
