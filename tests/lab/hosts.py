@@ -53,7 +53,8 @@ class HostSpec:
     authorized_key: str | None
     env: dict[str, str]  # set in every SSH session (sshd SetEnv)
     home_config: str | None = None  # written to ~/.spotrun/config.toml on the host
-    # Folders under /root the "image" must keep (e.g. a pyenv python), mounted read-only.
+    # Folders under /root or /tmp the "image" must keep (a pyenv python, a checkout's venv),
+    # mounted read-only: the host's own /root and /tmp hide this machine's.
     image_paths: tuple[str, ...] = ()
     # CPU priority of everything on the host; >0 keeps many hosts' jobs from starving the
     # controller side on a small machine, where real instances would have CPUs of their own.
@@ -141,12 +142,17 @@ class Host:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         keep = []
         for source in self.spec.image_paths:
-            target = self.home / Path(source).relative_to(HOST_HOME)
+            under_tmp = not source.startswith(HOST_HOME + "/")
+            target = (
+                self.tmp / Path(source).relative_to("/tmp")
+                if under_tmp
+                else self.home / Path(source).relative_to(HOST_HOME)
+            )
             target.mkdir(parents=True, exist_ok=True)
             keep.append(f"mount --bind {source} {target} && mount -o remount,bind,ro {target} && ")
         script = (
             "".join(keep)
-            + f"mount --rbind {self.home} {HOST_HOME} && mount --bind {self.tmp} /tmp && "
+            + f"mount --rbind {self.home} {HOST_HOME} && mount --rbind {self.tmp} /tmp && "
             f"exec {SSHD} -D -e -f {inside}/sshd_config"
         )
         log = open(self.log_path, "ab")

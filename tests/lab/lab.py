@@ -59,11 +59,11 @@ DEFAULT_SPOT_PRICES: dict[str, tuple[float, float, float]] = {
 
 
 def image_paths() -> tuple[str, ...]:
-    """This interpreter's folders under /root: the hosts' "image" must keep them."""
+    """This interpreter's folders under /root or /tmp: the hosts' "image" must keep them."""
     found = {
         str(Path(p).resolve())
         for p in (sys.base_prefix, sys.prefix)
-        if str(Path(p).resolve()).startswith(HOST_HOME + "/")
+        if str(Path(p).resolve()).startswith((HOST_HOME + "/", "/tmp/"))
     }
     return tuple(sorted(found))
 
