@@ -411,20 +411,7 @@ class SharedBill(Bill):
         on_demand = self.on_demand
         storage = self.storage
         return [
-            CostLine(
-                run_id=run_id,
-                instance_id=usage.instance_id,
-                kind="compute",
-                quantity=float(self.billed_s),
-                unit="instance-s",
-                usd=float(self.compute),
-                on_demand_usd=None if on_demand is None else float(on_demand),
-                method=method,
-                usd_exact=self.compute,
-                on_demand_usd_exact=on_demand,
-                start_at=float(usage.start),
-                end_at=float(usage.end),
-            ),
+            compute_line(run_id, usage, self.billed_s, self.compute, on_demand, method),
             CostLine(
                 run_id=run_id,
                 instance_id=usage.instance_id,
@@ -501,6 +488,31 @@ def catalog_estimate(price_usd_per_hour: Fraction, usage: Usage) -> Fraction:
 
 
 # ------------------------------------------------------------ cost lines
+def compute_line(
+    run_id: str,
+    usage: Usage,
+    billed_s: int,
+    compute: Fraction,
+    on_demand: Fraction | None,
+    method: str,
+) -> CostLine:
+    """The ledger line of an instance's compute: whole, or a shared instance's part."""
+    return CostLine(
+        run_id=run_id,
+        instance_id=usage.instance_id,
+        kind="compute",
+        quantity=float(billed_s),
+        unit="instance-s",
+        usd=float(compute),
+        on_demand_usd=None if on_demand is None else float(on_demand),
+        method=method,
+        usd_exact=compute,
+        on_demand_usd_exact=on_demand,
+        start_at=float(usage.start),
+        end_at=float(usage.end),
+    )
+
+
 def cost_lines(run_id: str, bill_: Bill) -> list[CostLine]:
     """The ledger's lines for one instance: compute, then one per volume."""
     if isinstance(bill_, SharedBill):
@@ -524,22 +536,7 @@ def cost_lines(run_id: str, bill_: Bill) -> list[CostLine]:
             )
         ]
     on_demand = bill_.on_demand
-    lines = [
-        CostLine(
-            run_id=run_id,
-            instance_id=usage.instance_id,
-            kind="compute",
-            quantity=float(bill_.billed_s),
-            unit="instance-s",
-            usd=float(bill_.compute),
-            on_demand_usd=None if on_demand is None else float(on_demand),
-            method=AWS_METHOD,
-            usd_exact=bill_.compute,
-            on_demand_usd_exact=on_demand,
-            start_at=float(usage.start),
-            end_at=float(usage.end),
-        )
-    ]
+    lines = [compute_line(run_id, usage, bill_.billed_s, bill_.compute, on_demand, AWS_METHOD)]
     for charge in bill_.volumes:
         lines.append(
             CostLine(

@@ -312,6 +312,7 @@ def _print_board(ledger: Any, sweep: Any, entries: list[Any] | None = None) -> N
     out.print(table)
 
 
+@sweep_app.command("leaderboard")  # the same command under the name users look for
 @sweep_app.command("status")
 def sweep_status(
     sweep: str = typer.Argument(..., help="sweep name or id (prefix)"),
@@ -322,19 +323,6 @@ def sweep_status(
     ),
 ) -> None:
     """A sweep's state and its leaderboard: trials ranked by the metric, with cost."""
-    _status(sweep, as_json, as_csv, plot)
-
-
-@sweep_app.command("leaderboard")
-def sweep_leaderboard(
-    sweep: str = typer.Argument(..., help="sweep name or id (prefix)"),
-    as_json: bool = typer.Option(False, "--json", help="the sweep and its leaderboard as JSON"),
-    as_csv: bool = typer.Option(False, "--csv", help="the leaderboard as CSV"),
-    plot: Path | None = typer.Option(
-        None, "--plot", metavar="FILE.png", help="draw the metric against cost per trial"
-    ),
-) -> None:
-    """The same as `sweep status`."""
     _status(sweep, as_json, as_csv, plot)
 
 
