@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/interruption_recovery.py [--only NAME] [--repeats 1]
 
-Runs every scenario of tests/spotlab.py (digits-fast, 5 epochs, on the lab's EC2 whose
+Runs every scenario of tests/spotlab.py (digits-fast, 8 epochs, on the lab's EC2 whose
 instances are real SSH hosts with an IMDSv2 endpoint each) and prints, per scenario: the outcome
 (run succeeded, final metrics bit-equal to an uninterrupted run's, each evaluation once, nothing
 left running, every instance in the ledger and its cost), the seconds from the fault (notice or

@@ -8,6 +8,7 @@ command after a crash (or a reboot) starts a new one, which picks the run up whe
 
 from __future__ import annotations
 
+import faulthandler
 import fcntl
 import logging
 import os
@@ -43,14 +44,33 @@ def _try_lock(path: Path, wait_s: float = 0.0) -> IO[str] | None:
 
 
 def is_supervised(run: RunRecord) -> bool:
-    lock_path = run.run_dir / LOCK_FILE
+    return lock_is_held(run.run_dir / LOCK_FILE, run.supervisor_pid)
+
+
+def lock_is_held(lock_path: Path, holder_pid: int | None) -> bool:
+    """True while a live supervisor holds `lock_path` (holder_pid: the one the ledger names)."""
     if not lock_path.exists():
         return False
     fh = _try_lock(lock_path)
+    if fh is None and not process_running(holder_pid):
+        # A killed process's main thread turns zombie before its other threads have let go
+        # of its files, this lock among them: give them a moment rather than trust the lock.
+        fh = _try_lock(lock_path, wait_s=2.0)
     if fh is None:
         return True
     fh.close()  # we got it, so nobody holds it; closing releases it
     return False
+
+
+def process_running(pid: int | None) -> bool:
+    """pid is a process that is not a zombie (a zombie's main thread has exited)."""
+    if pid is None:
+        return False
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"
 
 
 def spawn(settings: Settings, run: RunRecord) -> int:
@@ -173,6 +193,7 @@ def main(argv: list[str]) -> int:
     if lock is None:
         logging.info("another supervisor holds run %s; leaving it to that one", run_id)
         return 0
+    faulthandler.register(signal.SIGUSR2, all_threads=True)  # `kill -USR2 PID`: every stack
     # SIGTERM/SIGHUP end the supervisor only; the run goes on and the next command restarts it.
     signal.signal(signal.SIGTERM, _raise_exit)
     signal.signal(signal.SIGHUP, _raise_exit)

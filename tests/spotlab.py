@@ -23,11 +23,14 @@ from typing import Any
 
 from spotrun.config import load_settings
 from spotrun.ledger import Ledger
+from spotrun.supervisor import is_supervised, process_running
 from tests.conftest import REPO, Env
 from tests.lab import Lab
 
-EPOCHS = 5
-OVERRIDES = [f"epochs={EPOCHS}", "threads=1"]
+EPOCHS = 8
+# A wider net than the recipe's (0.7 s an epoch here, not 0.3 s): a fault meant for the middle
+# of training must still find it going after the lag of a sync or a notice poll.
+OVERRIDES = [f"epochs={EPOCHS}", "threads=1", "model_options.width=64"]
 COMPARED = ("step", "epoch", "train_loss", "test_loss", "test_acc", "lr")
 # [aws] settings for the scenarios: the agent asks IMDS every 0.5 s (EC2: at most 5 s),
 # a silent instance is replaced after 4 s (default 60 s).
@@ -110,6 +113,7 @@ class Scenario:
         self.fault_times: list[float] = []
         self.steps_at_fault: list[int] = []  # the newest step synced here when each came
         self.started = time.monotonic()
+        self.acts: list[str] = []  # what the scenario did, when: shown when a wait times out
 
     # ---------------------------------------------------------------- look
     def ledger(self) -> Ledger:
@@ -126,14 +130,46 @@ class Scenario:
     def epoch(self) -> int:
         return int(self._last_metrics().get("epoch", 0))
 
-    def _last_metrics(self) -> dict[str, Any]:
+    def _last_metrics(self, run_dir: Path | None = None) -> dict[str, Any]:
         try:
-            lines = (self.run_dir / "metrics.jsonl").read_text().splitlines()
+            lines = ((run_dir or self.run_dir) / "metrics.jsonl").read_text().splitlines()
             return dict(json.loads(lines[-1])) if lines else {}
         except (FileNotFoundError, ValueError, IndexError):
             return {}
 
+    def host_run_dir(self, instance_id: str) -> Path:
+        """The run folder on the instance itself (what has not been synced here yet too)."""
+        host = self.lab.wait_for_host(instance_id, 60)  # EC2 says running before its host is up
+        return host.path(f"/root/.spotrun/runs/{self.run_id}")
+
+    def wait_host_epoch(self, instance_id: str, epoch: int) -> None:
+        """Epoch `epoch` evaluated on the instance: no sync lag, so a fault lands right there."""
+        run_dir = self.host_run_dir(instance_id)
+        self._wait(
+            lambda: int(self._last_metrics(run_dir).get("epoch", 0)) >= epoch,
+            240,
+            f"epoch {epoch} on {instance_id}",
+        )
+
+    def wait_host_resumed(self, instance_id: str) -> int:
+        """The trainer on the instance has resumed from a checkpoint; the epoch it resumed in."""
+        log = self.host_run_dir(instance_id) / "job.log"
+
+        def resumed() -> int | None:
+            try:
+                lines = log.read_text().splitlines()
+            except FileNotFoundError:
+                return None
+            found = [x for x in lines if x.startswith("resumed at epoch")]
+            return int(found[-1].split()[3]) + 1 if found else None
+
+        return int(self._wait(resumed, 240, f"the trainer on {instance_id} to resume"))
+
+    def _act(self, what: str) -> None:
+        self.acts.append(f"{time.monotonic() - self.started:7.2f}s {what}")
+
     def _fault(self) -> None:
+        self._act(f"fault at synced step {self._last_metrics().get('step', 0)}")
         self.fault_times.append(time.time())
         self.steps_at_fault.append(int(self._last_metrics().get("step", 0)))
 
@@ -169,12 +205,43 @@ class Scenario:
 
     def wait_running_on_new(self, old: str) -> str:
         """The job is running again, on an instance other than `old`."""
-        wait_for(
+        self._wait(
             lambda: self.state() == "running" and self._running_on() not in (None, old),
             240,
             "the job to run on the replacement",
         )
         return str(self._running_on())
+
+    def _wait(self, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+        """wait_for, and on a timeout say where the run stood (its state and events)."""
+        try:
+            return wait_for(predicate, timeout, what)
+        except AssertionError as exc:
+            shown = "\n  ".join(self.events())
+            raise AssertionError(
+                f"{exc}; run {self.state()}; events:\n  {shown}\n{self._supervisor_stacks()}"
+                + "\nscenario:\n  "
+                + "\n  ".join(self.acts)
+            ) from None
+
+    def _supervisor_stacks(self) -> str:
+        """Where the run's supervisor is, if it lives (it dumps its stacks on SIGUSR2)."""
+        pid = self.supervisor_pid()
+        if pid is None or not process_running(pid):
+            lock = str(self.run_dir / "supervisor.lock")
+            holders = [
+                f"{fd.parts[2]} {_cmdline(int(fd.parts[2]))}"
+                for fd in Path("/proc").glob("[0-9]*/fd/*")
+                if _readlink(fd) == lock
+            ]
+            return f"supervisor {pid} is not running; supervisor.lock open in: {holders}"
+        log = self.run_dir / "supervisor.log"
+        before = log.stat().st_size if log.exists() else 0
+        os.kill(pid, signal.SIGUSR2)
+        time.sleep(1.0)
+        with log.open() as fh:
+            fh.seek(before)
+            return f"supervisor {pid} is alive; its stacks:\n{fh.read()}"
 
     def _running_on(self) -> str | None:
         live = self.lab.instances(self.run_id, states=("running",))
@@ -223,20 +290,31 @@ class Scenario:
     def kill_supervisor(self) -> bool:
         pid = self.supervisor_pid()
         if pid is None:
+            self._act("kill: no supervisor pid")
             return False
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
+            self._act(f"kill: supervisor {pid} was gone")
             return False
+        self._act(f"killed supervisor {pid}")
         # Dead, and its lock released: a command that looks sooner would still see it held.
-        wait_for(lambda: not _alive(pid), 30, f"supervisor {pid} to die", interval=0.02)
+        # (Its main thread turns zombie before the others have let go of its files, the lock
+        # among them, so the lock itself is what to watch.)
+        with self.ledger() as ledger:
+            run = ledger.get_run(self.run_id)
+        wait_for(lambda: not is_supervised(run), 30, f"supervisor {pid} to die", interval=0.02)
         return True
 
     def reconcile(self) -> None:
         """What any spotrun command does first: restart the run's supervisor if it died."""
         from spotrun import api
 
-        api.open_ledger(load_settings(self.env.home)).close()
+        with api.open_ledger(load_settings(self.env.home)) as ledger:
+            self._act(
+                f"reconciled: run {ledger.get_run(self.run_id).state.value}, "
+                f"supervisor {ledger.get_run(self.run_id).supervisor_pid}"
+            )
 
     # -------------------------------------------------------------- outcome
     def finish(self, reference: dict[str, Any], timeout: float = 300) -> Outcome:
@@ -305,14 +383,6 @@ def steps_per_epoch() -> int:
     return 23  # 1,438 training images / 64 per step, rounded up (digits-fast)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z"  # a zombie holds no locks
-
-
 def _children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
@@ -321,6 +391,13 @@ def _children(pid: int) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def _readlink(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
 
 
 def _cmdline(pid: int) -> str:
@@ -337,17 +414,20 @@ def seeded_points(seed: int, count: int, low: float, high: float) -> list[float]
 
 # ------------------------------------------------------------------ scenarios
 def notice_at_two_points(s: Scenario, hard_second_replacement: bool = False) -> None:
-    """A spot notice early in training, and another on the replacement later on (optionally
-    with no capacity for the same offer and EC2 throttling when replacing the second time)."""
+    """A spot notice early in training, and another on the replacement once it has trained an
+    epoch of its own (optionally with no capacity for the same offer and EC2 throttling when
+    replacing the second time)."""
     s.launch()
-    for epoch in (1, 3):
-        old = s.live_instance()
-        s.wait_epoch(epoch)
-        if hard_second_replacement and epoch == 3:
-            s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
-            s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
-        s.notice(old)
-        s.wait_running_on_new(old)
+    first = s.live_instance()
+    s.wait_host_epoch(first, 1)
+    s.notice(first)
+    second = s.wait_running_on_new(first)
+    s.wait_host_epoch(second, s.wait_host_resumed(second))
+    if hard_second_replacement:
+        s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
+        s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
+    s.notice(second)
+    s.wait_running_on_new(second)
 
 
 def notice_twice_hard_second(s: Scenario) -> None:
@@ -429,7 +509,7 @@ def supervisor_killed(s: Scenario, seed: int = 7) -> None:
     if noticed:  # (on a fast machine the run may have ended already)
         s.notice(old)
     kill_and_reconcile(3)
-    wait_for(
+    s._wait(
         lambda: (
             s.state() in ("succeeded", "failed", "stopped")
             or (s.state() == "running" and s._running_on() not in (None, old))

@@ -57,11 +57,20 @@ class EarlyStopper:
             self._trials[key] = self.study.ask()
         return self._trials[key]
 
-    def observe(self, key: str, records: list[dict[str, Any]]) -> Verdict | None:
-        """Report new evaluations of trial `key`; a Verdict with stop=True says stop it now."""
+    def observe(
+        self, key: str, records: list[dict[str, Any]], final_epoch: int | None = None
+    ) -> Verdict | None:
+        """Report new evaluations of trial `key`; a Verdict with stop=True says stop it now.
+
+        A trial that has reached `final_epoch` (its last) is never stopped: it has trained all
+        it will, so stopping saves nothing, and it ranks as a finished trial."""
         if key in self._done:
             return None
         trial = self._trial(key)
+        newest = max(
+            (r.get("epoch", 0) for r in records if isinstance(r.get("epoch"), int)), default=0
+        )
+        finished = final_epoch is not None and newest >= final_epoch
         for record in records:
             value, epoch = record.get(self.metric), record.get("epoch")
             if not isinstance(value, (int, float)) or not isinstance(epoch, int):
@@ -70,7 +79,7 @@ class EarlyStopper:
                 continue
             self._last_epoch[key] = epoch
             trial.report(float(value), step=epoch)
-            if trial.should_prune():
+            if not finished and trial.should_prune():
                 # Pruned at once: what it reports while it stops must not count at later rungs.
                 self._done.add(key)
                 self.study.tell(trial, state=TrialState.PRUNED)

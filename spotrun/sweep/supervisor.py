@@ -31,7 +31,8 @@ from spotrun.config import LaunchSpec, Resources, Settings, load_settings
 from spotrun.errors import SpotrunError, StateError
 from spotrun.ledger import Ledger, RunRecord
 from spotrun.metrics import MetricsTail
-from spotrun.supervisor import LOCK_FILE, LOG_FILE, _try_lock
+from spotrun.recipes import get_recipe
+from spotrun.supervisor import LOCK_FILE, LOG_FILE, _try_lock, lock_is_held
 from spotrun.sweep.planner import SweepPlan
 from spotrun.sweep.space import overrides_of
 from spotrun.sweep.store import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus
@@ -63,14 +64,7 @@ def spawn(settings: Settings, sweep: SweepRecord) -> int:
 
 
 def is_supervised(sweep: SweepRecord) -> bool:
-    lock_path = sweep.sweep_dir / LOCK_FILE
-    if not lock_path.exists():
-        return False
-    fh = _try_lock(lock_path)
-    if fh is None:
-        return True
-    fh.close()
-    return False
+    return lock_is_held(sweep.sweep_dir / LOCK_FILE, sweep.supervisor_pid)
 
 
 def ensure_sweeps_supervised(ledger: Ledger) -> set[str]:
@@ -139,6 +133,7 @@ class SweepSupervisor:
         self.tails: dict[str, MetricsTail] = {}
         self.ending: tuple[SweepState, str] | None = None  # set once the sweep winds down
         self.stopper = None
+        self._final_epochs: dict[int, int | None] = {}
         if self.spec.early_stop == "asha":
             from spotrun.sweep.asha import EarlyStopper
 
@@ -259,7 +254,7 @@ class SweepSupervisor:
             if run is None:
                 continue
             tail = self.tails.setdefault(run.id, MetricsTail(run.run_dir / "metrics.jsonl"))
-            verdict = self.stopper.observe(run.id, tail.read_new())
+            verdict = self.stopper.observe(run.id, tail.read_new(), self._final_epoch(trial))
             if run.is_terminal:
                 self.stopper.finish(run.id, _outcome(trial, run))
                 continue
@@ -270,6 +265,18 @@ class SweepSupervisor:
                 )
                 self.ledger.add_event(run.id, "sweep", verdict.reason)
                 self.event(f"trial {trial.index}: {verdict.reason}")
+
+    def _final_epoch(self, trial: TrialRecord) -> int | None:
+        """The trial's last epoch (the recipe's, or its override); None if it cannot be told."""
+        if trial.index not in self._final_epochs:
+            try:
+                recipe = get_recipe(
+                    self.spec.recipe, overrides_of(self.spec, trial.params), data_here=False
+                )
+                self._final_epochs[trial.index] = recipe.epochs
+            except SpotrunError:
+                self._final_epochs[trial.index] = None
+        return self._final_epochs[trial.index]
 
     # --------------------------------------------------------------- budget
     def _spend(self) -> tuple[Fraction, list[budget.LiveInstance]]:

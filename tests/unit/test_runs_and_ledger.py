@@ -121,3 +121,35 @@ def test_unwritable_home(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(LedgerError, match="cannot create SPOTRUN_HOME"):
         Ledger(load_settings(blocker / "home"))
+
+
+HOLD_LOCK = """
+import fcntl, sys, threading, time
+fh = open(sys.argv[1], "a")
+fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+for _ in range(8):  # threads busy in Python, as a supervisor's are
+    threading.Thread(target=lambda: sum(i * i for i in range(10**9)), daemon=True).start()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_supervisors_lock_counts_as_free_at_once(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from spotrun.supervisor import lock_is_held
+
+    lock = tmp_path / "supervisor.lock"
+    for _ in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+        assert lock_is_held(lock, proc.pid)
+        proc.send_signal(signal.SIGKILL)
+        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            pass  # the moment its main thread is a zombie: what the next command may see
+        assert not lock_is_held(lock, proc.pid)  # not reaped yet, and free all the same
+        proc.wait()

@@ -104,6 +104,18 @@ def test_asha_stops_a_trial_below_the_rung_and_keeps_the_leader() -> None:
     stopper.finish("good", "complete")
 
 
+def test_asha_never_stops_a_trial_that_reached_its_last_epoch() -> None:
+    # Late metrics (epochs 1-4 of a 4-epoch trial seen at once) or a rung at the last epoch:
+    # the trial has trained all it will, so stopping it saves nothing.
+    stopper = EarlyStopper("test_acc", "max", grace_epochs=1, reduction_factor=2)
+    assert stopper.observe("good", [{"epoch": 1, "test_acc": 0.9}], final_epoch=4) is None
+    late = [{"epoch": e, "test_acc": 0.1 * e} for e in (1, 2, 3, 4)]
+    assert stopper.observe("late", late, final_epoch=4) is None
+    # the same values arriving one epoch at a time are stopped at the first rung
+    verdict = stopper.observe("early", late[:1], final_epoch=4)
+    assert verdict is not None and verdict.stop and verdict.epoch == 1
+
+
 # ---------------------------------------------------------------- migration
 def test_a_v2_ledger_gains_the_sweep_tables_and_keeps_its_runs(tmp_path: Path) -> None:
     home = tmp_path / "home"
