@@ -152,7 +152,8 @@ class Scenario:
         )
 
     def wait_host_resumed(self, instance_id: str) -> int:
-        """The trainer on the instance has resumed from a checkpoint; the epoch it resumed in."""
+        """The trainer on the instance has resumed from a checkpoint; the first epoch it will
+        evaluate there (the log names the epochs already complete)."""
         log = self.host_run_dir(instance_id) / "job.log"
 
         def resumed() -> int | None:
@@ -169,9 +170,10 @@ class Scenario:
         self.acts.append(f"{time.monotonic() - self.started:7.2f}s {what}")
 
     def _fault(self) -> None:
-        self._act(f"fault at synced step {self._last_metrics().get('step', 0)}")
+        step = int(self._last_metrics().get("step", 0))
+        self._act(f"fault at synced step {step}")
         self.fault_times.append(time.time())
-        self.steps_at_fault.append(int(self._last_metrics().get("step", 0)))
+        self.steps_at_fault.append(step)
 
     def live_instance(self, other_than: str | None = None) -> str:
         def one() -> str | None:
@@ -311,10 +313,8 @@ class Scenario:
         from spotrun import api
 
         with api.open_ledger(load_settings(self.env.home)) as ledger:
-            self._act(
-                f"reconciled: run {ledger.get_run(self.run_id).state.value}, "
-                f"supervisor {ledger.get_run(self.run_id).supervisor_pid}"
-            )
+            run = ledger.get_run(self.run_id)
+        self._act(f"reconciled: run {run.state.value}, supervisor {run.supervisor_pid}")
 
     # -------------------------------------------------------------- outcome
     def finish(self, reference: dict[str, Any], timeout: float = 300) -> Outcome:

@@ -139,7 +139,7 @@ def test_a_killed_supervisors_lock_counts_as_free_at_once(tmp_path: Path) -> Non
     import subprocess
     import sys
 
-    from spotrun.supervisor import lock_is_held
+    from spotrun.supervisor import lock_is_held, process_running
 
     lock = tmp_path / "supervisor.lock"
     for _ in range(3):
@@ -149,7 +149,7 @@ def test_a_killed_supervisors_lock_counts_as_free_at_once(tmp_path: Path) -> Non
         assert proc.stdout is not None and proc.stdout.readline() == "held\n"
         assert lock_is_held(lock, proc.pid)
         proc.send_signal(signal.SIGKILL)
-        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        while process_running(proc.pid):
             pass  # the moment its main thread is a zombie: what the next command may see
         assert not lock_is_held(lock, proc.pid)  # not reaped yet, and free all the same
         proc.wait()
