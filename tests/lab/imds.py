@@ -74,7 +74,12 @@ class Imds:
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The agent gave up on this answer (its timeout, under load) and polls
+                    # again; as on a real instance, that is not the service's error.
+                    self.close_connection = True
 
             def do_PUT(self) -> None:
                 imds.requests += 1
