@@ -329,10 +329,17 @@ class Recovery:
     def restore(
         self, run: RunRecord, head: Instance, runner: Runner, remote_dir: str
     ) -> int | None:
-        """Push the newest complete checkpoint (and the run's log and metrics) to `head`;
-        returns the step it resumes from, or None when there is nothing to resume."""
+        """Put the newest complete checkpoint on `head` (fetched there from the durable store
+        when it holds one at least as new as this machine's; pushed from here otherwise) with
+        the run's log and metrics; returns the step it resumes from, or None when there is
+        nothing to resume."""
         (run.run_dir / EXIT_FILE).unlink(missing_ok=True)  # the last job's; a new one comes
         found = newest_complete_checkpoint(run.run_dir)
+        # The durable store first, when it holds one at least as new as ours: the replacement
+        # downloads it in the region instead of this machine uploading it.
+        fetched = self._fetch_on(run, head, runner, remote_dir, found[1] if found else 0)
+        if fetched is not None:
+            return fetched
         if found is None:
             if run.spec.job is None:  # your own command's checkpoint dir is restored whole
                 self.ledger.add_event(
@@ -345,15 +352,46 @@ class Recovery:
             "making the run folder on the replacement"
         )
         runner.put(checkpoint, f"{remote_dir}/checkpoints/{checkpoint.name}")
+        self._push_run_files(run, runner, remote_dir)
+        self.ledger.add_event(
+            run.id, "resume", f"restored {checkpoint.name} (step {step}) onto {head.id}"
+        )
+        return step
+
+    def _fetch_on(
+        self, run: RunRecord, head: Instance, runner: Runner, remote_dir: str, at_least: int
+    ) -> int | None:
+        """Have the replacement fetch the newest whole checkpoint of step `at_least` or later
+        from the durable store itself; its step, or None (then it is pushed from here)."""
+        fetch = getattr(self.provider, "fetch_checkpoint", None)
+        if fetch is None or run.spec.job is not None:  # your own command: restored whole
+            return None
+        fetched = fetch(head, runner, remote_dir, at_least)
+        if fetched is None:
+            return None
+        for name in fetched.incomplete:
+            self.ledger.add_event(
+                run.id, "resume", f"stored {name} is incomplete; looking at the one before it"
+            )
+        if fetched.name is None or fetched.step is None:
+            return None
+        truncate_metrics(run.run_dir / METRICS_FILE, fetched.step)
+        self._push_run_files(run, runner, remote_dir)
+        self.ledger.add_event(
+            run.id,
+            "resume",
+            f"restored {fetched.name} (step {fetched.step}) onto {head.id} "
+            "from the durable store (fetched there)",
+        )
+        return int(fetched.step)
+
+    def _push_run_files(self, run: RunRecord, runner: Runner, remote_dir: str) -> None:
+        """The run's recipe, metrics and log, so the resumed trainer appends to them."""
         for name in (RECIPE_FILE, METRICS_FILE, LOG_FILE):
             path = run.run_dir / name
             if path.exists():
                 runner.put(path, f"{remote_dir}/{name}")
         self._mark_synced(run, runner, remote_dir)
-        self.ledger.add_event(
-            run.id, "resume", f"restored {checkpoint.name} (step {step}) onto {head.id}"
-        )
-        return step
 
     def _mark_synced(self, run: RunRecord, runner: Runner, remote_dir: str) -> None:
         """Tell the incremental sync that the pushed files are what we have (not new)."""

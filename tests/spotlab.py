@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,9 @@ class Scenario:
         self.run_id = ""
         self.fault_times: list[float] = []
         self.steps_at_fault: list[int] = []  # the newest step synced here when each came
+        self.states_at_fault: list[str] = []  # the run's state in the ledger when each came
+        # instance id -> the environments of the processes on its host (taken mid-training)
+        self.host_environments: dict[str, list[dict[str, str]]] = {}
         self.started = time.monotonic()
         self.acts: list[str] = []  # what the scenario did, when: shown when a wait times out
 
@@ -150,6 +154,7 @@ class Scenario:
             240,
             f"epoch {epoch} on {instance_id}",
         )
+        self.record_host_environments(instance_id)  # the job is running there now
 
     def wait_host_resumed(self, instance_id: str) -> int:
         """The trainer on the instance has resumed from a checkpoint; the first epoch it will
@@ -171,9 +176,30 @@ class Scenario:
 
     def _fault(self) -> None:
         step = int(self._last_metrics().get("step", 0))
-        self._act(f"fault at synced step {step}")
+        state = self.state()
+        self._act(f"fault at synced step {step}, run {state}")
         self.fault_times.append(time.time())
         self.steps_at_fault.append(step)
+        self.states_at_fault.append(state)
+
+    def record_host_environments(self, instance_id: str) -> None:
+        """What every process on the instance has in its environment (the job's included)."""
+        host = self.lab.host(instance_id)
+        proc = getattr(host, "_proc", None)
+        if proc is None:
+            return
+        found = []
+        todo = [proc.pid]
+        while todo:
+            pid = todo.pop()
+            todo += _children(pid)
+            try:
+                raw = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+            found.append({k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs})
+        self.host_environments[instance_id] = found
 
     def live_instance(self, other_than: str | None = None) -> str:
         def one() -> str | None:
@@ -258,10 +284,22 @@ class Scenario:
         self.lab.reclaim(instance_id)
 
     def damage_newest_checkpoint(self) -> str:
-        """Cut the newest checkpoint the controller holds in half (a torn copy)."""
+        """Cut the newest checkpoint the controller holds in half (a torn copy), and its
+        stored copy and any newer one in the durable store (a torn upload)."""
         newest = sorted((self.run_dir / "checkpoints").glob("ckpt-*.pt"))[-1]
         data = newest.read_bytes()
         newest.write_bytes(data[: len(data) // 2])
+        bucket = self.lab.bucket
+        if bucket:
+            prefix = f"runs/{self.run_id}/checkpoints/"
+            listed = self.lab.s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
+            for obj in listed.get("Contents", []):
+                if obj["Key"][len(prefix) :] >= newest.name:
+                    stored = self.lab.s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+                    self.lab.s3.put_object(
+                        Bucket=bucket, Key=obj["Key"], Body=stored[: len(stored) // 2]
+                    )
+                    self._act(f"tore the stored {obj['Key'][len(prefix) :]}")
         return newest.name
 
     def drop_ssh(self, instance_id: str) -> int:
@@ -358,6 +396,45 @@ class Scenario:
             if resumed is not None:
                 out.to_resumed_s.append(resumed - fault)
         return out
+
+
+def secrets_found(s: Scenario, secrets: list[str]) -> list[str]:
+    """Where any of `secrets` was written: the files of SPOTRUN_HOME (the ledger, run folder,
+    metrics, supervisor logs, keys) and of every instance of the run (home and /tmp)."""
+    roots = [s.env.home]
+    for item in s.lab.instances(s.run_id):
+        try:
+            host = s.lab.host(item["InstanceId"])
+        except KeyError:
+            continue
+        roots += [host.home, host.tmp]
+    needles = [x.encode() for x in secrets if x]
+    found = []
+    for root in roots:
+        for path in root.rglob("*"):
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 2**20:
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            found += [f"{path}: {n.decode()[:12]}..." for n in needles if n in data]
+    return found
+
+
+def private_key_modes(home: Path) -> dict[str, int]:
+    """Every private key file under SPOTRUN_HOME and its permission bits."""
+    modes = {}
+    for path in home.rglob("*"):
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 1024:
+            continue
+        try:
+            head = path.read_bytes()[:200]
+        except OSError:
+            continue
+        if b"-----BEGIN" in head and b"PRIVATE KEY-----" in head:
+            modes[str(path.relative_to(home))] = path.stat().st_mode & 0o777
+    return modes
 
 
 def lost_steps(log: str, steps_at_fault: list[int]) -> list[int]:
@@ -519,6 +596,55 @@ def supervisor_killed(s: Scenario, seed: int = 7) -> None:
     )
 
 
+def notice_while_request_open(s: Scenario) -> None:
+    """The notice comes while spotrun's RunInstances call is open: EC2 has made the instance,
+    spotrun has not heard of it yet, and EC2 takes it back before the answer arrives."""
+    held = s.lab.hold("RunInstances", forwarded=True)
+    s.launch()
+    s._wait(partial(held.wait_arrived, 0.1), 120, "spotrun's RunInstances call")
+    (first,) = s._wait(
+        lambda: [i["InstanceId"] for i in s.lab.instances(s.run_id)], 60, "EC2 to make it"
+    )
+    s.lab.wait_for_host(first, 60)
+    s.notice(first, notice_s=0.5)
+    s._wait(lambda: s.lab.instances(s.run_id, states=("terminated",)), 60, f"{first} reclaimed")
+    held.release()
+    s.wait_running_on_new(first)
+
+
+def notice_while_syncing(s: Scenario) -> None:
+    """The job has ended and the run is syncing its results when the notice comes: EC2 takes
+    the instance back before the final pull reaches it (that pull fails; the durable store
+    has what the agent uploaded)."""
+    s.launch()
+    inst = s.live_instance()
+    s.wait_host_epoch(inst, EPOCHS - 1)
+    # The final sync begins by asking EC2 for the run's live instances: EC2 answers "running"
+    # and the answer is held while the notice comes and the instance is reclaimed.
+    held = s.lab.hold("DescribeInstances", forwarded=True)
+    while True:
+        s._wait(partial(held.wait_arrived, 0.1), 120, "a DescribeInstances call")
+        if s.state() == "syncing":
+            break
+        earlier, held = held, s.lab.hold("DescribeInstances", forwarded=True)
+        earlier.release()  # a call made while still running: let it go, hold the next
+    s.notice(inst, notice_s=0.2)
+    s._wait(lambda: not s.lab.instances(s.run_id, states=("running",)), 60, f"{inst} reclaimed")
+    held.release()
+
+
+def notice_while_terminating(s: Scenario) -> None:
+    """The job has ended and the run is tearing down: the notice comes while spotrun's
+    TerminateInstances call is on its way, and EC2 takes the instance back first."""
+    s.launch()
+    inst = s.live_instance()
+    held = s.lab.hold("TerminateInstances")
+    s._wait(partial(held.wait_arrived, 0.1), 240, "the run's TerminateInstances call")
+    s.notice(inst, notice_s=0.2)
+    s._wait(lambda: not s.lab.instances(s.run_id, states=("running",)), 60, f"{inst} reclaimed")
+    held.release()
+
+
 SCENARIOS: dict[str, Callable[[Scenario], None]] = {
     "2 notices; capacity error + throttling on 2nd": notice_twice_hard_second,
     "notice at two points of training": notice_at_two_points,
@@ -526,6 +652,9 @@ SCENARIOS: dict[str, Callable[[Scenario], None]] = {
     "newest checkpoint damaged": newest_checkpoint_damaged,
     "capacity error + throttling on replacement": capacity_error_and_throttling,
     "notice while provisioning": notice_while_provisioning,
+    "notice while the request is open": notice_while_request_open,
+    "notice while syncing": notice_while_syncing,
+    "notice while terminating": notice_while_terminating,
     "SSH dropped while syncing": ssh_dropped_while_syncing,
     "supervisor SIGKILLed at 10 random points": supervisor_killed,
 }

@@ -19,6 +19,8 @@ from tests import spotlab
 from tests.conftest import Env
 from tests.lab import Lab
 from tests.lab.fixtures import use_lab
+from tests.lab.imds import ROLE_CREDENTIALS
+from tests.lab.lab import FAKE_CREDENTIALS
 
 pytestmark = pytest.mark.slow
 
@@ -36,24 +38,56 @@ def spot_env(env: Env, lab: Lab) -> Iterator[Env]:
         yield env
 
 
-def _run(name: str, env: Env, lab: Lab, reference: dict[str, Any]) -> spotlab.Outcome:
+SECRETS = [*FAKE_CREDENTIALS.values(), *ROLE_CREDENTIALS.values()]
+SECRET_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
+def _scenario(
+    name: str, env: Env, lab: Lab, reference: dict[str, Any]
+) -> tuple[spotlab.Scenario, spotlab.Outcome]:
     scenario = spotlab.Scenario(name, env, lab)
     spotlab.SCENARIOS[name](scenario)
     out = scenario.finish(reference)
     assert out.ok, str(out)
-    return out
+    return scenario, out
+
+
+def _run(name: str, env: Env, lab: Lab, reference: dict[str, Any]) -> spotlab.Outcome:
+    return _scenario(name, env, lab, reference)[1]
 
 
 def test_two_notices_then_capacity_error_and_throttling(
     spot_env: Env, lab: Lab, reference: dict[str, Any]
 ) -> None:
     """Notices at two points of training; the second replacement first meets no capacity for
-    the same offer (then takes the next one) and EC2 throttling on the way."""
-    out = _run("2 notices; capacity error + throttling on 2nd", spot_env, lab, reference)
+    the same offer (then takes the next one) and EC2 throttling on the way. No secret is
+    written anywhere, and no AWS credentials reach the instances."""
+    name = "2 notices; capacity error + throttling on 2nd"
+    scenario, out = _scenario(name, spot_env, lab, reference)
     assert out.instances == 3, str(out)
     assert out.lost_steps == [0, 0], str(out)  # the notice's checkpoint is where it goes on
     assert len(out.to_request_s) == 2 and max(out.to_request_s) <= 10.0, str(out)
     assert any("InsufficientInstanceCapacity" in e for e in out.events), str(out)
+    # The replacements fetched the noticed instance's checkpoint from S3 themselves.
+    restored = [e for e in out.events if e.startswith("resume: restored")]
+    assert len(restored) == 2 and all("from the durable store" in e for e in restored), restored
+
+    # Security: the user's and the instance role's credentials are written nowhere (ledger,
+    # run folder, metrics, supervisor logs, the instances' files) ...
+    assert spotlab.secrets_found(scenario, SECRETS) == []
+    # ... no AWS credentials reach an instance: no ~/.aws, none in any process's environment
+    # there, the job's included (taken while it trained) ...
+    assert len(scenario.host_environments) == 3, scenario.host_environments.keys()
+    for instance_id, environments in scenario.host_environments.items():
+        assert not lab.host(instance_id).path("/root/.aws").exists()
+        job = [e for e in environments if e.get("SPOTRUN_RUN_ID") == scenario.run_id]
+        assert job, f"the job's environment on {instance_id} was not seen"
+        for variables in environments:
+            assert not set(SECRET_VARIABLES) & set(variables), (instance_id, variables.keys())
+            assert not any(x in v for v in variables.values() for x in SECRETS), instance_id
+    # ... and the run's private key can be read by its owner only.
+    modes = spotlab.private_key_modes(spot_env.home)
+    assert modes and all(mode == 0o600 for mode in modes.values()), modes
 
 
 def test_newest_checkpoint_damaged_after_a_reclaim(
@@ -72,3 +106,29 @@ def test_supervisor_killed_at_ten_random_points(
     out = _run("supervisor SIGKILLed at 10 random points", spot_env, lab, reference)
     assert any("supervisor was not running" in e for e in out.events), out.events
     assert out.instances in (1, 2) and all(lost == 0 for lost in out.lost_steps), str(out)
+
+
+def test_notice_while_the_request_is_open(
+    spot_env: Env, lab: Lab, reference: dict[str, Any]
+) -> None:
+    """EC2 made the instance and took it back while spotrun's RunInstances call was still
+    open: the run asks again and trains on the second instance; both are in the ledger."""
+    out = _run("notice while the request is open", spot_env, lab, reference)
+    assert out.instances == 2 and out.lost_steps == [], str(out)
+    assert len(out.to_request_s) == 1 and out.to_request_s[0] <= 10.0, str(out)
+
+
+def test_notice_while_syncing(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
+    """The job ended; the notice came and EC2 took the instance during the final sync: the
+    results are whole (synced before, and the durable store), and nothing is replaced."""
+    scenario, out = _scenario("notice while syncing", spot_env, lab, reference)
+    assert scenario.states_at_fault == ["syncing"], scenario.acts
+    assert out.instances == 1 and out.to_request_s == [] and out.lost_steps == [], str(out)
+
+
+def test_notice_while_terminating(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
+    """The notice came while the run's own TerminateInstances was on its way: no
+    replacement, the instance's end and cost recorded once."""
+    scenario, out = _scenario("notice while terminating", spot_env, lab, reference)
+    assert scenario.states_at_fault == ["syncing"], scenario.acts  # teardown ends the syncing
+    assert out.instances == 1 and out.to_request_s == [] and out.lost_steps == [], str(out)

@@ -89,6 +89,51 @@ class Fault:
         return self.status or STATUS.get(self.code, 400), body.encode()
 
 
+@dataclass
+class Hold:
+    """Hold the next EC2 `action` call until the test releases it.
+
+    `forwarded`: EC2 acts first and the answer is held (the caller has not heard yet);
+    otherwise the request itself waits (EC2 has not acted yet). A test waits for `arrived`,
+    does what must happen meanwhile (a spot notice, a reclaim), then calls `release()`.
+    """
+
+    action: str
+    forwarded: bool = False
+    arrived: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+    limit_s: float = 60.0  # released anyway after this (a test that failed meanwhile)
+
+    def wait_arrived(self, timeout: float) -> bool:
+        return self.arrived.wait(timeout)
+
+    def release(self) -> None:
+        self.released.set()
+
+    def _wait(self) -> None:
+        self.released.wait(self.limit_s)
+
+
+class Holds:
+    def __init__(self) -> None:
+        self._waiting: list[Hold] = []
+        self._lock = threading.Lock()
+
+    def add(self, action: str, *, forwarded: bool = False) -> Hold:
+        hold = Hold(action, forwarded)
+        with self._lock:
+            self._waiting.append(hold)
+        return hold
+
+    def take(self, action: str) -> Hold | None:
+        with self._lock:
+            for hold in self._waiting:
+                if hold.action == action:
+                    self._waiting.remove(hold)
+                    return hold
+        return None
+
+
 class Faults:
     def __init__(self) -> None:
         self._faults: list[Fault] = []
@@ -259,6 +304,7 @@ class AwsFront:
         self.public_address = "203.0.113.7"  # TEST-NET-3: answered, never reached
         # action -> [seconds, times]: hold the answer after moto acted (a lost/late response)
         self.delays: dict[str, list[float]] = {}
+        self.holds = Holds()  # calls held until the test releases them
         front = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -321,11 +367,20 @@ class AwsFront:
                 return status, [("Content-Type", "text/xml")], payload
             if action == "DescribeSpotPriceHistory" and self.spot_prices.active:
                 return 200, [("Content-Type", "text/xml")], self.spot_prices.answer(params)
+            hold = self.holds.take(action) if params.get("DryRun") != "true" else None
+            if hold is not None:
+                hold.arrived.set()
+                if not hold.forwarded:
+                    hold._wait()
             if action in ("RunInstances", "TerminateInstances") and params.get("DryRun") != "true":
                 response = self._forward(method, path, headers, body)
                 self.on_instances_changed()
                 self._hold(action)
-                return response
+            else:
+                response = self._forward(method, path, headers, body)
+            if hold is not None and hold.forwarded:
+                hold._wait()
+            return response
         return self._forward(method, path, headers, body)
 
     def _hold(self, action: str) -> None:

@@ -17,6 +17,13 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROLE = "spotrun-lab-role"
+# The instance role's credentials (what the instance profile gives): distinctive, so a test can
+# tell them from the user's and look for either where no secret belongs.
+ROLE_CREDENTIALS = {
+    "AccessKeyId": "ASIASPOTRUNLABROLE3M",
+    "SecretAccessKey": "lab-role-secret-Hn5Jm8Kq2Lw7Xe4Rt1Yb9Uc6Vd3Zf0Ga",
+    "Token": "lab-role-session-Pz4Ox7Nw1Mv8Lu5Kt2Js9Ir6Hq3Gp0Fo",
+}
 
 
 def _iso(ts: float) -> str:
@@ -124,9 +131,7 @@ class Imds:
                     "Code": "Success",
                     "LastUpdated": _iso(now),
                     "Type": "AWS-HMAC",
-                    "AccessKeyId": "testing",
-                    "SecretAccessKey": "testing",
-                    "Token": "testing",
+                    **ROLE_CREDENTIALS,
                     "Expiration": _iso(now + 6 * 3600),
                 }
             )

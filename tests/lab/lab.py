@@ -32,17 +32,19 @@ import boto3
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
-from tests.lab.front import CHECKIP_PATH, AwsFront, Fault
+from tests.lab.front import CHECKIP_PATH, AwsFront, Fault, Hold
 from tests.lab.hosts import HOST_HOME, Host, HostSpec
 from tests.lab.imds import Imds
 
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 ACCOUNT = "123456789012"  # moto's
+# The user's credentials in the lab: fake (moto takes any) but distinctive, so that a test can
+# look for them where they must never be (logs, the ledger, metrics, the instances' files).
 FAKE_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
+    "AWS_ACCESS_KEY_ID": "AKIASPOTRUNLABUSER7Q",
+    "AWS_SECRET_ACCESS_KEY": "lab-user-secret-Vq3xK9pLm2ZtR8wNc4HdY6sBf1JgE5uA",
+    "AWS_SESSION_TOKEN": "lab-user-session-Tk7Ww2Qe9Rr4Yu1Ii8Oo3Pp6Aa5Ss0Dd",
 }
 
 # Spot prices the lab starts with (USD/h, per zone a, b, c): a small, realistic market.
@@ -311,6 +313,11 @@ class Lab:
         kill the caller then, and it is the crash a reconciling launch must survive.
         """
         self.front.delays[action] = [seconds, times]
+
+    def hold(self, action: str, *, forwarded: bool = False) -> Hold:
+        """Hold the next EC2 `action` call until `.release()` (see front.Hold): a fault can be
+        timed to land while spotrun waits on that call."""
+        return self.front.holds.add(action, forwarded=forwarded)
 
     # ---------------------------------------------------------- instances
     def instances(

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,9 @@ if TYPE_CHECKING:  # paramiko costs a tenth of a second to import; `prices` neve
 from spotrun.waiting import Backoff, WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
+
+# A replacement's download of the newest checkpoint from S3 (multi-GB in the region: minutes).
+FETCH_TIMEOUT_S = 1800.0
 
 
 class AwsProvider:
@@ -309,6 +313,45 @@ class AwsProvider:
             instance.region,
             watch_s,
         )
+
+    def fetch_checkpoint(
+        self, instance: Instance, runner: Runner, remote_dir: str, at_least: int
+    ) -> store.Fetched | None:
+        """Have `instance` download the run's newest whole checkpoint of step `at_least` or
+        later from S3 itself (a replacement: in-region, with its instance profile); None when
+        the run has no store or the instance could not fetch (the caller pushes instead)."""
+        if not self.aws.bucket:
+            return None
+        command = shlex.join(
+            [
+                self.spotrun_command(instance)[0],
+                "-m",
+                "spotrun.cloud.aws.store",
+                "fetch",
+                "--run-dir",
+                remote_dir,
+                "--run-id",
+                instance.run_id,
+                "--bucket",
+                str(self.aws.bucket),
+                "--region",
+                instance.region,
+                "--at-least",
+                str(at_least),
+            ]
+        )
+        result = runner.run(command, timeout_s=FETCH_TIMEOUT_S)
+        lines = result.stdout.strip().splitlines()
+        if not result.ok or not lines:
+            log.warning(
+                "%s could not fetch a checkpoint from S3: %s", instance.id, result.stderr[-300:]
+            )
+            return None
+        try:
+            return store.Fetched.from_json(lines[-1])
+        except (ValueError, KeyError, TypeError):
+            log.warning("%s: unexpected checkpoint fetch answer: %s", instance.id, lines[-1])
+            return None
 
     def pull_durable(self, run_id: str, local_dir: Path) -> list[str]:
         """Fetch from S3 the run's stored files that `local_dir` lacks."""

@@ -2,9 +2,12 @@
 
 On the instance, `python -m spotrun.cloud.aws.store push ...` uploads new or changed
 checkpoints (and metrics.jsonl) under s3://BUCKET/runs/RUN_ID/; with --watch it keeps doing so
-until the job has ended. The instance gets its permissions from its instance profile (read
-through IMDSv2 by boto3), never from credentials copied to it. The controller pulls what it
-does not have with `pull`, e.g. when the instance is gone before its last sync.
+until the job has ended. On a replacement instance, `... store fetch ...` downloads the newest
+stored checkpoint that reads back whole (the replacement resumes from it: a big checkpoint
+comes from S3 in the region, not from the controller's uplink). The instance gets its
+permissions from its instance profile (read through IMDSv2 by boto3), never from credentials
+copied to it. The controller pulls what it does not have with `pull`, e.g. when the instance is
+gone before its last sync.
 """
 
 from __future__ import annotations
@@ -127,6 +130,68 @@ def pull(s3: Any, bucket: str, run_id: str, local_dir: Path, region: str) -> lis
     return fetched
 
 
+@dataclass(frozen=True)
+class Fetched:
+    """What `fetch_checkpoint` put in place: the checkpoint's name and step (None: nothing
+    stored was new enough and whole), and the stored ones it found incomplete."""
+
+    name: str | None
+    step: int | None
+    incomplete: list[str]
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "step": self.step, "incomplete": self.incomplete})
+
+    @classmethod
+    def from_json(cls, text: str) -> Fetched:
+        data = json.loads(text)
+        step = data.get("step")
+        return cls(data.get("name"), int(step) if step is not None else None, data["incomplete"])
+
+
+def stored_checkpoints(s3: Any, bucket: str, run_id: str, region: str) -> list[tuple[str, int]]:
+    """The run's checkpoints in the store, newest first: (file name, step)."""
+    from spotrun.recovery import CHECKPOINT_NAME
+
+    prefix = run_prefix(run_id) + DURABLE[0]
+    with aws_call("s3", "ListObjectsV2", region):
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        keys = [obj["Key"] for page in pages for obj in page.get("Contents", [])]
+    found = []
+    for key in keys:
+        match = CHECKPOINT_NAME.match(key[len(prefix) :])
+        if match:
+            found.append((match.group(0), int(match.group(1))))
+    return sorted(found, key=lambda item: item[1], reverse=True)
+
+
+def fetch_checkpoint(
+    s3: Any, bucket: str, run_id: str, run_dir: Path, region: str, at_least: int
+) -> Fetched:
+    """On a replacement instance: download the newest stored checkpoint of step `at_least` or
+    later that reads back whole into run_dir/checkpoints/ (an incomplete one, e.g. an upload
+    cut by the reclaim, is skipped for the one before it)."""
+    from spotrun.recovery import checkpoint_is_complete
+
+    folder = run_dir / DURABLE[0]
+    folder.mkdir(parents=True, exist_ok=True)
+    incomplete = []
+    for name, step in stored_checkpoints(s3, bucket, run_id, region):
+        if step < at_least:
+            break
+        target = folder / name
+        tmp = target.with_name(name + ".part")
+        with aws_call("s3", "GetObject", region):
+            s3.download_file(bucket, run_prefix(run_id) + DURABLE[0] + name, str(tmp))
+        if not checkpoint_is_complete(tmp):
+            tmp.unlink(missing_ok=True)
+            incomplete.append(name)
+            continue
+        os.replace(tmp, target)
+        return Fetched(name, step, incomplete)
+    return Fetched(None, None, incomplete)
+
+
 def _job_ended_since(exit_file: Path, started: float) -> bool:
     """The job's exit record, if written after `started` (one left by an earlier job of a
     resumed run does not count)."""
@@ -146,7 +211,28 @@ def main(argv: list[str]) -> int:
     p.add_argument("--region", required=True)
     p.add_argument("--watch", type=float, default=0.0, help="seconds between pushes; 0 = once")
     p.add_argument("--since", type=float, default=None, help="when it was started (epoch s)")
+    f = sub.add_parser("fetch", help="download the newest whole stored checkpoint")
+    f.add_argument("--run-dir", type=Path, required=True)
+    f.add_argument("--run-id", required=True)
+    f.add_argument("--bucket", required=True)
+    f.add_argument("--region", required=True)
+    f.add_argument("--at-least", type=int, default=0, help="the oldest step worth fetching")
     args = parser.parse_args(argv)
+    if args.op == "fetch":
+        try:
+            fetched = fetch_checkpoint(
+                _client(args.region),
+                args.bucket,
+                args.run_id,
+                args.run_dir,
+                args.region,
+                args.at_least,
+            )
+        except CloudError as exc:
+            print(f"store: {exc.user_message()}", file=sys.stderr, flush=True)
+            return 1
+        print(fetched.to_json(), flush=True)
+        return 0
     started = args.since if args.since is not None else time.time()
     s3 = _client(args.region)
     while True:
