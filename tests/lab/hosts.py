@@ -24,6 +24,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 SSHD = "/usr/sbin/sshd"
 HOST_HOME = "/root"  # where the host's home folder is mounted; the lab logs in as root
 LAB_DIR = ".lab"  # inside the host's home: sshd's own files
+# The environment a host's first process starts with, as init would give it. (Not the test
+# process's: that holds the user's AWS credentials, which no instance may ever see.)
+BOOT_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+}
 
 
 def write_host_key(path: Path) -> str:
@@ -175,6 +181,7 @@ class Host:
             stdout=log,
             stderr=log,
             start_new_session=True,
+            env=BOOT_ENV,  # a machine of its own: nothing of this process's environment
         )
         log.close()
 
