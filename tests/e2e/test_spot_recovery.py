@@ -4,7 +4,9 @@ Each scenario asserts what the issue asks: the run completes; its final metrics 
 uninterrupted run's bit for bit (digits-fast on the CPU is deterministic); the work lost is
 zero with a notice and at most one checkpoint interval without (two when the newest checkpoint
 is damaged); no spotrun-tagged instance is left running; every instance is in the ledger and
-in the run's cost.
+in the run's cost. The notice comes at several points: while the request is open, in
+training, while syncing, while terminating. The lab's credentials are distinctive: one scenario
+also checks that none is written anywhere and none reaches an instance.
 """
 
 from __future__ import annotations
