@@ -7,7 +7,9 @@ instances are real SSH hosts with an IMDSv2 endpoint each) and prints, per scena
 (run succeeded, final metrics bit-equal to an uninterrupted run's, each evaluation once, nothing
 left running, every instance in the ledger and its cost), the seconds from the fault (notice or
 reclaim) to the replacement being requested and to the job running again on it, and the
-training steps lost per resume (one epoch is 23 steps; a checkpoint is written every epoch).
+training steps lost per resume (one epoch is 23 steps; a checkpoint is written every epoch), and
+where each resume's checkpoint came from ("s3": the replacement fetched it from the durable
+store itself; "sftp": this machine pushed its copy).
 The lab's agent asks IMDS every 0.5 s (aws.notice_poll_s; EC2 default here 5 s) and the lab
 reclaims an instance 8 s after its notice (EC2: 120 s).
 """
@@ -86,17 +88,19 @@ def main() -> int:
 
     print()
     header = (
-        f"{'scenario':<44} {'outcome':<9} {'metrics':<8} {'inst':>4} {'left':>4} "
-        f"{'fault->request s':>17} {'fault->running s':>17} {'steps lost':>11} {'wall s':>7}"
+        f"{'scenario':<46} {'outcome':<9} {'metrics':<8} {'inst':>4} {'left':>4} "
+        f"{'fault->request s':>17} {'fault->running s':>17} {'steps lost':>11} "
+        f"{'restored':>9} {'wall s':>7}"
     )
     print(header)
     print("-" * len(header))
     for out in rows:
         print(
-            f"{out.scenario:<44} {('ok' if out.ok else out.state)[:9]:<9} "
+            f"{out.scenario:<46} {('ok' if out.ok else out.state)[:9]:<9} "
             f"{'equal' if out.metrics_equal else 'DIFFER':<8} {out.instances:>4} "
             f"{out.left_running:>4} {fmt(out.to_request_s):>17} {fmt(out.to_resumed_s):>17} "
-            f"{','.join(map(str, out.lost_steps)) or '-':>11} {out.wall_s:>7.1f}"
+            f"{','.join(map(str, out.lost_steps)) or '-':>11} "
+            f"{','.join(out.restored_from) or '-':>9} {out.wall_s:>7.1f}"
         )
     requests = [t for out in rows for t in out.to_request_s]
     resumed = [t for out in rows for t in out.to_resumed_s]

@@ -43,6 +43,7 @@ CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 METRICS_FILE = "metrics.jsonl"
 RECIPE_FILE = "recipe.json"
 DOOMED = "doomed"  # key in an instance record's details: why it no longer counts
+NOTICED = "spot interruption notice"  # the DOOMED reason of a noticed instance
 MAX_INTERRUPTIONS = 20  # a run replaced this often is failed rather than retried for ever
 # How long the doomed instance's job may take to checkpoint and exit after a notice (EC2 gives
 # 120 s from notice to termination; the replacement is being provisioned meanwhile).
@@ -63,6 +64,7 @@ class Notice:
     instance_id: str
     seen_at: float
     action: str | None
+    stored: bool = False  # the agent has made its upload to the durable store (or tried)
 
 
 def read_notice(run_dir: Path) -> Notice | None:
@@ -72,7 +74,12 @@ def read_notice(run_dir: Path) -> Notice | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("instance_id"), str):
         return None
-    return Notice(data["instance_id"], float(data.get("seen_at") or 0.0), data.get("action"))
+    return Notice(
+        data["instance_id"],
+        float(data.get("seen_at") or 0.0),
+        data.get("action"),
+        stored=data.get("stored_at") is not None,
+    )
 
 
 def is_spot_reclaim(reason: str | None) -> bool:
@@ -165,7 +172,7 @@ class Recovery:
         doomed = self.doomed_ids()
         for inst in live:
             if inst.id == notice.instance_id and inst.id not in doomed:
-                self.mark_doomed(inst, "spot interruption notice")
+                self.mark_doomed(inst, NOTICED)
                 lag = time.time() - notice.seen_at
                 self.ledger.add_event(
                     run.id,
@@ -304,14 +311,18 @@ class Recovery:
     def collect(self, run: RunRecord, pull: Reach) -> None:
         """Bring home what the doomed instances hold: wait for their jobs to checkpoint, pull
         over SSH, then fill in from the durable store; then terminate them."""
-        doomed = self.doomed_ids()
+        why = {r.id: r.details.get(DOOMED) for r in self.ledger.instances(run.id)}
         described = self.provider.describe(run.id)
-        live = [i for i in described if i.is_live and i.id in doomed]
+        live = [i for i in described if i.is_live and why.get(i.id)]
         for inst in live:
             deadline = time.monotonic() + CHECKPOINT_WAIT_S
             while time.monotonic() < deadline:
                 try:
-                    if pull.job_ended(inst):
+                    # A noticed instance's agent uploads the checkpoint after the job's exit,
+                    # then says so in notice.json: the replacement fetches it from there.
+                    if pull.job_ended(inst) and (
+                        why[inst.id] != NOTICED or self._stored(run, inst, pull)
+                    ):
                         break
                 except RemoteError:
                     break  # gone or unreachable: what it stored is in the durable store
@@ -325,6 +336,12 @@ class Recovery:
         pull.durable()
         self.terminate(live, "spot interruption notice")
         self.record_ended([i for i in described if not i.is_live])
+
+    def _stored(self, run: RunRecord, inst: Instance, pull: Reach) -> bool:
+        """Whether the noticed instance's agent has finished its upload (pulls notice.json)."""
+        pull.sync(inst)
+        notice = read_notice(run.run_dir)
+        return notice is not None and notice.instance_id == inst.id and notice.stored
 
     def restore(
         self, run: RunRecord, head: Instance, runner: Runner, remote_dir: str

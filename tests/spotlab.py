@@ -80,6 +80,7 @@ class Outcome:
     to_resumed_s: list[float] = field(default_factory=list)  # fault -> job running again
     events: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    restored_from: list[str] = field(default_factory=list)  # per resume: "s3" or "sftp"
     log: str = ""  # the run's job.log, every instance's part
 
     def __str__(self) -> str:
@@ -363,6 +364,11 @@ class Scenario:
         with self.ledger() as ledger:
             out.message = ledger.get_run(self.run_id).message or ""
         out.events = self.events()
+        out.restored_from = [
+            "s3" if "from the durable store" in e else "sftp"
+            for e in out.events
+            if e.startswith("resume: restored")
+        ]
         metrics = self.run_dir / "metrics.jsonl"
         if metrics.exists():
             out.metrics_equal = final_metrics(metrics) == reference

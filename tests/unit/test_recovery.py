@@ -68,6 +68,12 @@ def test_read_notice(tmp_path: Path) -> None:
     )
     notice = read_notice(tmp_path)
     assert notice is not None and (notice.instance_id, notice.seen_at) == ("i-1", 5.0)
+    assert not notice.stored  # the agent has not made its upload yet
+    (tmp_path / "notice.json").write_text(
+        json.dumps({"instance_id": "i-1", "seen_at": 5.0, "uploaded": [], "stored_at": 7.5})
+    )
+    notice = read_notice(tmp_path)
+    assert notice is not None and notice.stored
 
 
 def _offer(instance_type: str, zone: str, price: float) -> Offer:
