@@ -418,11 +418,11 @@ def secrets_found(s: Scenario, secrets: list[str]) -> list[str]:
     found = []
     for root in roots:
         for path in root.rglob("*"):
-            if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 2**20:
-                continue
             try:
+                if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 2**20:
+                    continue
                 data = path.read_bytes()
-            except OSError:
+            except OSError:  # gone meanwhile (a lock, a temporary file)
                 continue
             found += [f"{path}: {n.decode()[:12]}..." for n in needles if n in data]
     return found
@@ -432,9 +432,9 @@ def private_key_modes(home: Path) -> dict[str, int]:
     """Every private key file under SPOTRUN_HOME and its permission bits."""
     modes = {}
     for path in home.rglob("*"):
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 1024:
-            continue
         try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 1024:
+                continue
             head = path.read_bytes()[:200]
         except OSError:
             continue
