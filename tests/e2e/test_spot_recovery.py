@@ -51,6 +51,9 @@ def _scenario(
     spotlab.SCENARIOS[name](scenario)
     out = scenario.finish(reference)
     assert out.ok, str(out)
+    # Whatever the fault, the user's and the instance role's credentials are written nowhere:
+    # the ledger, the run folder, metrics, supervisor logs, every instance's files.
+    assert spotlab.secrets_found(scenario, SECRETS) == []
     return scenario, out
 
 
@@ -74,11 +77,9 @@ def test_two_notices_then_capacity_error_and_throttling(
     restored = [e for e in out.events if e.startswith("resume: restored")]
     assert len(restored) == 2 and all("from the durable store" in e for e in restored), restored
 
-    # Security: the user's and the instance role's credentials are written nowhere (ledger,
-    # run folder, metrics, supervisor logs, the instances' files) ...
-    assert spotlab.secrets_found(scenario, SECRETS) == []
-    # ... no AWS credentials reach an instance: no ~/.aws, none in any process's environment
-    # there, the job's included (taken while it trained on the first two instances) ...
+    # Security (secrets written nowhere: checked by _scenario for every scenario): no AWS
+    # credentials reach an instance: no ~/.aws, none in any process's environment there, the
+    # job's included (taken while it trained on the first two instances) ...
     assert len(scenario.host_environments) == 2, scenario.host_environments.keys()
     for instance_id, environments in scenario.host_environments.items():
         assert not lab.host(instance_id).path("/root/.aws").exists()
