@@ -602,6 +602,21 @@ def supervisor_killed(s: Scenario, seed: int = 7) -> None:
     )
 
 
+def notice_while_booting(s: Scenario) -> None:
+    """The notice comes while the instance boots: EC2 says running, its SSH does not answer
+    yet (no agent is there to see the notice), and EC2 takes it back."""
+    s.lab.boot_s = 6.0  # from "running" in EC2 to SSH answering
+    s.launch()
+    first = s.live_instance()
+    s._wait(lambda: s.state() == "provisioning", 60, "spotrun waiting for SSH")
+    if first in s.lab.hosts:
+        raise AssertionError(f"{first} booted before its notice")
+    s.notice(first, notice_s=0.5)
+    s._wait(lambda: not s.lab.instances(s.run_id, states=("running",)), 60, f"{first} reclaimed")
+    s.lab.boot_s = 0.0  # the replacement boots at once
+    s.wait_running_on_new(first)
+
+
 def notice_while_request_open(s: Scenario) -> None:
     """The notice comes while spotrun's RunInstances call is open: EC2 has made the instance,
     spotrun has not heard of it yet, and EC2 takes it back before the answer arrives."""
@@ -657,6 +672,7 @@ SCENARIOS: dict[str, Callable[[Scenario], None]] = {
     "reclaimed without notice": reclaim_without_notice,
     "newest checkpoint damaged": newest_checkpoint_damaged,
     "capacity error + throttling on replacement": capacity_error_and_throttling,
+    "notice while booting": notice_while_booting,
     "notice while provisioning": notice_while_provisioning,
     "notice while the request is open": notice_while_request_open,
     "notice while syncing": notice_while_syncing,

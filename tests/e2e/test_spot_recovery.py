@@ -4,9 +4,9 @@ Each scenario asserts what the issue asks: the run completes; its final metrics 
 uninterrupted run's bit for bit (digits-fast on the CPU is deterministic); the work lost is
 zero with a notice and at most one checkpoint interval without (two when the newest checkpoint
 is damaged); no spotrun-tagged instance is left running; every instance is in the ledger and
-in the run's cost. The notice comes at several points: while the request is open, in
-training, while syncing, while terminating. The lab's credentials are distinctive: one scenario
-also checks that none is written anywhere and none reaches an instance.
+in the run's cost. The notice comes at several points: while the request is open, while
+booting, in training, while syncing, while terminating. The lab's credentials are distinctive:
+every scenario checks that none was written anywhere, one that none reaches an instance.
 """
 
 from __future__ import annotations
@@ -117,6 +117,14 @@ def test_notice_while_the_request_is_open(
     """EC2 made the instance and took it back while spotrun's RunInstances call was still
     open: the run asks again and trains on the second instance; both are in the ledger."""
     out = _run("notice while the request is open", spot_env, lab, reference)
+    assert out.instances == 2 and out.lost_steps == [], str(out)
+    assert len(out.to_request_s) == 1 and out.to_request_s[0] <= 10.0, str(out)
+
+
+def test_notice_while_booting(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
+    """EC2 took the instance back before its SSH answered: the replacement is asked for in
+    seconds (EC2 is asked while waiting for SSH), not after aws.ssh_timeout_s (30 s here)."""
+    out = _run("notice while booting", spot_env, lab, reference)
     assert out.instances == 2 and out.lost_steps == [], str(out)
     assert len(out.to_request_s) == 1 and out.to_request_s[0] <= 10.0, str(out)
 

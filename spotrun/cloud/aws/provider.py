@@ -56,6 +56,7 @@ class AwsProvider:
         self.catalog = TypeCatalog(settings.home / "cache")
         self.poll_s = settings.aws.poll_s
         self._runners: dict[str, SshRunner] = {}
+        self._boot_checked: dict[str, float] = {}  # instance id -> when EC2 was last asked
         self._lock = threading.Lock()
         self.context = LaunchContext(self.clients, settings.home / "cache")
 
@@ -201,8 +202,6 @@ class AwsProvider:
         region = instances[0].region
         ids = [i.id for i in instances]
         deadline = time.monotonic() + timeout_s
-        from spotrun.remote.ssh import banner_answers
-
         ec2 = self.clients.client("ec2", region)
         delay = 2 if timeout_s < 120 else 5
         try:
@@ -232,7 +231,7 @@ class AwsProvider:
             assert address is not None
             try:
                 wait_until(
-                    partial(banner_answers, address, self.aws.ssh_port),
+                    partial(self._booted, inst, address),
                     timeout_s=max(0.0, deadline - time.monotonic()),
                     what=f"SSH on {inst.id}",
                     backoff=Backoff(first_s=0.05, factor=1.5, max_s=2.0),
@@ -245,6 +244,24 @@ class AwsProvider:
                 )
             self._runner_for(inst).connect()  # pins (or checks) the host key now
         return ready
+
+    def _booted(self, inst: Instance, address: str) -> bool:
+        """Whether SSH answers on the instance; raises if EC2 took it back meanwhile (a spot
+        reclaim while booting is seen in seconds, not after aws.ssh_timeout_s)."""
+        from spotrun.remote.ssh import banner_answers
+
+        if banner_answers(address, self.aws.ssh_port):
+            return True
+        checked = self._boot_checked.get(inst.id)
+        now = time.monotonic()
+        if checked is None or now - checked >= self.aws.poll_s:
+            self._boot_checked[inst.id] = now
+            if checked is not None:  # (the first look was the waiter's)
+                seen = ec2i.describe_ids(self.clients, inst.region, [inst.id])
+                if not any(i.is_live for i in seen):
+                    why = (seen[0].state_reason or seen[0].state) if seen else "gone"
+                    raise CloudError(f"instance {inst.id} ended while booting: {why}")
+        return False
 
     def _give_up(self, run_id: str, what: str, hint: str | None = None) -> None:
         ended = self.terminate(run_id)
