@@ -27,8 +27,9 @@ def run_data(run: RunRecord) -> str | None:
     """The run's `data` value when it names remote data (s3://, snapshot:), else None."""
     from spotrun.recipes import get_recipe
 
-    if run.spec.job is not None:  # your own command: its label is no recipe
-        return None
+    if run.spec.job is not None:  # your own command: a task file's `data`
+        data = run.spec.job.data
+        return data if data is not None and is_remote(data) else None
     try:
         recipe = get_recipe(run.spec.recipe, run.spec.overrides, data_here=False)
     except SpotrunError:
