@@ -41,7 +41,7 @@ def stage_s3(spec: S3Data, home: Path, run_dir: Path | None = None) -> Path:
     if run_dir is None and os.environ.get(RUN_DIR_ENV):
         run_dir = Path(os.environ[RUN_DIR_ENV])
     lead = os.environ.get("RANK", "0") == "0"
-    root = stage_root(home)
+    root = stage_root(home, log=_say if lead else _quiet)
     options = StageOptions(
         streams=int(os.environ.get("SPOTRUN_STAGE_STREAMS", "32")),
         reserve_bytes=int(os.environ.get("SPOTRUN_STAGE_RESERVE_BYTES", str(1 << 30))),

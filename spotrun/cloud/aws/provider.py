@@ -401,6 +401,29 @@ class AwsProvider:
         )
         return volumes.attach(self.clients, region, made, instance.id, self.aws.ssh_timeout_s)
 
+    def attach_cache_volume(self, instance: Instance, size_gb: int) -> volumes.CacheAttachment:
+        """The run's cache volume for staged data in the instance's zone (the one an earlier
+        instance there staged onto, or a new blank one), attached to it; cache volumes of the
+        run in other zones are deleted. Deleted by `terminate`."""
+        region = instance.region or self.run_region(instance.run_id)
+        tags = network.run_tags(
+            instance.run_id,
+            self.settings.owner,
+            network.expiry(None, self.aws.expires_after_hours),
+        )
+        found = volumes.ensure_cache_volume(
+            self.clients, region, instance.zone or "", size_gb, tags, instance.run_id
+        )
+        attached = volumes.attach(
+            self.clients,
+            region,
+            found.volume,
+            instance.id,
+            self.aws.ssh_timeout_s,
+            volumes.CACHE_DEVICE_NAME,
+        )
+        return replace(found, volume=attached)
+
     def terminate_instances(self, run_id: str, ids: list[str]) -> list[Instance]:
         """Terminate these instances of the run only (a replaced one), its network stays."""
         region = self.run_region(run_id)
