@@ -15,6 +15,7 @@ from typing import Any
 
 from spotrun.cloud.base import Instance, Provider
 from spotrun.config import Settings
+from spotrun.datasets.placement import COPY_ENV, snapshot_placement
 from spotrun.datasets.snapshot_mount import CACHE_VOLUME_ENV, VOLUME_ENV
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data
 from spotrun.errors import SpotrunError, UsageError
@@ -67,7 +68,16 @@ def attach_snapshot_data(
         f"volume {volume.id} ({volume.size_gb} GB) made from {spec.snapshot_id} in "
         f"{volume.zone}, attached to {instance.id}",
     )
-    return {VOLUME_ENV: volume.id}
+    env = {VOLUME_ENV: volume.id}
+    storage_of = getattr(provider, "instance_storage", None)
+    storage = storage_of(instance) if storage_of is not None else None
+    if storage is not None:
+        placed = snapshot_placement(volume.size_gb, storage)
+        what = "copied to the instance store" if placed.action == "copy" else "read in place"
+        ledger.add_event(run.id, "data", f"{spec.uri} will be {what}: {placed.reason}")
+        if placed.action == "copy":
+            env[COPY_ENV] = "1"
+    return env
 
 
 def attach_data_cache(

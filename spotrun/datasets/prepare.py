@@ -34,9 +34,16 @@ def local_data(text: str, home: Path, run_dir: Path | None = None) -> str:
     if isinstance(spec, LocalData):
         return text
     if isinstance(spec, SnapshotData):
+        from spotrun.datasets.placement import COPY_ENV
         from spotrun.datasets.snapshot_mount import mounted_path
 
-        return str(mounted_path(spec))
+        mounted = mounted_path(spec)
+        if os.environ.get(COPY_ENV) == "1":
+            from spotrun.datasets.snapshot_copy import copy_to_instance_store
+
+            lead = os.environ.get("RANK", "0") == "0"
+            return str(copy_to_instance_store(mounted, spec, _say if lead else _quiet))
+        return str(mounted)
     return str(stage_s3(spec, home, run_dir))
 
 

@@ -68,7 +68,7 @@ class _Cancelled(Exception):
 
 
 @contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
+def exclusive(lock_path: Path) -> Iterator[None]:
     """One stager per destination on a machine (torchrun ranks, the agent and a trainer)."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as fh:
@@ -105,7 +105,7 @@ def stage(
     """Put the data set at `source` in place under `root`; returns where it is. With `splits`
     (a sharded set only), just those splits' shards: the set is not marked complete."""
     layout = StageLayout(root, source)
-    with _exclusive(layout.dest.with_name(layout.dest.name + ".lock")):
+    with exclusive(layout.dest.with_name(layout.dest.name + ".lock")):
         done = layout.complete()
         if done is not None:
             status = StagingStatus(source.uri, str(layout.dest), state="done")

@@ -168,6 +168,9 @@ def test_snapshot_data_gets_a_tagged_volume_in_the_zone_deleted_at_the_end(
     assert [v for v in gone if v["VolumeId"] == volume["VolumeId"]] == []
     status = _status(env, run_id)
     assert any(volume["VolumeId"] in e["message"] for e in status["events"])
+    # Copy to the instance store or read in place: decided from the type's data, said why.
+    placed = [e["message"] for e in status["events"] if " will be " in e["message"]]
+    assert len(placed) == 1 and placed[0].startswith(f"snapshot:{snapshot_id} will be "), placed
     (inst,) = status["instances"]
     (data,) = [v for v in inst["details"]["volumes"] if v.get("role") == "data"]
     assert data["id"] == volume["VolumeId"] and data["size_gb"] == 3

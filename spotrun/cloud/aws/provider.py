@@ -30,6 +30,7 @@ from spotrun.cloud.aws.prices import AwsPrices
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
 from spotrun.config import Resources, Settings
+from spotrun.datasets.placement import TypeStorage
 from spotrun.errors import CloudError, RemoteError, UsageError
 from spotrun.remote.provision import code_bundle, provision
 
@@ -400,6 +401,11 @@ class AwsProvider:
             self.clients, region, instance.zone or "", snapshot, tags, instance.run_id
         )
         return volumes.attach(self.clients, region, made, instance.id, self.aws.ssh_timeout_s)
+
+    def instance_storage(self, instance: Instance) -> TypeStorage | None:
+        """What the instance's type offers for data (instance store, memory, EBS ceiling)."""
+        region = instance.region or self.run_region(instance.run_id)
+        return volumes.type_storage(self.clients, region, instance.instance_type)
 
     def attach_cache_volume(self, instance: Instance, size_gb: int) -> volumes.CacheAttachment:
         """The run's cache volume for staged data in the instance's zone (the one an earlier

@@ -22,6 +22,7 @@ from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.cloud.aws.network import TAG_RUN
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.config import AwsSettings
+from spotrun.datasets.placement import TypeStorage
 from spotrun.errors import CloudError, UsageError
 from spotrun.waiting import WaitTimeout, wait_until
 
@@ -139,6 +140,19 @@ def _quiet_find(clients: AwsClients, region: str, snapshot_id: str) -> Snapshot 
         return find_snapshot(clients, region, snapshot_id, attempts=2)
     except (CloudError, UsageError):
         return None  # a region these credentials may not use
+
+
+def type_storage(clients: AwsClients, region: str, instance_type: str) -> TypeStorage | None:
+    """The type's instance store, memory and EBS ceiling (None if EC2 does not know it)."""
+    try:
+        answer = _ec2(clients, region).describe_instance_types(InstanceTypes=[instance_type])
+    except ClientError as exc:
+        if error_code(exc) == "InvalidInstanceType":
+            return None
+        with aws_call("ec2", "DescribeInstanceTypes", region):
+            raise
+    items = answer.get("InstanceTypes", [])
+    return TypeStorage.from_api(items[0]) if items else None
 
 
 def check_snapshot(snapshot_id: str, region: str, settings: AwsSettings) -> Snapshot:
