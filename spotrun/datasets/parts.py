@@ -68,7 +68,8 @@ class OrderedParts:
         self._parts: list[_Part] = []
         self._next_to_start = 0
         self._current = 0
-        self._buffer = memoryview(b"")
+        self._chunk = b""  # the chunk being read, from self._pos on
+        self._pos = 0
         self._closed = threading.Event()
         for _ in range(min(self.window, len(ranges))):
             self._start_next()
@@ -132,25 +133,30 @@ class OrderedParts:
                 continue
             if isinstance(item, BaseException):
                 raise item
-            assert isinstance(item, (bytes, bytearray, memoryview))
+            if isinstance(item, bytes):
+                return item
+            assert isinstance(item, (bytearray, memoryview))
             return bytes(item)
         return None
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
-            pieces = [bytes(self._buffer)]
-            self._buffer = memoryview(b"")
+            pieces = [self._chunk[self._pos :]]
+            self._chunk, self._pos = b"", 0
             while (chunk := self._next_chunk()) is not None:
                 pieces.append(chunk)
             return b"".join(pieces)
-        while len(self._buffer) == 0:
+        while self._pos >= len(self._chunk):
             chunk = self._next_chunk()
             if chunk is None:
                 return b""
-            self._buffer = memoryview(chunk)
-        out = self._buffer[:size]
-        self._buffer = self._buffer[size:]
-        return bytes(out)
+            self._chunk, self._pos = chunk, 0
+        if self._pos == 0 and size >= len(self._chunk):  # the whole chunk: handed on, no copy
+            self._pos = len(self._chunk)
+            return self._chunk
+        out = self._chunk[self._pos : self._pos + size]
+        self._pos += len(out)
+        return out
 
     def close(self) -> None:
         self._closed.set()
