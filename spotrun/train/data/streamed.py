@@ -333,6 +333,13 @@ def fed_sources(
             hint="--set image_size=224",
         )
     classes = list(feed.manifest.classes)
+    if len(classes) != recipe.num_classes or feed.train_files < recipe.batch_size:
+        raise UsageError(
+            f"{feed.root} has {len(classes)} classes and {feed.train_files:,} training images; "
+            f"recipe {recipe.name} says num_classes={recipe.num_classes}, batch_size="
+            f"{recipe.batch_size}",
+            hint=f"--set num_classes={len(classes)} (and a batch_size up to the image count)",
+        )
     eval_index = index_split(feed.root / feed.manifest.eval_split, classes)
     pipeline = make_pipeline(recipe, IMAGENET_MEAN, IMAGENET_STD)  # normalize=dataset refused
     sharding = Sharding(recipe.seed, where.rank, where.world_size)
