@@ -84,7 +84,10 @@ def aws_cli() -> str:
 
 
 def timed(fn: Callable[..., None], *args: Any) -> float:
-    os.sync()  # the previous side's dirty pages are written back outside of this one's time
+    # The previous side's dirty pages are written back outside of this one's time; twice, since
+    # the first sync of a loop file system dirties the pages of its image file on the disk.
+    os.sync()
+    os.sync()
     start = time.perf_counter()
     fn(*args)
     return time.perf_counter() - start
@@ -128,7 +131,7 @@ def main() -> None:
         sys.exit(subprocess.run(argv, env={**os.environ, IN_NAMESPACE: "1"}).returncode)
     scratch = Path(tempfile.mkdtemp(prefix="sr-stage-fs-", dir=args.work))
     if args.target == "loop-ext4":
-        args.work = loop_ext4(scratch, int(args.gb * 6e9) + (2 << 30))
+        args.work = loop_ext4(scratch, int(args.gb * 4e9) + (1 << 30))
     print(f"copies on: {args.target} ({args.work or tempfile.gettempdir()})")
     try:
         run(args)
@@ -149,8 +152,14 @@ def _can_loop() -> bool:
 def loop_ext4(scratch: Path, size: int) -> Path:
     """A fresh ext4 file system (with its journal) of `size` bytes, mounted; its folder."""
     image = scratch / "fs.img"
-    with open(image, "wb") as fh:  # allocated now: no side pays for growing the image
-        os.posix_fallocate(fh.fileno(), 0, size)
+    # Written with zeros now: a sparse or fallocated image would make whichever side first
+    # wrote a region of it pay the disk's allocation (the second side of a round, measured).
+    block = bytes(64 << 20)
+    with open(image, "wb") as fh:
+        for _ in range(-(-size // len(block))):
+            fh.write(block)
+        fh.flush()
+        os.fsync(fh.fileno())
     # Inode tables and journal written now, not by a kernel thread while a side is timed.
     init = "lazy_itable_init=0,lazy_journal_init=0"
     subprocess.run(["mkfs.ext4", "-q", "-F", "-E", init, str(image)], check=True)
