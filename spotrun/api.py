@@ -140,6 +140,8 @@ def prepare_job_launch(
         raise UsageError(describe_validation_error(exc)) from exc
     if merged.nodes > 1:
         raise UsageError("your own command runs on one node for now; drop --nodes")
+    if job.data is not None:
+        check_job_data(job.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
     if spec.max_cost_usd is not None:
@@ -609,6 +611,28 @@ def check_remote_data(
         from spotrun.cloud.aws.volumes import check_snapshot
 
         check_snapshot(spec.snapshot_id, region or settings.aws.region, settings.aws)
+
+
+def check_job_data(
+    data: str, cloud: CloudName, settings: Settings, region: str | None = None
+) -> None:
+    """A task's `data`, refused before anything exists: remote data as for a recipe; a local
+    path must exist, and only the local cloud sees this machine's files."""
+    from spotrun.datasets.spec import is_remote
+
+    if is_remote(data):
+        check_remote_data(data, cloud, settings, region)
+        return
+    if not Path(data).exists():
+        raise UsageError(
+            f"data {data} does not exist",
+            hint="give an existing folder, an s3://BUCKET/PREFIX or a snapshot:snap-... id",
+        )
+    if cloud != "local":
+        raise UsageError(
+            f"data {data} is a path on this machine: the {cloud} cloud's instances cannot see it",
+            hint=f"push it first (spotrun data push {data} s3://BUCKET/PREFIX) and give that",
+        )
 
 
 def data_push(

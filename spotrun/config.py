@@ -57,6 +57,11 @@ class AwsSettings(StrictModel):
         "https://checkip.amazonaws.com", description="answers this machine's public address"
     )
     root_volume_gb: int = Field(200, ge=8)
+    data_cache_volume: bool = Field(
+        False,
+        description="stage s3:// data onto an EBS volume of the run's that a replacement "
+        "instance in the same zone reattaches (it fetches only the shards missing on it)",
+    )
     subnet_id: str | None = None
     subnet_ids: list[str] = Field(
         default_factory=list, description="subnets to launch in (one per zone); [] = default VPC"

@@ -19,7 +19,11 @@ from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.billing import bill_run
 from spotrun.budget import Action
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
-from spotrun.datasets.attach import attach_snapshot_data, mark_data_volumes_deleted
+from spotrun.datasets.attach import (
+    attach_data_cache,
+    attach_snapshot_data,
+    mark_data_volumes_deleted,
+)
 from spotrun.datasets.record import StagingWatch
 from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
@@ -188,6 +192,7 @@ class RunController:
         if job_env is not None:
             env.update(job_env(head))
         env.update(attach_snapshot_data(self.provider, self.ledger, run, head))  # snapshot: data
+        env.update(attach_data_cache(self.provider, self.ledger, run, head))  # s3: cache volume
         started = self._driver(head).start(argv, env, wrap)
         self.ledger.add_event(
             run.id,

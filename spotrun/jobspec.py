@@ -48,6 +48,9 @@ class JobSpec(JobModel):
     envs: dict[str, str] = Field(default_factory=dict)
     outputs: list[str] = Field(default_factory=list, description="paths to pull back")
     checkpoint_dir: str | None = None
+    # s3://..., snapshot:snap-... (staged or mounted on the instance before the job starts) or
+    # an absolute path (local cloud); the job finds it in SPOTRUN_DATA_DIR
+    data: str | None = None
 
     @classmethod
     def for_recipe(
@@ -55,7 +58,7 @@ class JobSpec(JobModel):
     ) -> JobSpec:
         return cls(recipe=RecipeCall(name=name, overrides=list(overrides or [])), envs=envs or {})
 
-    @field_validator("run", "setup")
+    @field_validator("run", "setup", "data")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value if value is None or value.strip() else None
@@ -112,7 +115,7 @@ class JobSpec(JobModel):
         if self.argv is not None and (not self.argv or not self.argv[0].strip()):
             raise ValueError("argv is empty: nothing to run")
         if self.recipe is not None:
-            extra = [k for k in ("workdir", "setup", "checkpoint_dir") if getattr(self, k)]
+            extra = [k for k in ("workdir", "setup", "checkpoint_dir", "data") if getattr(self, k)]
             extra += ["outputs"] if self.outputs else []
             if extra:
                 raise ValueError(

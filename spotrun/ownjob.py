@@ -43,6 +43,7 @@ def build_job(
     envs: dict[str, str] | None = None,
     outputs: list[str] | None = None,
     checkpoint_dir: str | None = None,
+    data: str | None = None,
     workdir_max_mb: float,
 ) -> JobSpec:
     """The job to store with the run; its workdir checked (exists, under the size limit)."""
@@ -64,6 +65,7 @@ def build_job(
             envs=envs or {},
             outputs=outputs or [],
             checkpoint_dir=checkpoint_dir,
+            data=data,
         )
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc
@@ -90,6 +92,7 @@ def task_job(task: TaskFile, *, envs: dict[str, str], workdir_max_mb: float) -> 
         envs={**task.env_strings(), **envs},
         outputs=task.outputs,
         checkpoint_dir=task.checkpoint_dir,
+        data=task.data,
         workdir_max_mb=workdir_max_mb,
     )
 

@@ -8,6 +8,8 @@
     envs: {LR: "0.1"}
     outputs: [results/, model.pt]    # in the workdir; pulled back to runs/<id>/workdir/
     checkpoint_dir: ckpt             # SPOTRUN_CHECKPOINT_DIR: synced, restored on a replacement
+    data: s3://bucket/imagenet       # or snapshot:snap-..., or a folder (local cloud); staged
+                                     # or mounted before `run`; the job reads SPOTRUN_DATA_DIR
     max_cost: 5.0                    # USD
     max_hours: 2
 
@@ -49,6 +51,7 @@ class TaskFile(TaskModel):
     envs: dict[str, str | int | float | bool] = Field(default_factory=dict)
     outputs: list[str] = Field(default_factory=list)
     checkpoint_dir: str | None = None
+    data: str | None = None
     max_cost: float | None = Field(None, gt=0)
     max_hours: float | None = Field(None, gt=0)
 
@@ -103,8 +106,24 @@ def load_task(path: Path) -> TaskFile:
         raise UsageError(
             f"task file {path}: {describe_task_error(exc)}",
             hint="keys: name, resources (gpus, gpu_model, instance_type, region, spot, disk_gb), "
-            "workdir, setup, run, envs, outputs, checkpoint_dir, max_cost, max_hours",
+            "workdir, setup, run, envs, outputs, checkpoint_dir, data, max_cost, max_hours",
         ) from exc
     if task.workdir is not None and not Path(task.workdir).expanduser().is_absolute():
         task = task.model_copy(update={"workdir": str((path.parent / task.workdir).absolute())})
+    if task.data is not None:
+        task = task.model_copy(update={"data": resolve_task_data(task.data, path.parent)})
     return task
+
+
+def resolve_task_data(text: str, folder: Path) -> str | None:
+    """A task's `data`: s3:// and snapshot: values checked for form (UsageError), a local path
+    made absolute relative to the task file's folder (its existence is checked at launch)."""
+    from spotrun.datasets.spec import is_remote, parse_data
+
+    text = text.strip()
+    if not text:
+        return None
+    if is_remote(text):
+        return parse_data(text).uri
+    local = Path(text).expanduser()
+    return str(local if local.is_absolute() else (folder / local).absolute())

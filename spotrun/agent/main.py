@@ -81,6 +81,23 @@ def stop_job(session: str, run_dir: Path, grace_s: float) -> dict[str, object]:
     return status
 
 
+def stage_data(run_dir: Path, data: str, path_file: Path) -> int:
+    """A task's data set in place on this machine (staged from S3, or its snapshot volume
+    mounted): its folder written to `path_file`; a clear message and the error's code if not."""
+    from spotrun.config import load_settings
+    from spotrun.datasets.prepare import local_data
+    from spotrun.errors import SpotrunError
+
+    try:
+        where = local_data(data, load_settings().home, run_dir)
+    except SpotrunError as exc:
+        print(f"spotrun: {exc.user_message()}", flush=True)
+        return exc.exit_code
+    path_file.write_text(where + "\n")
+    print(f"spotrun: data set {data} is in {where} (SPOTRUN_DATA_DIR)", flush=True)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="spotrun agent")
     sub = parser.add_subparsers(dest="op", required=True)
@@ -103,7 +120,12 @@ def main(argv: list[str]) -> int:
     wrap.add_argument("--cwd", type=Path, default=None)
     wrap.add_argument("--setup", type=Path, default=None, help="a bash script run once first")
     wrap.add_argument("--checkpoint-dir", type=Path, default=None)
+    wrap.add_argument("--data", default=None, help="the job's data set (SPOTRUN_DATA_DIR)")
     wrap.add_argument("argv", nargs=argparse.REMAINDER)
+    stage = sub.add_parser("stage", help="put a data set in place; its path to --path-file")
+    stage.add_argument("--run-dir", required=True, type=Path)
+    stage.add_argument("--data", required=True)
+    stage.add_argument("--path-file", required=True, type=Path)
     args = parser.parse_args(argv)
 
     if args.op == "wrap":
@@ -116,7 +138,10 @@ def main(argv: list[str]) -> int:
             cwd=args.cwd,
             setup=setup,
             checkpoint_dir=args.checkpoint_dir,
+            data=args.data,
         )
+    if args.op == "stage":
+        return stage_data(args.run_dir, args.data, args.path_file)
     if args.op == "start":
         env = dict(item.split("=", 1) for item in args.env)
         cwd = next((o.split("=", 1)[1] for o in args.wrap if o.startswith("--cwd=")), None)

@@ -1,6 +1,8 @@
 """The job wrapper: the process a run's tmux session runs.
 
-It runs the job's setup once per instance (when the job has one), then the job, copies their
+It runs the job's setup once per instance (when the job has one), then puts the job's data
+set in place (when it names one: staged from S3 or mounted from a snapshot by `spotrun agent
+stage`, its path given to the job as SPOTRUN_DATA_DIR), then the job, copies their
 output both to the terminal (what `attach` shows) and to job.log, passes signals on, and writes
 exit.json when the job ends, so the outcome is known even when no controller was watching.
 
@@ -32,6 +34,8 @@ EXIT_FILE = "exit.json"
 LOG_FILE = "job.log"
 SETUP_LOG_FILE = "setup.log"
 CHECKPOINTS = "checkpoints"  # inside the run folder: synced, stored, restored
+DATA_PATH_FILE = "data-path"  # where `spotrun agent stage` put the job's data set
+DATA_DIR_ENV = "SPOTRUN_DATA_DIR"
 # After an ending signal, how long the wrapper waits for the signalled programs to finish
 # (e.g. a script still saving after its shell has gone) before it records the exit.
 DRAIN_S = 60.0
@@ -190,10 +194,17 @@ class _Wrapper:
             return
         self.signalled.update(deliver(child.pid, self.child_argv, signum))
 
-    def run_phase(self, phase: str, argv: list[str], logs: list[BinaryIO]) -> int:
+    def run_phase(
+        self,
+        phase: str,
+        argv: list[str],
+        logs: list[BinaryIO],
+        env: dict[str, str] | None = None,
+    ) -> int:
         try:
             child = subprocess.Popen(
                 argv,
+                env={**os.environ, **env} if env else None,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=self.cwd,
@@ -281,6 +292,7 @@ def run_wrapped(
     cwd: Path | None = None,
     setup: Setup | None = None,
     checkpoint_dir: Path | None = None,
+    data: str | None = None,
 ) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / EXIT_FILE).unlink(missing_ok=True)
@@ -308,8 +320,38 @@ def run_wrapped(
                 return code
             setup.mark_done()
             _emit([log], f"spotrun: setup done in {time.monotonic() - began:.1f} s\n".encode())
-        code = wrapper.run_phase("run", argv, [log])
+        env: dict[str, str] = {}
+        if data is not None:
+            found = _data_phase(wrapper, data, log)
+            if isinstance(found, int):
+                wrapper.write_exit(found, "data")
+                return found
+            env[DATA_DIR_ENV] = found
+        code = wrapper.run_phase("run", argv, [log], env)
         wrapper.write_exit(code, "run")
         return code
     finally:
         log.close()
+
+
+def _data_phase(wrapper: _Wrapper, data: str, log: BinaryIO) -> str | int:
+    """The job's data set in place: its local path, or the exit code of a failed staging.
+
+    Remote data is staged (or mounted) by a child process, so a stop signal reaches it like
+    the job's, and what it says lands in job.log; a path here is used as it is."""
+    if not data.startswith(("s3://", "snapshot:")):
+        return data
+    path_file = wrapper.run_dir / DATA_PATH_FILE
+    path_file.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "spotrun", "agent", "stage", "--run-dir"]
+    argv += [str(wrapper.run_dir), "--data", data, "--path-file", str(path_file)]
+    code = wrapper.run_phase("data", argv, [log])
+    if code == 0 and wrapper.ending_signal is not None:
+        code = 128 + wrapper.ending_signal  # stopped while staging: the job must not start
+    if code == 0:
+        try:
+            return path_file.read_text().strip()
+        except OSError:
+            code = 1
+    _emit([log], f"spotrun: staging the data set {data} failed (exit code {code})\n".encode())
+    return code

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spotrun.datasets.progress import STATUS_FILE
 from spotrun.datasets.spec import LocalData, S3Data, SnapshotData, parse_data
+from spotrun.train.data.source import TRAIN_SPLIT
+
+if TYPE_CHECKING:
+    from spotrun.datasets.feed import ShardFeed
+    from spotrun.datasets.objects import ObjectStore
+    from spotrun.datasets.stager import StageOptions
 
 RUN_DIR_ENV = "SPOTRUN_RUN_DIR"
 
@@ -27,30 +34,74 @@ def local_data(text: str, home: Path, run_dir: Path | None = None) -> str:
     if isinstance(spec, LocalData):
         return text
     if isinstance(spec, SnapshotData):
+        from spotrun.datasets.placement import COPY_ENV
         from spotrun.datasets.snapshot_mount import mounted_path
 
-        return str(mounted_path(spec))
+        mounted = mounted_path(spec)
+        if os.environ.get(COPY_ENV) == "1":
+            from spotrun.datasets.snapshot_copy import copy_to_instance_store
+
+            lead = os.environ.get("RANK", "0") == "0"
+            return str(copy_to_instance_store(mounted, spec, _say if lead else _quiet))
+        return str(mounted)
     return str(stage_s3(spec, home, run_dir))
+
+
+def _options(run_dir: Path | None, lead: bool) -> StageOptions:
+    from spotrun.datasets.stager import StageOptions
+
+    if run_dir is None and os.environ.get(RUN_DIR_ENV):
+        run_dir = Path(os.environ[RUN_DIR_ENV])
+    return StageOptions(
+        streams=int(os.environ.get("SPOTRUN_STAGE_STREAMS", "32")),
+        reserve_bytes=int(os.environ.get("SPOTRUN_STAGE_RESERVE_BYTES", str(1 << 30))),
+        status_path=(run_dir / STATUS_FILE) if (run_dir is not None and lead) else None,
+    )
 
 
 def stage_s3(spec: S3Data, home: Path, run_dir: Path | None = None) -> Path:
     from spotrun.cloud.aws.datasets import S3Store
     from spotrun.datasets.roots import stage_root
-    from spotrun.datasets.stager import StageOptions, stage
+    from spotrun.datasets.stager import stage
 
-    if run_dir is None and os.environ.get(RUN_DIR_ENV):
-        run_dir = Path(os.environ[RUN_DIR_ENV])
     lead = os.environ.get("RANK", "0") == "0"
-    root = stage_root(home)
-    options = StageOptions(
-        streams=int(os.environ.get("SPOTRUN_STAGE_STREAMS", "32")),
-        reserve_bytes=int(os.environ.get("SPOTRUN_STAGE_RESERVE_BYTES", str(1 << 30))),
-        status_path=(run_dir / STATUS_FILE) if (run_dir is not None and lead) else None,
-    )
+    root = stage_root(home, log=_say if lead else _quiet)
     if lead:
         _say(f"staging {spec.uri} to the {root.kind} ({root.path})")
-    result = stage(S3Store(spec.bucket), spec, root.path, options, log=_say if lead else _quiet)
-    return result.dest
+    log = _say if lead else _quiet
+    return stage(S3Store(spec.bucket), spec, root.path, _options(run_dir, lead), log=log).dest
+
+
+def stage_s3_streaming(
+    spec: S3Data, home: Path, store: ObjectStore | None = None, run_dir: Path | None = None
+) -> ShardFeed:
+    """Stage the evaluation split now and the training split in the background; the feed the
+    loader reads training shards from as they arrive (one process: no torchrun ranks)."""
+    from spotrun.cloud.aws.datasets import S3Store
+    from spotrun.datasets.feed import ShardFeed
+    from spotrun.datasets.layout import StageLayout
+    from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
+    from spotrun.datasets.roots import stage_root
+    from spotrun.datasets.stager import stage
+    from spotrun.errors import UsageError
+
+    store = store if store is not None else S3Store(spec.bucket)
+    root = stage_root(home, log=_say)
+    raw = store.read(spec.key(MANIFEST_NAME))
+    if raw is None:
+        raise UsageError(
+            f"{spec.uri} has no manifest.json: training cannot start on its first shards",
+            hint="push it as shards (spotrun data push), or drop stream_data",
+        )
+    manifest = read_manifest(raw, f"{spec.uri}/{MANIFEST_NAME}")
+    options = _options(run_dir, True)
+    _say(
+        f"staging {spec.uri} to the {root.kind} ({root.path}); training starts on its first shards"
+    )
+    stage(store, spec, root.path, options, log=_say, splits=frozenset({manifest.eval_split}))
+    feed = ShardFeed(StageLayout(root.path, spec), manifest, TRAIN_SPLIT)
+    feed.run_in_background(lambda: stage(store, spec, root.path, options, log=_say))
+    return feed
 
 
 def _quiet(_line: str) -> None:

@@ -3,16 +3,21 @@
 EC2 instance store volumes are NVMe devices whose model reads "Amazon EC2 NVMe Instance
 Storage" (EBS volumes read "Amazon Elastic Block Store"); several are often joined in one md
 RAID 0. The image (or provisioning) formats and mounts them; here we only find the mounted one
-with the most free space. Without one, data goes to the root volume under SPOTRUN_HOME.
-SPOTRUN_STAGE_ROOT overrides both.
+with the most free space. Without one, data goes to the root volume under SPOTRUN_HOME. The
+run's cache volume (SPOTRUN_CACHE_VOLUME, `[aws] data_cache_volume`) wins over both, so a
+replacement instance reattaching it finds what was staged; SPOTRUN_STAGE_ROOT overrides all.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from spotrun.datasets.snapshot_mount import CACHE_VOLUME_ENV
+from spotrun.errors import DataError
 
 STAGE_ROOT_ENV = "SPOTRUN_STAGE_ROOT"
 INSTANCE_STORE_MODEL = "Instance Storage"
@@ -56,10 +61,19 @@ def instance_store_mounts(mounts_text: str, sys_block: Path = Path("/sys/block")
     return found
 
 
-def stage_root(home: Path) -> StageRoot:
+def stage_root(home: Path, log: Callable[[str], None] | None = None) -> StageRoot:
     override = os.environ.get(STAGE_ROOT_ENV)
     if override:
         return StageRoot(Path(override).expanduser(), STAGE_ROOT_ENV)
+    cache = os.environ.get(CACHE_VOLUME_ENV)
+    if cache:  # the run's cache volume: a replacement instance finds the shards staged on it
+        from spotrun.datasets.snapshot_mount import mounted_cache
+
+        try:
+            return StageRoot(mounted_cache(cache) / STAGED_FOLDER, f"cache volume {cache}")
+        except DataError as exc:  # a cache only saves time: stage without it
+            if log is not None:
+                log(f"{exc.message}; staging without it (a replacement fetches everything)")
     try:
         mounts = instance_store_mounts(Path("/proc/mounts").read_text())
     except OSError:

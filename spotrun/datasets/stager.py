@@ -68,7 +68,7 @@ class _Cancelled(Exception):
 
 
 @contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
+def exclusive(lock_path: Path) -> Iterator[None]:
     """One stager per destination on a machine (torchrun ranks, the agent and a trainer)."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as fh:
@@ -100,10 +100,12 @@ def stage(
     root: Path,
     options: StageOptions = StageOptions(),
     log: Callable[[str], None] = print,
+    splits: frozenset[str] | None = None,
 ) -> StageResult:
-    """Put the data set at `source` in place under `root`; returns where it is."""
+    """Put the data set at `source` in place under `root`; returns where it is. With `splits`
+    (a sharded set only), just those splits' shards: the set is not marked complete."""
     layout = StageLayout(root, source)
-    with _exclusive(layout.dest.with_name(layout.dest.name + ".lock")):
+    with exclusive(layout.dest.with_name(layout.dest.name + ".lock")):
         done = layout.complete()
         if done is not None:
             status = StagingStatus(source.uri, str(layout.dest), state="done")
@@ -116,7 +118,12 @@ def stage(
         raw = store.read(source.key(MANIFEST_NAME))
         if raw is not None:
             manifest = read_manifest(raw, f"{source.uri}/{MANIFEST_NAME}")
-            return _ShardStager(store, source, layout, manifest, options, log).run()
+            return _ShardStager(store, source, layout, manifest, options, log, splits).run()
+        if splits is not None:
+            raise UsageError(
+                f"{source.uri} has no manifest.json: training cannot start on its first shards",
+                hint="push it as shards (spotrun data push), or drop stream_data",
+            )
         return _FileStager(store, source, layout, options, log).run()
 
 
@@ -216,9 +223,11 @@ class _ShardStager(_Stager):
         manifest: Manifest,
         options: StageOptions,
         log: Callable[[str], None],
+        splits: frozenset[str] | None = None,
     ) -> None:
         super().__init__(store, source, layout, options, log)
         self.manifest = manifest
+        self.splits = splits
 
     def _in_place(self, shard: Shard) -> bool:
         marker = self.layout.shard_marker(shard.name)
@@ -228,10 +237,11 @@ class _ShardStager(_Stager):
         m = self.manifest
         self.layout.prepare(m.digest)
         self.layout.manifest_path.write_text(m.to_json())
-        todo = [s for s in m.shards if not self._in_place(s)]
-        skipped = [s for s in m.shards if s not in todo]
+        wanted = [s for s in m.shards if self.splits is None or s.split in self.splits]
+        todo = [s for s in wanted if not self._in_place(s)]
+        skipped = [s for s in wanted if s not in todo]
         st = self.status
-        st.total_bytes, st.items_total = m.size, len(m.shards)
+        st.total_bytes, st.items_total = sum(s.size for s in wanted), len(wanted)
         st.items_skipped = st.items_done = len(skipped)
         st.skipped_bytes = st.done_bytes = sum(s.size for s in skipped)
         check_space(
@@ -240,12 +250,16 @@ class _ShardStager(_Stager):
             self.options.reserve_bytes,
             self.source.uri,
         )
+        which = f" ({', '.join(sorted(self.splits))} first)" if self.splits else ""
         self.log(
-            f"staging {self.source.uri}: {len(m.shards)} shards, {fmt_bytes(m.size)}, "
-            f"{m.files:,} files into {self.layout.dest}"
+            f"staging {self.source.uri}{which}: {len(wanted)} shards, {fmt_bytes(st.total_bytes)}, "
+            f"{sum(s.files for s in wanted):,} files into {self.layout.dest}"
             + (f" ({len(skipped)} shards already in place)" if skipped else "")
         )
         self.run_all(list(todo), self._stage_shard)  # type: ignore[arg-type]
+        if self.splits is not None:  # a part of the set: no completion marker
+            self.tracker.finish("done")
+            return StageResult(self.layout.dest, self.status)
         return self.finish({"kind": "shards", "digest": m.digest, "files": m.files})
 
     def _attempt(self, shard: Shard, got: Extracted) -> str | None:
@@ -289,9 +303,15 @@ class _ShardStager(_Stager):
             if problem is None:
                 kept = set(got.names)
                 remove_files(self.layout.dest, [n for n in written if n not in kept])
+                # the names let a loader read this shard before the rest arrive (stream_data)
                 self.layout.mark_shard(
                     shard.name,
-                    {"sha256": shard.sha256, "size": shard.size, "files": got.files},
+                    {
+                        "sha256": shard.sha256,
+                        "size": shard.size,
+                        "files": got.files,
+                        "names": got.names,
+                    },
                 )
                 self.tracker.item_done(refetched=attempt > 1)
                 return

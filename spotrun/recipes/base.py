@@ -61,6 +61,12 @@ class Recipe(StrictModel):
         "path: an ImageFolder (train/ and val/ or test/ of class folders), a CIFAR-10 python "
         "folder, or a .tar / .tar.gz of either"
     )
+    stream_data: bool = Field(
+        False,
+        description="s3:// sets pushed as shards: start training once the evaluation split and "
+        "the first training shard are staged; epoch 1 reads the training shards in order as "
+        "they arrive (one process; needs image_size, normalize imagenet or none)",
+    )
     image_size: int | None = Field(
         None, ge=8, description="pixels (square) of training images; None = as stored"
     )
@@ -103,3 +109,12 @@ class Recipe(StrictModel):
 
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "result": self.result}
+
+    @model_validator(mode="after")
+    def _stream_data_needs(self) -> Recipe:
+        if self.stream_data and self.normalize == "dataset":
+            raise ValueError(
+                "stream_data starts before the training set is all here: its statistics are "
+                "unknown; set normalize=imagenet (or none)"
+            )
+        return self

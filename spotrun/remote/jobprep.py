@@ -73,6 +73,8 @@ def prepare_job(
         options.append(f"--setup={posixpath.join(run_dir, SETUP_SCRIPT)}")
     checkpoint_dir = job.checkpoint_path(run_dir, cwd)
     options.append(f"--checkpoint-dir={checkpoint_dir}")
+    if job.data is not None:  # staged (or mounted) by the wrapper before the job starts
+        options.append(f"--data={job.data}")
     env = {**job_env(run_id, run_dir, checkpoint_dir, gpus), **job.envs}
     return PreparedJob(job.command(spotrun_argv, run_dir), env, options, notes)
 

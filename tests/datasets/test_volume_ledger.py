@@ -51,3 +51,11 @@ def test_a_data_volume_is_listed_moved_and_closed(tmp_path: Path) -> None:
     (closed,) = [v for v in _volumes(ledger, run.id, "i-second") if v.get("role") == "data"]
     assert closed["deleted_at"] == taken["created_at"] + 60  # type: ignore[operator]
     assert moved == [v for v in _volumes(ledger, run.id, "i-first") if v.get("role") == "data"][0]
+
+
+def test_cache_volume_size_covers_the_set_and_the_reserve() -> None:
+    from spotrun.datasets.attach import cache_size_gb
+
+    assert cache_size_gb(0) == 2
+    assert cache_size_gb(1 << 30) == 4  # 1.1 GiB rounds up to 2, plus 2
+    assert cache_size_gb(150 * 10**9) == 156

@@ -168,6 +168,9 @@ def test_snapshot_data_gets_a_tagged_volume_in_the_zone_deleted_at_the_end(
     assert [v for v in gone if v["VolumeId"] == volume["VolumeId"]] == []
     status = _status(env, run_id)
     assert any(volume["VolumeId"] in e["message"] for e in status["events"])
+    # Copy to the instance store or read in place: decided from the type's data, said why.
+    placed = [e["message"] for e in status["events"] if " will be " in e["message"]]
+    assert len(placed) == 1 and placed[0].startswith(f"snapshot:{snapshot_id} will be "), placed
     (inst,) = status["instances"]
     (data,) = [v for v in inst["details"]["volumes"] if v.get("role") == "data"]
     assert data["id"] == volume["VolumeId"] and data["size_gb"] == 3
@@ -175,3 +178,88 @@ def test_snapshot_data_gets_a_tagged_volume_in_the_zone_deleted_at_the_end(
     # Priced as EBS storage beside the root volume, for the time it existed.
     storage = [c for c in status["cost_lines"] if c["kind"] == "storage"]
     assert len(storage) == 2 and all(c["usd"] > 0 for c in storage), storage
+
+
+def test_a_cache_volume_is_reattached_to_the_replacement_then_deleted(
+    aws_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    """The EC2 side of `[aws] data_cache_volume`: a blank volume sized for the data set, tagged
+    as the run's, attached in the instance's zone; after a spot interruption the replacement
+    (same type and zone first) gets the same volume; it is priced, found by gc if left behind,
+    and deleted when the run ends. (The lab's hosts have no block devices, so the job there
+    stages without it after its wait; the mount and the skip of shards already on the volume
+    are tested with a loop device in tests/datasets/test_cache_volume.py.)"""
+    env = aws_env
+    lab.write_config(env.home, data_cache_volume=True)
+    folder = make_image_folder(tmp_path / "pets", per_class=2, per_class_test=1, size=8).root
+    uri = f"s3://{lab.bucket}/sets/cached"
+    env.cli("data", "push", str(folder), uri, "--shard-size", "1MB", check=True)
+    run_id = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "-d", "--set", f"data={uri}",
+        *[x for item in TINY_IMAGE_RECIPE for x in ("--set", item)],
+        check=True,
+    ).stdout.strip()  # fmt: skip
+
+    def cache_volume(not_on: str | None = None) -> dict[str, Any] | None:
+        found = lab.ec2.describe_volumes(
+            Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]},
+                     {"Name": "tag:spotrun:role", "Values": ["data-cache"]}]
+        )["Volumes"]  # fmt: skip
+        attached = [v for v in found if v["Attachments"]]
+        if len(found) == 1 and attached and attached[0]["Attachments"][0]["InstanceId"] != not_on:
+            return attached[0]
+        return None
+
+    volume = wait_for(cache_volume, timeout=90, what="the cache volume to be attached")
+    (first,) = lab.instances(run_id)
+    assert volume["Size"] == 3 and not volume.get("SnapshotId")  # 1 GB for the set, 2 reserve
+    assert volume["AvailabilityZone"] == first["Placement"]["AvailabilityZone"]
+    assert volume["Attachments"][0]["Device"] == "/dev/sdg"
+    tags = {t["Key"]: t["Value"] for t in volume["Tags"]}
+    assert tags["spotrun:owner"] and tags["spotrun:expires"].endswith("Z")
+
+    lab.interrupt(first["InstanceId"], notice_s=1.0)
+    again = wait_for(
+        lambda: cache_volume(not_on=first["InstanceId"]),
+        timeout=120,
+        what="the cache volume on the replacement",
+    )
+    assert again["VolumeId"] == volume["VolumeId"]  # the same volume, staged shards and all
+    second = [i for i in lab.instances(run_id) if i["InstanceId"] != first["InstanceId"]]
+    assert [i["Placement"]["AvailabilityZone"] for i in second] == [volume["AvailabilityZone"]]
+    events = [e["message"] for e in _status(env, run_id)["events"]]
+    assert any("(reused: its staged shards are kept)" in e for e in events), events
+
+    env.cli("stop", run_id, check=True)
+    left = lab.ec2.describe_volumes(Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]}])
+    assert [v for v in left["Volumes"] if v["VolumeId"] == volume["VolumeId"]] == []
+    status = _status(env, run_id)
+    cached = [
+        v
+        for inst in status["instances"]
+        for v in inst["details"].get("volumes", [])
+        if v.get("role") == "data-cache"
+    ]
+    # One charge per instance that held it, back to back, never twice for the same time.
+    assert len(cached) == 2 and all(v["id"] == volume["VolumeId"] for v in cached), cached
+    spans = sorted((v["created_at"], v["deleted_at"]) for v in cached)
+    assert spans[0][1] <= spans[1][0] and spans[1][0] < spans[1][1]
+    storage = [c for c in status["cost_lines"] if c["kind"] == "storage"]
+    assert len(storage) == 4 and all(c["usd"] > 0 for c in storage), storage
+
+    # A cache volume a crash left behind is found by gc by the run's tags.
+    from spotrun.cloud.aws.network import run_tags
+    from spotrun.cloud.aws.session import AwsClients
+    from spotrun.cloud.aws.volumes import ensure_cache_volume
+
+    settings = load_settings(env.home)
+    tags_ = run_tags(run_id, settings.owner, 2e9)
+    leaked = ensure_cache_volume(
+        AwsClients(settings.aws), "us-east-1", "us-east-1a", 1, tags_, run_id
+    )
+    assert not leaked.reused
+    with Ledger(settings) as ledger:
+        report = api.gc(ledger, remove=True)
+    ours = [o for o in report.orphans if o.run_id == run_id]
+    assert [(o.kind, o.id) for o in ours] == [("volume", leaked.volume.id)]
+    assert report.removed[ours[0]] is None

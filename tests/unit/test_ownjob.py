@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from spotrun import gitignore
 from spotrun.errors import UsageError
+from spotrun.jobspec import JobSpec, RecipeCall
 from spotrun.ownjob import build_job, parse_envs
 from spotrun.remote.jobprep import restore_checkpoints
 from spotrun.remote.local import LocalRunner
@@ -48,6 +50,21 @@ def test_task_file_full(tmp_path: Path) -> None:
     assert task.env_strings() == {"LR": "0.1", "DEBUG": "true"}
     assert task.resources.as_flags() == {"gpus": 0, "spot": False, "disk_gb": 40}
     assert (task.max_cost, task.max_hours) == (2, 1.5)
+
+
+def test_task_data_values(tmp_path: Path) -> None:
+    def data(value: str) -> str | None:
+        return load_task(_task(tmp_path, f"run: x\ndata: {value!r}\n")).data
+
+    assert data("s3://my-sets/imagenet/") == "s3://my-sets/imagenet"
+    assert data("snapshot:snap-0123456789abcdef0/sets") == "snapshot:snap-0123456789abcdef0/sets"
+    assert data("sets/pets") == str(tmp_path / "sets" / "pets")  # relative to the task file
+    assert data("/abs/pets") == "/abs/pets" and data("  ") is None
+    for bad, message in [("s3://Bad_Bucket/x", "not an S3 bucket"), ("snapshot:snap-1", "id")]:
+        with pytest.raises(UsageError, match=message):
+            data(bad)
+    with pytest.raises(ValidationError, match="data: only for your own command"):
+        JobSpec(recipe=RecipeCall(name="digits-fast"), data="s3://my-sets/x")
 
 
 @pytest.mark.parametrize(

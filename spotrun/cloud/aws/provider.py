@@ -31,6 +31,7 @@ from spotrun.cloud.aws.prices import AwsPrices
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
 from spotrun.config import Resources, Settings
+from spotrun.datasets.placement import TypeStorage
 from spotrun.errors import CloudError, RemoteError, UsageError
 from spotrun.remote.provision import code_bundle, provision
 
@@ -460,6 +461,34 @@ class AwsProvider:
             self.clients, region, instance.zone or "", snapshot, tags, instance.run_id
         )
         return volumes.attach(self.clients, region, made, instance.id, self.aws.ssh_timeout_s)
+
+    def instance_storage(self, instance: Instance) -> TypeStorage | None:
+        """What the instance's type offers for data (instance store, memory, EBS ceiling)."""
+        region = instance.region or self.run_region(instance.run_id)
+        return volumes.type_storage(self.clients, region, instance.instance_type)
+
+    def attach_cache_volume(self, instance: Instance, size_gb: int) -> volumes.CacheAttachment:
+        """The run's cache volume for staged data in the instance's zone (the one an earlier
+        instance there staged onto, or a new blank one), attached to it; cache volumes of the
+        run in other zones are deleted. Deleted by `terminate`."""
+        region = instance.region or self.run_region(instance.run_id)
+        tags = network.run_tags(
+            instance.run_id,
+            self.settings.owner,
+            network.expiry(None, self.aws.expires_after_hours),
+        )
+        found = volumes.ensure_cache_volume(
+            self.clients, region, instance.zone or "", size_gb, tags, instance.run_id
+        )
+        attached = volumes.attach(
+            self.clients,
+            region,
+            found.volume,
+            instance.id,
+            self.aws.ssh_timeout_s,
+            volumes.CACHE_DEVICE_NAME,
+        )
+        return replace(found, volume=attached)
 
     def terminate_instances(self, run_id: str, ids: list[str]) -> list[Instance]:
         """Terminate these instances of the run only (a replaced one), its network stays."""

@@ -1,8 +1,10 @@
-"""EBS volumes made from a data set's snapshot: created in the instance's zone, attached,
-deleted when the run ends.
+"""EBS volumes for a run's data: one made from a data set's snapshot (role `data`), or a blank
+cache volume S3 data is staged onto (role `data-cache`, `[aws] data_cache_volume`), so that a
+replacement instance in the same zone attaches it and fetches only the shards it lacks. Both
+are created in the instance's zone, attached, and deleted when the run ends.
 
-The volume carries the run's tags (spotrun:run-id, owner, expires: spotrun.cloud.aws.network)
-plus spotrun:role=data, so `spotrun gc` finds one a crash left behind, and the cost engine
+A volume carries the run's tags (spotrun:run-id, owner, expires: spotrun.cloud.aws.network)
+plus spotrun:role, so `spotrun gc` finds one a crash left behind, and the cost engine
 prices it as EBS storage for as long as it existed. A snapshot id names a snapshot in one
 region only: one asked for in another region is found there and named in the error.
 """
@@ -20,14 +22,17 @@ from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.cloud.aws.network import TAG_RUN
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.config import AwsSettings
+from spotrun.datasets.placement import TypeStorage
 from spotrun.errors import CloudError, UsageError
 from spotrun.waiting import WaitTimeout, wait_until
 
 TAG_ROLE = "spotrun:role"
 DATA_ROLE = "data"
-# The device name asked for; Nitro instances show it as an NVMe device whose serial is the
-# volume id (vol-0123... -> vol0123...), which is how the instance finds it.
+CACHE_ROLE = "data-cache"
+# The device names asked for; Nitro instances show them as NVMe devices whose serial is the
+# volume id (vol-0123... -> vol0123...), which is how the instance finds them.
 DEVICE_NAME = "/dev/sdf"
+CACHE_DEVICE_NAME = "/dev/sdg"
 VOLUME_TYPE = "gp3"
 
 
@@ -47,6 +52,7 @@ class DataVolume:
     state: str
     attached_to: str | None
     created_at: float
+    role: str = DATA_ROLE
 
 
 def _ec2(clients: AwsClients, region: str, attempts: int | None = None) -> Any:
@@ -136,13 +142,34 @@ def _quiet_find(clients: AwsClients, region: str, snapshot_id: str) -> Snapshot 
         return None  # a region these credentials may not use
 
 
+def type_storage(clients: AwsClients, region: str, instance_type: str) -> TypeStorage | None:
+    """The type's instance store, memory and EBS ceiling (None if EC2 does not know it)."""
+    try:
+        answer = _ec2(clients, region).describe_instance_types(InstanceTypes=[instance_type])
+    except ClientError as exc:
+        if error_code(exc) == "InvalidInstanceType":
+            return None
+        with aws_call("ec2", "DescribeInstanceTypes", region):
+            raise
+    items = answer.get("InstanceTypes", [])
+    return TypeStorage.from_api(items[0]) if items else None
+
+
 def check_snapshot(snapshot_id: str, region: str, settings: AwsSettings) -> Snapshot:
     return snapshot_in(AwsClients(settings), region, snapshot_id)
+
+
+@dataclass(frozen=True)
+class CacheAttachment:
+    volume: DataVolume
+    reused: bool  # an earlier instance's volume: the shards staged on it are kept
+    deleted: list[str]  # the run's cache volumes in other zones, deleted
 
 
 def _volume(item: dict[str, Any]) -> DataVolume:
     attachments = [a for a in item.get("Attachments", []) if a.get("State") != "detached"]
     created = item.get("CreateTime")
+    tags = {t["Key"]: t["Value"] for t in item.get("Tags", [])}
     return DataVolume(
         item["VolumeId"],
         item["AvailabilityZone"],
@@ -150,19 +177,24 @@ def _volume(item: dict[str, Any]) -> DataVolume:
         str(item["State"]),
         attachments[0]["InstanceId"] if attachments else None,
         created.timestamp() if created is not None else time.time(),
+        tags.get(TAG_ROLE, DATA_ROLE),
     )
 
 
-def run_volumes(clients: AwsClients, region: str, run_id: str) -> list[DataVolume]:
-    """The run's data volumes that still exist."""
+def run_volumes(
+    clients: AwsClients, region: str, run_id: str, roles: tuple[str, ...] = (DATA_ROLE, CACHE_ROLE)
+) -> list[DataVolume]:
+    """The run's data volumes (of these roles) that still exist."""
     with aws_call("ec2", "DescribeVolumes", region):
         answer = _ec2(clients, region).describe_volumes(
             Filters=[
                 {"Name": f"tag:{TAG_RUN}", "Values": [run_id]},
-                {"Name": f"tag:{TAG_ROLE}", "Values": [DATA_ROLE]},
+                {"Name": f"tag:{TAG_ROLE}", "Values": list(roles)},
             ]
         )
-    return [_volume(v) for v in answer.get("Volumes", []) if v["State"] != "deleted"]
+    return [
+        _volume(v) for v in answer.get("Volumes", []) if v["State"] not in ("deleting", "deleted")
+    ]
 
 
 def ensure_volume(
@@ -174,7 +206,7 @@ def ensure_volume(
     run_id: str,
 ) -> DataVolume:
     """The run's data volume in `zone`, made from the snapshot unless one is already there."""
-    for volume in run_volumes(clients, region, run_id):
+    for volume in run_volumes(clients, region, run_id, (DATA_ROLE,)):
         if volume.zone == zone:
             return volume
     all_tags = [*tags, {"Key": TAG_ROLE, "Value": DATA_ROLE}]
@@ -186,6 +218,47 @@ def ensure_volume(
             TagSpecifications=[{"ResourceType": "volume", "Tags": all_tags}],
         )
     return _volume(item)
+
+
+def ensure_cache_volume(
+    clients: AwsClients,
+    region: str,
+    zone: str,
+    size_gb: int,
+    tags: list[dict[str, str]],
+    run_id: str,
+) -> CacheAttachment:
+    """The run's cache volume in `zone` (what an earlier instance staged is on it), made blank
+    unless one is there; cache volumes in other zones are deleted, since no instance here can
+    attach them (the shards on them are fetched again)."""
+    found = run_volumes(clients, region, run_id, (CACHE_ROLE,))
+    elsewhere = [v for v in found if v.zone != zone and v.attached_to is None]
+    gone = _delete_ids(clients, region, [v.id for v in elsewhere])
+    for volume in found:
+        if volume.zone == zone:
+            return CacheAttachment(volume, True, gone)
+    all_tags = [*tags, {"Key": TAG_ROLE, "Value": CACHE_ROLE}]
+    with aws_call("ec2", "CreateVolume", region):
+        item = _ec2(clients, region).create_volume(
+            Size=max(1, size_gb),
+            AvailabilityZone=zone,
+            VolumeType=VOLUME_TYPE,
+            TagSpecifications=[{"ResourceType": "volume", "Tags": all_tags}],
+        )
+    return CacheAttachment(_volume(item), False, gone)
+
+
+def _delete_ids(clients: AwsClients, region: str, ids: list[str]) -> list[str]:
+    deleted = []
+    for volume_id in ids:
+        with aws_call("ec2", "DeleteVolume", region):
+            try:
+                _ec2(clients, region).delete_volume(VolumeId=volume_id)
+            except ClientError as exc:
+                if error_code(exc) != "InvalidVolume.NotFound":
+                    raise
+        deleted.append(volume_id)
+    return deleted
 
 
 def _state(clients: AwsClients, region: str, volume_id: str) -> dict[str, Any] | None:
@@ -201,7 +274,12 @@ def _state(clients: AwsClients, region: str, volume_id: str) -> dict[str, Any] |
 
 
 def attach(
-    clients: AwsClients, region: str, volume: DataVolume, instance_id: str, wait_s: float
+    clients: AwsClients,
+    region: str,
+    volume: DataVolume,
+    instance_id: str,
+    wait_s: float,
+    device: str = DEVICE_NAME,
 ) -> DataVolume:
     """Attach the volume to the instance (once it is available); returns it attached."""
     if volume.attached_to == instance_id:
@@ -213,7 +291,7 @@ def attach(
         raise CloudError(f"volume {volume.id} did not become available in {wait_s:.0f} s") from exc
     with aws_call("ec2", "AttachVolume", region):
         _ec2(clients, region).attach_volume(
-            VolumeId=volume.id, InstanceId=instance_id, Device=DEVICE_NAME
+            VolumeId=volume.id, InstanceId=instance_id, Device=device
         )
     item = _state(clients, region, volume.id)
     if item is None:

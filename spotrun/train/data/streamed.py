@@ -42,9 +42,10 @@ from spotrun.train.data.imagefolder import (
     write_json_atomically,
 )
 from spotrun.train.data.memory import batch_count, epoch_order
-from spotrun.train.data.source import SplitIndex
+from spotrun.train.data.source import TRAIN_SPLIT, SplitIndex, index_split
 
 if TYPE_CHECKING:
+    from spotrun.datasets.feed import ShardFeed
     from spotrun.recipes.base import Recipe
 
 Sample = tuple[np.ndarray | None, int, str | None]
@@ -77,9 +78,11 @@ class _Samples(Dataset[Sample]):
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, key: tuple[int, int]) -> Sample:
-        epoch, i = key
-        path = Path(self.paths[i])
+    def __getitem__(self, key: tuple[int, int] | tuple[int, int, str, int]) -> Sample:
+        # (epoch, i), or (epoch, i, path, label) from a set still being staged (_FeedBatches)
+        epoch, i = key[0], key[1]
+        path = Path(self.paths[i]) if len(key) == 2 else Path(key[2])
+        label = self.labels[i] if len(key) == 2 else int(key[3])
         try:
             if self.train:
                 rng = np.random.default_rng([self.seed, epoch, i])
@@ -87,8 +90,8 @@ class _Samples(Dataset[Sample]):
             else:
                 image = decode_center(path, self.size, EVAL_CROP_FRACTION)
         except DecodeError as exc:
-            return None, self.labels[i], str(exc)
-        return image, self.labels[i], None
+            return None, label, str(exc)
+        return image, label, None
 
 
 def _collate(samples: list[Sample]) -> tuple[torch.Tensor | None, torch.Tensor, str | None]:
@@ -136,6 +139,70 @@ class _EpochBatches:
         return self.count - self.start
 
 
+class _FeedBatches:
+    """Batches of (epoch, index, path, label) keys over a set whose training shards are still
+    arriving (a recipe's stream_data): epoch 0 reads the shards in manifest order, each in a
+    seeded shuffle, waiting for each shard's marker before its first image; later epochs wait
+    for the whole set and shuffle all of it. Both orders are fixed by the seed alone, so a
+    restart at (epoch, batch) yields what an unbroken run would have."""
+
+    def __init__(
+        self, feed: ShardFeed, classes: list[str], batch_size: int, batches: int, seed: int
+    ) -> None:
+        self.feed = feed
+        self.label_of = {name: label for label, name in enumerate(classes)}
+        self.classes = classes
+        self.batch_size = batch_size
+        self.count = batches
+        self.seed = seed
+        self.epoch = 0
+        self.start = 0
+        self._everything: list[tuple[str, int]] | None = None
+
+    def _key(self, rel: str) -> tuple[str, int]:
+        parts = rel.split("/")
+        if len(parts) != 3 or parts[1] not in self.label_of:
+            raise UsageError(f"{rel}: not a file of a known class folder (split/class/file)")
+        return str(self.feed.root / rel), self.label_of[parts[1]]
+
+    def _first_epoch(self) -> Iterator[tuple[str, int]]:
+        for k, shard in enumerate(self.feed.train_shards):
+            names = sorted(self.feed.wait(shard))
+            order = np.random.default_rng([self.seed, k]).permutation(len(names))
+            for j in order:
+                yield self._key(names[j])
+
+    def _all(self) -> list[tuple[str, int]]:
+        if self._everything is None:
+            self.feed.wait_all()
+            index = index_split(self.feed.root / TRAIN_SPLIT, self.classes)
+            self._everything = [(str(index.path(i)), index.labels[i]) for i in range(len(index))]
+        return self._everything
+
+    def __iter__(self) -> Iterator[list[tuple[int, int, str, int]]]:
+        size = self.batch_size
+        if self.epoch == 0:
+            stream: Iterator[tuple[str, int]] = self._first_epoch()
+        else:
+            every = self._all()
+            picks = epoch_order(len(every), shuffle=True, seed=self.seed, epoch=self.epoch)
+            stream = (every[i] for i in picks.tolist())
+        batch: list[tuple[int, int, str, int]] = []
+        b = 0
+        for i, (path, label) in enumerate(stream):
+            batch.append((self.epoch, i, path, label))
+            if len(batch) == size:
+                if b >= self.start:
+                    yield batch
+                b += 1
+                batch = []
+                if b >= self.count:
+                    return
+
+    def __len__(self) -> int:
+        return self.count - self.start
+
+
 class StreamedImageBatches:
     """Batches decoded from image files every epoch by `workers` processes (large sets)."""
 
@@ -153,10 +220,12 @@ class StreamedImageBatches:
         sharding: Sharding = Sharding(),
         size: int | None = None,
         device: torch.device | str = "cpu",
+        feed: tuple[ShardFeed, list[str]] | None = None,  # (a set still arriving, its classes)
     ) -> None:
         self.samples = _Samples(
             paths, labels, size=decode_size, train=train, crop_scale=crop_scale, seed=sharding.seed
         )
+        self._n = feed[0].train_files if feed is not None else len(paths)
         self.batch_size = batch_size
         self.pipeline = pipeline
         self.train = train
@@ -164,9 +233,15 @@ class StreamedImageBatches:
         self.size = size
         self.device = torch.device(device)
         self.drop_last = train
-        self._sampler = _EpochBatches(
-            len(paths), batch_size, len(self), train=train, sharding=sharding
-        )
+        self._sampler: _EpochBatches | _FeedBatches
+        if feed is not None:
+            if not train or sharding.world_size != 1:
+                raise ValueError("a set still being staged feeds one training process only")
+            self._sampler = _FeedBatches(feed[0], feed[1], batch_size, len(self), sharding.seed)
+        else:
+            self._sampler = _EpochBatches(
+                len(paths), batch_size, len(self), train=train, sharding=sharding
+            )
         self._loader: DataLoader[Any] = DataLoader(
             self.samples,
             batch_sampler=self._sampler,
@@ -180,7 +255,7 @@ class StreamedImageBatches:
 
     def __len__(self) -> int:
         return batch_count(
-            len(self.samples),
+            self._n,
             self.batch_size,
             drop_last=self.drop_last,
             world_size=self.sharding.world_size,
@@ -235,6 +310,54 @@ def streamed_sources(
     )
     test = StreamedImageBatches(
         paths(eval_index),
+        list(eval_index.labels),
+        recipe.eval_batch_size or recipe.batch_size,
+        pipeline,
+        train=False,
+        decode_size=recipe.eval_image_size or recipe.image_size,
+        workers=workers,
+        sharding=sharding,
+        device=where.device,
+    )
+    return train, test
+
+
+def fed_sources(
+    recipe: Recipe, feed: ShardFeed, workers: int, where: Placement
+) -> tuple[BatchSource, BatchSource]:
+    """Sources over a set still being staged: its evaluation split is in place, its training
+    shards are read as they arrive (spotrun.datasets.feed)."""
+    if recipe.image_size is None:
+        raise UsageError(
+            f"recipe {recipe.name}: stream_data decodes images every epoch: it needs image_size",
+            hint="--set image_size=224",
+        )
+    classes = list(feed.manifest.classes)
+    if len(classes) != recipe.num_classes or feed.train_files < recipe.batch_size:
+        raise UsageError(
+            f"{feed.root} has {len(classes)} classes and {feed.train_files:,} training images; "
+            f"recipe {recipe.name} says num_classes={recipe.num_classes}, batch_size="
+            f"{recipe.batch_size}",
+            hint=f"--set num_classes={len(classes)} (and a batch_size up to the image count)",
+        )
+    eval_index = index_split(feed.root / feed.manifest.eval_split, classes)
+    pipeline = make_pipeline(recipe, IMAGENET_MEAN, IMAGENET_STD)  # normalize=dataset refused
+    sharding = Sharding(recipe.seed, where.rank, where.world_size)
+    train = StreamedImageBatches(
+        [],
+        [],
+        recipe.batch_size,
+        pipeline,
+        train=True,
+        decode_size=recipe.image_size,
+        crop_scale=recipe.augment.crop_scale,
+        workers=workers,
+        sharding=sharding,
+        device=where.device,
+        feed=(feed, classes),
+    )
+    test = StreamedImageBatches(
+        [str(eval_index.path(i)) for i in range(len(eval_index))],
         list(eval_index.labels),
         recipe.eval_batch_size or recipe.batch_size,
         pipeline,
