@@ -78,6 +78,7 @@ def prepare_launch(
             f"--gpus must be a whole number of at least 1, got {gpus}",
             hint="leave it out to use the recipe's own GPU count",
         )
+    check_nodes(settings, (resources or {}).get("nodes"))
     # The job runs in its run folder: a relative data path must mean what it meant here.
     overrides = pin_data_paths(overrides or [])
     recipe = get_recipe(recipe_name, overrides)
@@ -98,7 +99,11 @@ def prepare_launch(
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc
     if merged.nodes > 1 and not recipe.multi_node:
-        raise UsageError(f"recipe {recipe.name} runs on one node only; drop --nodes")
+        raise UsageError(
+            f"recipe {recipe.name} declares itself single-node (multi_node = false); "
+            f"it cannot run on {merged.nodes} nodes",
+            hint="drop --nodes",
+        )
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
@@ -113,6 +118,24 @@ def prepare_launch(
     return LaunchPlan(spec, recipe, plan, provider)
 
 
+def check_nodes(settings: Settings, nodes: object) -> None:
+    """--nodes: a whole number from 1 to aws.max_nodes (a typo must not order a fleet)."""
+    if nodes is None:
+        return
+    if not isinstance(nodes, int) or nodes < 1:
+        raise UsageError(
+            f"--nodes must be a whole number of at least 1, got {nodes}",
+            hint="leave it out to run on one instance",
+        )
+    limit = settings.aws.max_nodes
+    if nodes > limit:
+        raise UsageError(
+            f"--nodes {nodes} is more than the {limit} instances one run may have",
+            hint="raise aws.max_nodes in config.toml if you mean it (and the account's "
+            "vCPU quota allows it)",
+        )
+
+
 def prepare_job_launch(
     settings: Settings,
     job: JobSpec,
@@ -125,6 +148,7 @@ def prepare_job_launch(
     resources: dict[str, Any] | None = None,
 ) -> LaunchPlan:
     """Like prepare_launch, for your own command (spotrun.ownjob builds and checks `job`)."""
+    check_nodes(settings, (resources or {}).get("nodes"))
     merged = ownjob.resources_for(dict(resources or {}))
     try:
         spec = LaunchSpec(

@@ -96,6 +96,9 @@ def launch(
         None, "--cloud", help="where to run; default from config (local)"
     ),
     gpus: int | None = typer.Option(None, "--gpus", help="GPUs per node (default: the recipe's)"),
+    nodes: int | None = typer.Option(
+        None, "--nodes", help="instances trained on together with torchrun (aws; default 1)"
+    ),
     set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a recipe key"),
     name: str | None = typer.Option(None, "--name", help="a name to refer to the run by"),
     detach: bool = typer.Option(
@@ -122,6 +125,8 @@ def launch(
     # The run's supervisor starts now and gets ready (imports, cloud clients) while we plan.
     warm = None if dry_run else supervisor.Prewarmed(settings, chosen_cloud)
     flags = _resource_flags(gpu_model, instance_type, region, zone, disk_gb)
+    if nodes is not None:
+        flags["nodes"] = nodes
     try:
         if own.wanted(target):
             prepared = own.prepare(

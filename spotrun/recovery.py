@@ -32,6 +32,7 @@ from spotrun.agent.watcher import (
 )
 from spotrun.agent.wrapper import EXIT_FILE, LOG_FILE
 from spotrun.cloud.base import Instance, Offer, Provider, Runner
+from spotrun.cluster import node_dirs
 from spotrun.errors import CapacityError, RemoteError, SpotrunError
 from spotrun.ledger import InstanceRecord, Ledger, RunRecord
 from spotrun.records import to_record
@@ -159,11 +160,10 @@ class Recovery:
             self.ledger.add_event(
                 run.id, "spot", "EC2 recommends rebalancing: this capacity is at elevated risk"
             )
-        notice = read_notice(run.run_dir)
-        if notice is None:
-            return None
+        # a multi-node run's other nodes report into their own folders
+        notices = [n for n in (read_notice(d) for d in node_dirs(run.run_dir)) if n is not None]
         doomed = self.doomed_ids()
-        for inst in live:
+        for inst, notice in ((i, n) for n in notices for i in live):
             if inst.id == notice.instance_id and inst.id not in doomed:
                 self.mark_doomed(inst, "spot interruption notice")
                 lag = time.time() - notice.seen_at

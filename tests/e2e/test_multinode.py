@@ -1,0 +1,112 @@
+"""`spotrun launch --nodes N --cloud aws` in the lab: N instances of one offer in one zone in a
+cluster placement group, torchrun (c10d rendezvous, gloo) on every node across the lab's
+loopback addresses, rank 0's metrics and checkpoints brought home; all or nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spotrun.config import load_settings
+from spotrun.ledger import Ledger
+from tests.conftest import REPO, Env
+from tests.helpers import wait_for
+from tests.lab import Lab
+from tests.lab.fixtures import use_lab
+
+pytestmark = pytest.mark.slow
+
+OVERRIDES = ["epochs=3", "threads=1"]
+COMPARED = ("step", "epoch", "train_loss", "test_loss", "test_acc", "lr")
+# gloo in the lab talks over the loopback interface (the nodes' 127.x addresses live there)
+CLUSTER = {"cluster_env": {"GLOO_SOCKET_IFNAME": "lo"}, "end_grace_s": 600.0}
+
+
+def _set_args() -> list[str]:
+    return [arg for item in OVERRIDES for arg in ("--set", item)]
+
+
+def _state(env: Env, run_id: str) -> str:
+    with Ledger(load_settings(env.home)) as ledger:
+        return ledger.get_run(run_id).state.value
+
+
+def _final(path: Path) -> dict[str, Any]:
+    last = json.loads(path.read_text().splitlines()[-1])
+    return {k: last[k] for k in COMPARED}
+
+
+@pytest.fixture(scope="module")
+def two_process_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The same recipe trained by torchrun as 2 processes on this machine (world size 2)."""
+    work = tmp_path_factory.mktemp("reference")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         "-m", "spotrun", "train", "digits-fast", "--run-dir", str(work), *_set_args()],
+        check=True, capture_output=True, env=env, cwd=REPO, timeout=600,
+    )  # fmt: skip
+    return _final(work / "metrics.jsonl")
+
+
+def test_two_nodes_train_with_torchrun_across_the_lab(
+    env: Env, lab: Lab, two_process_reference: dict[str, Any]
+) -> None:
+    with use_lab(env, lab, **CLUSTER):
+        run_id = env.cli(
+            "launch", "digits-fast", "--nodes", "2", "--cloud", "aws", "-d", *_set_args(),
+            check=True,
+        ).stdout.strip()  # fmt: skip
+        wait_for(
+            lambda: _state(env, run_id) in ("succeeded", "failed"),
+            timeout=300,
+            what="the two-node run to end",
+        )
+        status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
+    assert status["state"] == "succeeded", status
+
+    # One RunInstances for both nodes: one offer, one zone, the run's cluster placement group.
+    (request,) = [r for r in lab.front.run_requests if r.get("TagSpecification.1.Tag.2.Value")]
+    assert (request["MinCount"], request["MaxCount"]) == ("2", "2")
+    items = lab.instances(run_id)
+    assert len(items) == 2
+    zones = {i["Placement"]["AvailabilityZone"] for i in items}
+    assert len(zones) == 1 and len({i["InstanceType"] for i in items}) == 1
+    (zone,) = zones
+    assert request["Placement.GroupName"] == f"spotrun-{run_id}-{zone}"
+    assert request["Placement.GroupName"] in lab.front.placement.deleted  # gone with the run
+    assert all(i["State"]["Name"] == "terminated" for i in items)
+
+    # torchrun ran on both hosts, node 0 hosting the rendezvous; rank 0's metrics came home.
+    home = env.home / "runs" / run_id
+    layout = json.loads((home / "cluster.json").read_text())
+    assert [n["rank"] for n in layout["nodes"]] == [0, 1]
+    ordered = sorted(items, key=lambda i: i["PrivateIpAddress"])
+    assert [n["id"] for n in layout["nodes"]] == [i["InstanceId"] for i in ordered]
+    for node in layout["nodes"]:
+        host_dir = lab.host(node["id"]).path(f"/root/.spotrun/runs/{run_id}")
+        log = (host_dir / "job.log").read_text()
+        assert "torch.distributed.run" in (host_dir / "job.json").read_text()
+        if node["rank"] == 1:
+            assert not (host_dir / "checkpoints").exists() or not any(
+                (host_dir / "checkpoints").iterdir()
+            ), "only rank 0 writes checkpoints"
+        else:
+            assert "on 2 processes" in log
+    assert _final(home / "metrics.jsonl") == two_process_reference
+    assert any((home / "checkpoints").glob("ckpt-*.pt"))
+
+    # One run, two instances in the ledger and in the cost.
+    assert len(status["instances"]) == 2
+    with Ledger(load_settings(env.home)) as ledger:
+        lines = ledger.cost_lines(run_id)
+    assert {line.instance_id for line in lines if line.instance_id} == {
+        i["InstanceId"] for i in items
+    }
