@@ -36,7 +36,7 @@ from spotrun.ledger import CostLine, InstanceRecord, Ledger, RunEvent, RunRecord
 from spotrun.metrics import MetricsTail, read_all
 from spotrun.plan import Plan, make_plan
 from spotrun.pricing import PriceBook, PriceSource, SourceFactory
-from spotrun.recipes import Recipe, Target, get_recipe, recipe_names
+from spotrun.recipes import Recipe, Target, check_recipe, get_recipe, recipe_names
 from spotrun.remote.job import JobDriver
 from spotrun.runs import RunState
 from spotrun.train.data.source import pin_data_paths
@@ -81,7 +81,15 @@ def prepare_launch(
     check_nodes(settings, (resources or {}).get("nodes"))
     # The job runs in its run folder: a relative data path must mean what it meant here.
     overrides = pin_data_paths(overrides or [])
-    recipe = get_recipe(recipe_name, overrides)
+    recipe = get_recipe(recipe_name, overrides, data_here=False)
+    nodes = (resources or {}).get("nodes")
+    if isinstance(nodes, int) and nodes > 1 and not recipe.multi_node:
+        raise UsageError(
+            f"recipe {recipe.name} declares itself single-node (multi_node = false); "
+            f"it cannot run on {nodes} nodes",
+            hint="drop --nodes",
+        )
+    check_recipe(recipe)  # its data, now that the rest is known to fit
     update: dict[str, Any] = dict(resources or {})
     if gpus is not None:
         update["gpus"] = gpus
@@ -98,12 +106,8 @@ def prepare_launch(
         )
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc
-    if merged.nodes > 1 and not recipe.multi_node:
-        raise UsageError(
-            f"recipe {recipe.name} declares itself single-node (multi_node = false); "
-            f"it cannot run on {merged.nodes} nodes",
-            hint="drop --nodes",
-        )
+    if merged.nodes > 1 and not recipe.multi_node:  # the recipe's own resources ask more
+        raise UsageError(f"recipe {recipe.name} declares itself single-node; drop --nodes")
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))

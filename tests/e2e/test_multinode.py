@@ -110,3 +110,74 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
     assert {line.instance_id for line in lines if line.instance_id} == {
         i["InstanceId"] for i in items
     }
+
+
+def test_a_partial_fill_is_terminated_at_once_and_the_next_offer_taken(env: Env, lab: Lab) -> None:
+    """Spot capacity for only one c6i.large in the cheapest zone: EC2 starts both nodes there
+    and ends one at once; spotrun terminates the other at once and takes the next zone."""
+    lab.limit_spot_capacity("c6i.large", "us-east-1c", 1)
+    with use_lab(env, lab, **CLUSTER):
+        run_id = env.cli(
+            "launch", "digits-fast", "--nodes", "2", "--instance-type", "c6i.large",
+            "--cloud", "aws", "-d", "--set", "epochs=1", "--set", "threads=1", check=True,
+        ).stdout.strip()  # fmt: skip
+        wait_for(
+            lambda: _state(env, run_id) in ("running", "syncing", "succeeded", "failed"),
+            timeout=120,
+            what="the run to start",
+        )
+        with Ledger(load_settings(env.home)) as ledger:
+            events = [e.message for e in ledger.events(run_id)]
+        partial = [
+            i for i in lab.instances(run_id) if i["Placement"]["AvailabilityZone"] == "us-east-1c"
+        ]
+        kept = [
+            i for i in lab.instances(run_id) if i["Placement"]["AvailabilityZone"] != "us-east-1c"
+        ]
+        env.cli("stop", run_id, check=True, timeout=180)
+    assert any("partial fill: EC2 started 1 of 2 c6i.large in us-east-1c" in e for e in events), (
+        events
+    )
+    assert len(partial) == 2 and all(i["State"]["Name"] == "terminated" for i in partial)
+    reasons = {i["StateReason"]["Code"] for i in partial}
+    assert "Server.InsufficientInstanceCapacity" in reasons
+    assert len(kept) == 2 and len({i["Placement"]["AvailabilityZone"] for i in kept}) == 1
+    # the RunInstances for the next zone asked for both nodes in its own placement group
+    zone = kept[0]["Placement"]["AvailabilityZone"]
+    groups = [r.get("Placement.GroupName") for r in lab.front.run_requests]
+    assert groups[-2:] == [f"spotrun-{run_id}-us-east-1c", f"spotrun-{run_id}-{zone}"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["digits-fast", "--nodes", "0"], "--nodes must be a whole number of at least 1, got 0"),
+        (["digits-fast", "--nodes", "17"], "--nodes 17 is more than the 16 instances"),
+        (
+            ["digits-fast", "--nodes", "2", "--instance-type", "t3.micro"],
+            "instance type t3.micro cannot join a cluster placement group",
+        ),
+        (["cifar10-fast", "--nodes", "2"], "recipe cifar10-fast declares itself single-node"),
+    ],
+)
+def test_bad_cluster_input_is_refused_with_nothing_launched(
+    aws_env: Env, lab: Lab, args: list[str], said: str
+) -> None:
+    proc = aws_env.cli("launch", *args, "--cloud", "aws", "-d")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert said in " ".join(proc.stderr.split()), proc.stderr
+    assert lab.instances() == []
+    assert aws_env.runs() == []
+    assert "RunInstances" not in lab.front.actions
+
+
+def test_a_vcpu_quota_too_small_for_the_cluster_launches_nothing(aws_env: Env, lab: Lab) -> None:
+    """EC2 refuses the whole request (MinCount = N): the run fails naming the quota."""
+    lab.fail("RunInstances", "VcpuLimitExceeded", times=None)
+    run_id = aws_env.cli(
+        "launch", "digits-fast", "--nodes", "3", "--cloud", "aws", "-d", check=True
+    ).stdout.strip()
+    wait_for(lambda: _state(aws_env, run_id) == "failed", timeout=60, what="the run to fail")
+    status = json.loads(aws_env.cli("status", run_id, "--json", check=True).stdout)
+    assert "vCPU quota" in status["message"], status
+    assert lab.instances(run_id) == []
