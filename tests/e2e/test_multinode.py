@@ -24,13 +24,15 @@ from tests.lab.fixtures import use_lab
 pytestmark = pytest.mark.slow
 
 OVERRIDES = ["epochs=3", "threads=1"]
+# The interrupted run trains longer and wider, so a notice lands mid-training (tests/spotlab.py)
+LONGER = ["epochs=8", "threads=1", "model_options.width=64"]
 COMPARED = ("step", "epoch", "train_loss", "test_loss", "test_acc", "lr")
 # gloo in the lab talks over the loopback interface (the nodes' 127.x addresses live there)
 CLUSTER = {"cluster_env": {"GLOO_SOCKET_IFNAME": "lo"}, "end_grace_s": 600.0}
 
 
-def _set_args() -> list[str]:
-    return [arg for item in OVERRIDES for arg in ("--set", item)]
+def _set_args(overrides: list[str] = OVERRIDES) -> list[str]:
+    return [arg for item in overrides for arg in ("--set", item)]
 
 
 def _state(env: Env, run_id: str) -> str:
@@ -43,17 +45,21 @@ def _final(path: Path) -> dict[str, Any]:
     return {k: last[k] for k in COMPARED}
 
 
-@pytest.fixture(scope="module")
-def two_process_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The same recipe trained by torchrun as 2 processes on this machine (world size 2)."""
-    work = tmp_path_factory.mktemp("reference")
+def _two_processes(work: Path, overrides: list[str]) -> dict[str, Any]:
+    """The recipe trained uninterrupted by torchrun as 2 processes on this machine."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-         "-m", "spotrun", "train", "digits-fast", "--run-dir", str(work), *_set_args()],
+         "-m", "spotrun", "train", "digits-fast", "--run-dir", str(work),
+         *_set_args(overrides)],
         check=True, capture_output=True, env=env, cwd=REPO, timeout=600,
     )  # fmt: skip
     return _final(work / "metrics.jsonl")
+
+
+@pytest.fixture(scope="module")
+def two_process_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _two_processes(tmp_path_factory.mktemp("reference"), OVERRIDES)
 
 
 def test_two_nodes_train_with_torchrun_across_the_lab(
@@ -181,3 +187,65 @@ def test_a_vcpu_quota_too_small_for_the_cluster_launches_nothing(aws_env: Env, l
     status = json.loads(aws_env.cli("status", run_id, "--json", check=True).stdout)
     assert "vCPU quota" in status["message"], status
     assert lab.instances(run_id) == []
+
+
+def test_a_notice_on_node_1_replaces_it_and_resumes_on_the_repaired_cluster(
+    env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    """A spot notice on node 1 mid-run: every rank stops at one step, rank 0 checkpoints, node 1
+    is replaced in the same zone and placement group, node 0's instance is kept, and the job
+    resumes from the checkpoint on the repaired cluster to the uninterrupted run's metrics."""
+    reference = _two_processes(tmp_path / "reference", LONGER)
+    with use_lab(env, lab, **CLUSTER, notice_poll_s=0.5):
+        run_id = env.cli(
+            "launch", "digits-fast", "--nodes", "2", "--cloud", "aws", "-d",
+            *_set_args(LONGER), check=True,
+        ).stdout.strip()  # fmt: skip
+        home = env.home / "runs" / run_id
+        layout = wait_for(lambda: _layout(home), timeout=180, what="the cluster to start")
+        node0, node1 = layout
+        on_node0 = lab.host(node0).path(f"/root/.spotrun/runs/{run_id}/metrics.jsonl")
+        wait_for(lambda: _epoch(on_node0) >= 2, timeout=240, what="epoch 2 on node 0")
+        lab.interrupt(node1, notice_s=8.0)
+        wait_for(
+            lambda: _state(env, run_id) in ("succeeded", "failed"),
+            timeout=400,
+            what="the interrupted run to end",
+        )
+        status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
+    events = [f"{e['kind']}: {e['message']}" for e in status["events"]]
+    assert status["state"] == "succeeded", events
+    assert any(f"interruption notice on {node1}" in e for e in events), events
+    ids = {i["InstanceId"]: i for i in lab.instances(run_id)}
+    assert len(ids) == 3  # node 0, node 1, node 1's replacement: node 0 was never relaunched
+    after = _layout(home)
+    assert node0 in after and node1 not in after
+    (new,) = set(after) - {node0}
+    assert ids[new]["Placement"] == ids[node0]["Placement"] or (
+        ids[new]["Placement"]["AvailabilityZone"] == ids[node0]["Placement"]["AvailabilityZone"]
+    )
+    requests = [r for r in lab.front.run_requests if r.get("Placement.GroupName")]
+    assert [r["MinCount"] for r in requests[-2:]] == ["2", "1"]  # the cluster, then one node
+    assert len({r["Placement.GroupName"] for r in requests[-2:]}) == 1
+    head_log = (home / "job.log").read_text()
+    assert "resumed at epoch" in head_log, head_log[-2000:]
+    assert _final(home / "metrics.jsonl") == reference
+    assert len(status["instances"]) == 3
+    with Ledger(load_settings(env.home)) as ledger:
+        billed = {line.instance_id for line in ledger.cost_lines(run_id) if line.instance_id}
+    assert billed == set(ids)
+
+
+def _layout(home: Path) -> list[str] | None:
+    try:
+        return [n["id"] for n in json.loads((home / "cluster.json").read_text())["nodes"]]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _epoch(path: Path) -> int:
+    try:
+        lines = path.read_text().splitlines()
+        return int(json.loads(lines[-1]).get("epoch", 0)) if lines else 0
+    except (OSError, ValueError):
+        return 0
