@@ -323,7 +323,11 @@ class Recovery:
                     run.id, "sync", f"last sync from {inst.id} failed: {exc.message}"
                 )
         pull.durable()
-        self.terminate(live, "spot interruption notice")
+        why = {r.id: str(r.details.get(DOOMED)) for r in self.ledger.instances(run.id)}
+        for reason in sorted({why.get(i.id) or "spot interruption notice" for i in live}):
+            self.terminate(
+                [i for i in live if (why.get(i.id) or "spot interruption notice") == reason], reason
+            )
         self.record_ended([i for i in described if not i.is_live])
 
     def restore(

@@ -249,3 +249,50 @@ def _epoch(path: Path) -> int:
         return int(json.loads(lines[-1]).get("epoch", 0)) if lines else 0
     except (OSError, ValueError):
         return 0
+
+
+def test_no_replacement_in_the_zone_within_the_bound_moves_the_whole_cluster(
+    env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    """After a notice on node 1 its zone has no capacity left: after aws.cluster_replace_s
+    the whole cluster moves to another zone (node 0 is checkpointed, collected, terminated)."""
+    reference = _two_processes(tmp_path / "reference", LONGER)
+    with use_lab(env, lab, **CLUSTER, notice_poll_s=0.5, cluster_replace_s=3.0):
+        run_id = env.cli(
+            "launch", "digits-fast", "--nodes", "2", "--cloud", "aws", "-d",
+            *_set_args(LONGER), check=True,
+        ).stdout.strip()  # fmt: skip
+        home = env.home / "runs" / run_id
+        node0, node1 = wait_for(lambda: _layout(home), timeout=180, what="the cluster to start")
+        zone = lab.instances(run_id)[0]["Placement"]["AvailabilityZone"]
+        on_node0 = lab.host(node0).path(f"/root/.spotrun/runs/{run_id}/metrics.jsonl")
+        wait_for(lambda: _epoch(on_node0) >= 2, timeout=240, what="epoch 2 on node 0")
+        lab.fail("RunInstances", "InsufficientInstanceCapacity", times=None, zone=zone)
+        lab.interrupt(node1, notice_s=8.0)
+        wait_for(
+            lambda: _state(env, run_id) in ("succeeded", "failed"),
+            timeout=400,
+            what="the moved run to end",
+        )
+        status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
+    events = [f"{e['kind']}: {e['message']}" for e in status["events"]]
+    assert status["state"] == "succeeded", events
+    assert any(f"no replacement node in {zone} within 3 s" in e for e in events), events
+    items = {i["InstanceId"]: i for i in lab.instances(run_id)}
+    assert len(items) == 4
+    after = _layout(home)
+    assert after is not None and not {node0, node1} & set(after)
+    moved = {items[i]["Placement"]["AvailabilityZone"] for i in after}
+    assert len(moved) == 1 and zone not in moved
+    reasons = {i.id: i.end_reason for i in _instances(env, run_id)}
+    assert reasons[node0] == "the cluster moves"
+    assert "resumed at epoch" in (home / "job.log").read_text()
+    assert _final(home / "metrics.jsonl") == reference
+    with Ledger(load_settings(env.home)) as ledger:
+        billed = {line.instance_id for line in ledger.cost_lines(run_id) if line.instance_id}
+    assert billed == set(items)
+
+
+def _instances(env: Env, run_id: str) -> list[Any]:
+    with Ledger(load_settings(env.home)) as ledger:
+        return list(ledger.instances(run_id))
