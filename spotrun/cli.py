@@ -466,11 +466,14 @@ def status(
 def logs(
     run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the run ends"),
+    node: str | None = typer.Option(
+        None, "--node", help="a multi-node run's node number, or 'all' (default: node 0)"
+    ),
 ) -> None:
     """Print the job's output (what its tmux session shows)."""
     ledger = api.open_ledger()
     try:
-        for chunk in api.read_log(ledger, run, follow_log=follow):
+        for chunk in api.read_log(ledger, run, follow_log=follow, node=node):
             sys.stdout.write(chunk)
             sys.stdout.flush()
     except KeyboardInterrupt:
@@ -478,10 +481,13 @@ def logs(
 
 
 @app.command()
-def attach(run: str = typer.Argument(..., help="run name or a unique prefix of its id")) -> None:
+def attach(
+    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    node: int = typer.Option(0, "--node", help="which node of a multi-node run"),
+) -> None:
     """Put this terminal into the run's live tmux session (detach with Ctrl-b d)."""
     ledger = api.open_ledger()
-    argv = api.attach_command(ledger, run)
+    argv = api.attach_command(ledger, run, node=node)
     env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # allow attaching from inside tmux
     os.execvpe(argv[0], argv, env)
 

@@ -109,6 +109,12 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
     assert _final(home / "metrics.jsonl") == two_process_reference
     assert any((home / "checkpoints").glob("ckpt-*.pt"))
 
+    # `logs --node all` follows every node, each line labelled; a node it lacks is refused.
+    both = env.cli("logs", run_id, "--node", "all", check=True).stdout
+    assert "[node 0] training digits-fast" in both and "[node 1] " in both
+    assert "on 2 processes" in env.cli("logs", run_id, "--node", "0", check=True).stdout
+    assert env.cli("logs", run_id, "--node", "2").returncode == 2
+
     # One run, two instances in the ledger and in the cost.
     assert len(status["instances"]) == 2
     with Ledger(load_settings(env.home)) as ledger:
@@ -206,6 +212,7 @@ def test_a_notice_on_node_1_replaces_it_and_resumes_on_the_repaired_cluster(
         node0, node1 = layout
         on_node0 = lab.host(node0).path(f"/root/.spotrun/runs/{run_id}/metrics.jsonl")
         wait_for(lambda: _epoch(on_node0) >= 2, timeout=240, what="epoch 2 on node 0")
+        attached = _attach_check(env, run_id, node=1)  # `attach --node 1` reaches node 1's tmux
         lab.interrupt(node1, notice_s=8.0)
         wait_for(
             lambda: _state(env, run_id) in ("succeeded", "failed"),
@@ -213,6 +220,7 @@ def test_a_notice_on_node_1_replaces_it_and_resumes_on_the_repaired_cluster(
             what="the interrupted run to end",
         )
         status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
+    assert attached == lab.host(node1).address, attached
     events = [f"{e['kind']}: {e['message']}" for e in status["events"]]
     assert status["state"] == "succeeded", events
     assert any(f"interruption notice on {node1}" in e for e in events), events
@@ -234,6 +242,21 @@ def test_a_notice_on_node_1_replaces_it_and_resumes_on_the_repaired_cluster(
     with Ledger(load_settings(env.home)) as ledger:
         billed = {line.instance_id for line in ledger.cost_lines(run_id) if line.instance_id}
     assert billed == set(ids)
+
+
+def _attach_check(env: Env, run_id: str, node: int) -> str:
+    """Run `attach --node`'s ssh command with `tmux has-session` in place of the attach (no
+    terminal here); returns the address it reached."""
+    from spotrun import api
+    from spotrun.agent.session import session_name
+
+    with Ledger(load_settings(env.home)) as ledger:
+        argv = api.attach_command(ledger, run_id, node=node)
+    assert argv[-1] == f"tmux attach-session -t ={session_name(run_id)}"
+    probe = [a for a in argv[:-1] if a != "-t"] + [f"tmux has-session -t ={session_name(run_id)}"]
+    done = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return argv[-2].split("@", 1)[1]
 
 
 def _layout(home: Path) -> list[str] | None:

@@ -361,13 +361,17 @@ class AwsProvider:
         return store.pull(s3, self.aws.bucket, run_id, local_dir, region)
 
     # -------------------------------------------------------------- attach
-    def attach_command(self, run_id: str) -> list[str]:
-        """The user's own ssh, with the run's key and pinned host key, into the tmux session."""
+    def attach_command(self, run_id: str, node: int | None = None) -> list[str]:
+        """The user's own ssh, with the run's key and pinned host key, into the tmux session
+        (of node `node` of a multi-node run, in spotrun.cluster's order)."""
+        from spotrun import cluster
         from spotrun.agent.session import session_name
 
         live = [i for i in self.describe(run_id) if i.is_live]
+        if node is not None:
+            live = cluster.order(live)[node:]
         if not live or not live[0].address:
-            raise RemoteError(f"run {run_id} has no live instance to attach to")
+            raise RemoteError(f"run {run_id} has no live node {node or 0} to attach to")
         head = live[0]
         line = self.host_keys(run_id).known_hosts_line(
             head.id, head.address or "", self.aws.ssh_port
