@@ -397,11 +397,17 @@ class RunController:
         When the instance cannot be reached any more, what its uploader stored (S3 on AWS)
         is what the run keeps; the store also fills in anything the last pull missed.
         """
-        for inst in self._live_instances()[:1]:
+        live = self._live_instances()
+        for inst in live[:1]:
             try:
                 self._sync(run, inst, final=True)
             except RemoteError as exc:
                 self.ledger.add_event(run.id, "sync", f"final sync failed: {exc.message}")
+        for inst in live[1:]:  # a multi-node run's other nodes: their logs, best effort
+            try:
+                self._sync(run, inst, final=False)
+            except RemoteError as exc:
+                self.ledger.add_event(run.id, "sync", f"last sync of {inst.id}: {exc.message}")
         self._pull_durable(run)
 
     def _pull_durable(self, run: RunRecord) -> None:

@@ -89,6 +89,14 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
     assert request["Placement.GroupName"] == f"spotrun-{run_id}-{zone}"
     assert request["Placement.GroupName"] in lab.front.placement.deleted  # gone with the run
     assert all(i["State"]["Name"] == "terminated" for i in items)
+    # the nodes reach each other on every port: the run's group admits itself
+    (allowed,) = [
+        r
+        for r in lab.front.actions_params
+        if r.get("Action") == "AuthorizeSecurityGroupIngress"
+        and r.get("IpPermissions.1.IpProtocol") == "-1"
+    ]
+    assert allowed["IpPermissions.1.Groups.1.GroupId"] == allowed["GroupId"]
 
     # torchrun ran on both hosts, node 0 hosting the rendezvous; rank 0's metrics came home.
     home = env.home / "runs" / run_id
@@ -110,8 +118,14 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
     assert any((home / "checkpoints").glob("ckpt-*.pt"))
 
     # `logs --node all` follows every node, each line labelled; a node it lacks is refused.
-    both = env.cli("logs", run_id, "--node", "all", check=True).stdout
-    assert "[node 0] training digits-fast" in both and "[node 1] " in both
+    both = env.cli("logs", run_id, "--node", "all", check=True).stdout.splitlines()
+    assert any(line.startswith("[node 0] training digits-fast") for line in both), both
+    for node in layout["nodes"]:
+        on_host = lab.host(node["id"]).path(f"/root/.spotrun/runs/{run_id}/job.log")
+        mine = [line for line in both if line.startswith(f"[node {node['rank']}] ")]
+        assert [
+            f"[node {node['rank']}] {line}" for line in on_host.read_text().splitlines()
+        ] == mine
     assert "on 2 processes" in env.cli("logs", run_id, "--node", "0", check=True).stdout
     assert env.cli("logs", run_id, "--node", "2").returncode == 2
 

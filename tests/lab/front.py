@@ -330,6 +330,7 @@ class AwsFront:
         self.after_run_instances: Callable[[bytes], None] | None = None
         self.on_instances_changed = on_instances_changed
         self.actions: list[str] = []  # every EC2 action seen, in order (tests may count calls)
+        self.actions_params: list[dict[str, str]] = []  # and their parameters
         self.public_address = "203.0.113.7"  # TEST-NET-3: answered, never reached
         # action -> [seconds, times]: hold the answer after moto acted (a lost/late response)
         self.delays: dict[str, list[float]] = {}
@@ -389,6 +390,7 @@ class AwsFront:
             params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
             action = params.get("Action", "")
             self.actions.append(action)
+            self.actions_params.append(params)
             fault = self.faults.take(action, params)
             if fault is not None:
                 status, payload = fault.render(params)

@@ -167,6 +167,8 @@ class AwsProvider:
             )
             key_name, group_id = key_job.result(), group_job.result()
         cluster = request.count > 1
+        if cluster and group_id:
+            network.allow_within_group(self.clients, region, group_id)
         group_name = None
         if cluster and offer.cluster_placement:
             self._remember_region(request.run_id, region, placement_group=True)
