@@ -145,6 +145,8 @@ class RunController:
             except CapacityError as exc:
                 tried.append(f"{offer.instance_type} in {offer.zone}: {exc.message}")
                 self.ledger.add_event(run.id, "capacity", tried[-1])
+                if exc.message.startswith("partial fill"):  # it ran, briefly: in the ledger
+                    self.recovery.record_ended(self.provider.describe(run.id))
                 continue
             for inst in instances:
                 self.ledger.upsert_instance(to_record(inst))
