@@ -166,8 +166,6 @@ def prepare_job_launch(
         )
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc
-    if merged.nodes > 1:
-        raise UsageError("your own command runs on one node for now; drop --nodes")
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
     if spec.max_cost_usd is not None:

@@ -66,12 +66,9 @@ class ClusterSpec:
     def head(self) -> Instance:
         return self.nodes[0]
 
-    def torchrun_argv(self, python: str, rank: int, program: list[str]) -> list[str]:
-        """torchrun on node `rank`, running `program` (a python module's argv: -m NAME ...)."""
+    def rendezvous_args(self, rank: int) -> list[str]:
+        """torchrun's options on node `rank`: where and how the nodes meet."""
         return [
-            python,
-            "-m",
-            "torch.distributed.run",
             f"--nnodes={len(self.nodes)}",
             f"--nproc-per-node={self.procs_per_node}",
             "--rdzv-backend=c10d",
@@ -84,8 +81,11 @@ class ClusterSpec:
             # A failure restarts nothing inside torchrun: spotrun replaces the node and starts
             # the job again from the checkpoint.
             "--max-restarts=0",
-            *program,
         ]
+
+    def torchrun_argv(self, python: str, rank: int, program: list[str]) -> list[str]:
+        """torchrun on node `rank`, running `program` (a python module's argv: -m NAME ...)."""
+        return [python, "-m", "torch.distributed.run", *self.rendezvous_args(rank), *program]
 
     def env(self, rank: int, overrides: dict[str, str]) -> dict[str, str]:
         """The node's environment: spotrun's node variables, NCCL settings, then overrides."""
@@ -93,6 +93,8 @@ class ClusterSpec:
             "SPOTRUN_NODE_RANK": str(rank),
             "SPOTRUN_NNODES": str(len(self.nodes)),
             "SPOTRUN_MASTER_ADDR": node_address(self.head),
+            # your own command: `torchrun $SPOTRUN_TORCHRUN_ARGS train.py` joins the cluster
+            "SPOTRUN_TORCHRUN_ARGS": " ".join(self.rendezvous_args(rank)),
             **(EFA_ENV if self.efa else TCP_ENV),
         }
         env.update(overrides)

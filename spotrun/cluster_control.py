@@ -53,6 +53,7 @@ class ClusterSteps:
         with ThreadPoolExecutor(max_workers=len(live)) as pool:  # independent SSH sessions
             list(pool.map(lambda inst: provider.bootstrap(inst, provider.runner(inst)), live))
         self._rejoin(run, live)
+        c._restore_checkpoints(run, live[0])  # your own command's checkpoint dir, on node 0
         for inst in live:
             c.recovery.start_watcher(run, inst, provider.runner(inst))
         head = live[0]

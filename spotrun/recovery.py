@@ -386,7 +386,7 @@ class Recovery:
             now = time.time()
             live = [
                 budget.LiveInstance(int(now), Fraction(offer_usd_per_hour).limit_denominator(10**9))
-            ]
+            ] * run.spec.resources.nodes  # every node of a cluster bills at that price
             spent = self.ledger.run_cost_exact(run.id)
             verdict = budget.decide(now, spent, Fraction(cap), live, budget.StopMargin())
             if verdict.stop_at is not None:

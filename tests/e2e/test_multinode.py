@@ -327,3 +327,50 @@ def test_no_replacement_in_the_zone_within_the_bound_moves_the_whole_cluster(
 def _instances(env: Env, run_id: str) -> list[Any]:
     with Ledger(load_settings(env.home)) as ledger:
         return list(ledger.instances(run_id))
+
+
+SCRIPT = """\
+import os
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+total = torch.tensor([dist.get_rank() + 1.0])
+dist.all_reduce(total)
+if dist.get_rank() == 0:
+    os.makedirs("results", exist_ok=True)
+    with open("results/sum.txt", "w") as out:
+        node = os.environ["SPOTRUN_NODE_RANK"]
+        out.write(f"world {dist.get_world_size()} sum {total.item():g} node {node}")
+dist.destroy_process_group()
+"""
+
+
+def test_your_own_command_on_two_nodes_from_a_task_file(env: Env, lab: Lab, tmp_path: Path) -> None:
+    """A task file with `nodes: 2`: the command runs on every node with the rendezvous in
+    SPOTRUN_TORCHRUN_ARGS; rank 0 (on node 0) writes the output that comes home."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "allreduce.py").write_text(SCRIPT)
+    task = tmp_path / "task.yaml"
+    task.write_text(
+        "name: two-nodes\n"
+        "resources: {gpus: 0, nodes: 2}\n"
+        "workdir: proj\n"
+        'run: "$PY -m torch.distributed.run $SPOTRUN_TORCHRUN_ARGS allreduce.py"\n'
+        f"envs: {{PY: {json.dumps(sys.executable)}}}\n"
+        "outputs: [results]\n"
+    )
+    with use_lab(env, lab, **CLUSTER):
+        run_id = env.cli("launch", str(task), "--cloud", "aws", "-d", check=True).stdout.strip()
+        wait_for(
+            lambda: _state(env, run_id) in ("succeeded", "failed"),
+            timeout=240,
+            what="the task to end",
+        )
+        status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
+    assert status["state"] == "succeeded", status["events"]
+    home = env.home / "runs" / run_id
+    assert (home / "workdir" / "results" / "sum.txt").read_text() == "world 2 sum 3 node 0"
+    assert len(lab.instances(run_id)) == 2

@@ -75,6 +75,8 @@ def test_nccl_settings_are_spotruns_and_overridable() -> None:
     assert env["SPOTRUN_MASTER_ADDR"] == "10.0.0.5"
     assert env["FI_EFA_USE_DEVICE_RDMA"] == "1" and env["FI_PROVIDER"] == "tcp"  # overridden
     assert env["NCCL_DEBUG"] == "INFO"
+    assert env["SPOTRUN_TORCHRUN_ARGS"].split() == efa.rendezvous_args(1)  # for your own code
+    assert "--rdzv-conf=is_host=0" in env["SPOTRUN_TORCHRUN_ARGS"]
     plain = cluster.ClusterSpec("r1", nodes, 1, 29400, efa=False).env(0, {})
     assert "FI_PROVIDER" not in plain and plain["NCCL_SOCKET_IFNAME"] == "^lo,docker"
 
