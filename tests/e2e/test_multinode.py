@@ -178,10 +178,15 @@ BAD = [
         "instance type t3.micro cannot join a cluster placement group",
     ),
     (["cifar10-fast", "--nodes", "2"], "recipe cifar10-fast declares itself single-node"),
+    (
+        ["digits-fast", "--nodes", "3", "--instance-type", "c6i.large"],
+        "3 x c6i.large need 6 vCPUs, more than the account's quota 'All Standard",
+    ),
 ]
 
 
 def test_bad_cluster_input_is_refused_with_nothing_launched(aws_env: Env, lab: Lab) -> None:
+    lab.front.quotas.values["L-34B43A08"] = 4.0  # standard spot vCPUs: two c6i.large fit
     for args, said in BAD:
         proc = aws_env.cli("launch", *args, "--cloud", "aws", "-d")
         assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -234,6 +234,26 @@ class OnDemandPrices:
         return 200, json.dumps({"FormatVersion": "aws_v1", "PriceList": price_list}).encode()
 
 
+class Quotas:
+    """Service Quotas' GetServiceQuota for the EC2 quotas a test set (code -> value); others
+    answered as an account without servicequotas permissions is."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def answer(self, target: str, body: bytes) -> tuple[int, bytes]:
+        request = json.loads(body or b"{}")
+        code = str(request.get("QuotaCode", ""))
+        if not target.endswith(".GetServiceQuota") or code not in self.values:
+            error = {
+                "__type": "AccessDeniedException",
+                "message": "User is not authorized to perform: servicequotas:GetServiceQuota",
+            }
+            return 400, json.dumps(error).encode()
+        quota = {"ServiceCode": "ec2", "QuotaCode": code, "Value": self.values[code]}
+        return 200, json.dumps({"Quota": quota}).encode()
+
+
 class PlacementGroups:
     """EC2's placement group calls, which moto lacks: groups by name, with strategy and tags."""
 
@@ -325,6 +345,7 @@ class AwsFront:
         self.spot_prices = SpotPrices()
         self.on_demand = OnDemandPrices()
         self.placement = PlacementGroups()
+        self.quotas = Quotas()
         self.run_requests: list[dict[str, str]] = []  # RunInstances parameters, in order
         # Called with RunInstances' answer before it is sent (the lab ends instances there)
         self.after_run_instances: Callable[[bytes], None] | None = None
@@ -382,6 +403,9 @@ class AwsFront:
         if path == CHECKIP_PATH:  # what checkip.amazonaws.com would say this machine is
             return 200, [("Content-Type", "text/plain")], f"{self.public_address}\n".encode()
         target = headers.get("X-Amz-Target", "")
+        if target.startswith("ServiceQuotasV20190624."):
+            status, payload = self.quotas.answer(target, body)
+            return status, [("Content-Type", "application/x-amz-json-1.1")], payload
         if target.startswith("AWSPriceListService."):
             status, payload = self.on_demand.answer(body)
             return status, [("Content-Type", "application/x-amz-json-1.1")], payload

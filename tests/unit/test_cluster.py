@@ -138,3 +138,13 @@ def test_instance_types_say_whether_they_join_a_cluster_group_and_have_efa() -> 
     assert (p4d.cluster_placement, p4d.efa) == (True, True)
     assert (t3.cluster_placement, t3.efa) == (False, False)
     assert Offer.from_dict(OFFER.to_dict()) == OFFER  # stored with the run's plan
+
+
+def test_the_vcpu_quota_asked_for_a_cluster_is_its_familys() -> None:
+    from spotrun.cloud.aws.quotas import quota_code
+
+    assert quota_code("c6i.large", spot=True) == "L-34B43A08"
+    assert quota_code("g5.12xlarge", spot=True) == "L-3819A6DF"
+    assert quota_code("p4d.24xlarge", spot=True) == "L-7212CCBC"
+    assert quota_code("p4d.24xlarge", spot=False) == "L-417A185B"
+    assert quota_code("p5.48xlarge", spot=True) is None  # not known here: EC2 decides

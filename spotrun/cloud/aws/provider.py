@@ -133,6 +133,12 @@ class AwsProvider:
         if self.aws.bucket:
             store.check_bucket(self.clients.client("s3", region), self.aws.bucket, region)
 
+    def check_cluster_quota(self, offer: Offer, nodes: int) -> None:
+        """A multi-node launch: refused at once when the vCPU quota cannot hold N nodes."""
+        from spotrun.cloud.aws.quotas import check_cluster_quota
+
+        check_cluster_quota(self.clients, offer, nodes)
+
     def dry_run(self, offer: Offer) -> list[str]:
         """Ask EC2 (DryRun) whether these credentials may do what a launch does."""
         subnet = self.subnets(offer.region)[offer.zone]
