@@ -36,7 +36,7 @@ from spotrun.ledger import CostLine, InstanceRecord, Ledger, RunEvent, RunRecord
 from spotrun.metrics import MetricsTail, read_all
 from spotrun.plan import Plan, make_plan
 from spotrun.pricing import PriceBook, PriceSource, SourceFactory
-from spotrun.recipes import Recipe, Target, get_recipe, recipe_names
+from spotrun.recipes import Recipe, Target, check_recipe, get_recipe, recipe_names
 from spotrun.remote.job import JobDriver
 from spotrun.runs import RunState
 from spotrun.train.data.source import pin_data_paths
@@ -78,9 +78,18 @@ def prepare_launch(
             f"--gpus must be a whole number of at least 1, got {gpus}",
             hint="leave it out to use the recipe's own GPU count",
         )
+    check_nodes(settings, (resources or {}).get("nodes"))
     # The job runs in its run folder: a relative data path must mean what it meant here.
     overrides = pin_data_paths(overrides or [])
-    recipe = get_recipe(recipe_name, overrides)
+    recipe = get_recipe(recipe_name, overrides, data_here=False)
+    nodes = (resources or {}).get("nodes")
+    if isinstance(nodes, int) and nodes > 1 and not recipe.multi_node:
+        raise UsageError(
+            f"recipe {recipe.name} declares itself single-node (multi_node = false); "
+            f"it cannot run on {nodes} nodes",
+            hint="drop --nodes",
+        )
+    check_recipe(recipe)  # its data, now that the rest is known to fit
     update: dict[str, Any] = dict(resources or {})
     if gpus is not None:
         update["gpus"] = gpus
@@ -97,8 +106,8 @@ def prepare_launch(
         )
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc
-    if merged.nodes > 1 and not recipe.multi_node:
-        raise UsageError(f"recipe {recipe.name} runs on one node only; drop --nodes")
+    if merged.nodes > 1 and not recipe.multi_node:  # the recipe's own resources ask more
+        raise UsageError(f"recipe {recipe.name} declares itself single-node; drop --nodes")
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
@@ -106,11 +115,30 @@ def prepare_launch(
         budget_guard.check_affordable(
             spec.max_cost_usd, plan.chosen, merged.nodes, settings.budget_stop_margin_s
         )
+    _check_cluster_quota(provider, plan.chosen, merged.nodes)
     # What the cloud will need (its image, its bucket, ...) is checked before a run exists.
     preflight = getattr(provider, "preflight", None)
     if preflight is not None:
         preflight(merged)
     return LaunchPlan(spec, recipe, plan, provider)
+
+
+def check_nodes(settings: Settings, nodes: object) -> None:
+    """--nodes: a whole number from 1 to aws.max_nodes (a typo must not order a fleet)."""
+    if nodes is None:
+        return
+    if not isinstance(nodes, int) or nodes < 1:
+        raise UsageError(
+            f"--nodes must be a whole number of at least 1, got {nodes}",
+            hint="leave it out to run on one instance",
+        )
+    limit = settings.aws.max_nodes
+    if nodes > limit:
+        raise UsageError(
+            f"--nodes {nodes} is more than the {limit} instances one run may have",
+            hint="raise aws.max_nodes in config.toml if you mean it (and the account's "
+            "vCPU quota allows it)",
+        )
 
 
 def prepare_job_launch(
@@ -125,6 +153,7 @@ def prepare_job_launch(
     resources: dict[str, Any] | None = None,
 ) -> LaunchPlan:
     """Like prepare_launch, for your own command (spotrun.ownjob builds and checks `job`)."""
+    check_nodes(settings, (resources or {}).get("nodes"))
     merged = ownjob.resources_for(dict(resources or {}))
     try:
         spec = LaunchSpec(
@@ -138,8 +167,6 @@ def prepare_job_launch(
         )
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc
-    if merged.nodes > 1:
-        raise UsageError("your own command runs on one node for now; drop --nodes")
     if job.data is not None:
         check_job_data(job.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
@@ -148,10 +175,18 @@ def prepare_job_launch(
         budget_guard.check_affordable(
             spec.max_cost_usd, plan.chosen, merged.nodes, settings.budget_stop_margin_s
         )
+    _check_cluster_quota(provider, plan.chosen, merged.nodes)
     preflight = getattr(provider, "preflight", None)
     if preflight is not None:
         preflight(merged)
     return LaunchPlan(spec, None, plan, provider)
+
+
+def _check_cluster_quota(provider: Provider, offer: Offer, nodes: int) -> None:
+    """N nodes at once must fit the account's quota (clouds that can tell)."""
+    check = getattr(provider, "check_cluster_quota", None)
+    if nodes > 1 and check is not None:
+        check(offer, nodes)
 
 
 def dry_run(settings: Settings, prepared: LaunchPlan) -> list[str]:
@@ -319,35 +354,76 @@ def log_path(run: RunRecord) -> Path:
     return run.run_dir / LOG_FILE
 
 
+def node_log_paths(run: RunRecord, node: str | None) -> list[tuple[str, Path]]:
+    """The job logs `logs --node` reads: node 0's (the default), node K's, or every node's,
+    each with the label its lines get ("" for one log)."""
+    if node is None:
+        return [("", log_path(run))]
+    from spotrun import cluster
+
+    ids = cluster.read_layout(run.run_dir) or [""]
+    paths = [cluster.local_dir(run.run_dir, i) / LOG_FILE if i else log_path(run) for i in ids]
+    if node == "all":
+        return [(f"[node {k}] ", path) for k, path in enumerate(paths)]
+    if not node.isdigit() or int(node) >= len(paths):
+        raise UsageError(
+            f"--node {node}: run {run.name} has nodes 0 to {len(paths) - 1}",
+            hint="give a node number, or --node all",
+        )
+    return [("", paths[int(node)])]
+
+
 def read_log(
-    ledger: Ledger, ref: str, *, follow_log: bool = False, poll_s: float = 0.25
+    ledger: Ledger,
+    ref: str,
+    *,
+    follow_log: bool = False,
+    poll_s: float = 0.25,
+    node: str | None = None,
 ) -> Iterator[str]:
-    """The job's output; with follow_log, keeps yielding new output until the run ends."""
+    """The job's output; with follow_log, keeps yielding new output until the run ends.
+
+    `node`: a multi-node run's node number, or "all" (every node's lines, labelled)."""
     run = ledger.resolve(ref)
-    path = log_path(run)
-    offset = 0
+    offsets: dict[Path, int] = {}
+    partial: dict[Path, str] = {}
     while True:
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(offset)
-                data = fh.read()
-        except FileNotFoundError:
-            data = b""
-        if data:
-            offset += len(data)
-            yield data.decode(errors="replace")
+        fresh = False
+        for label, path in node_log_paths(run, node):  # again each time: nodes get replaced
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(offsets.get(path, 0))
+                    data = fh.read()
+            except FileNotFoundError:
+                data = b""
+            if not data:
+                continue
+            fresh = True
+            offsets[path] = offsets.get(path, 0) + len(data)
+            text = data.decode(errors="replace")
+            if not label:
+                yield text
+                continue
+            text = partial.pop(path, "") + text  # whole lines only, each with its node
+            lines = text.split("\n")
+            if lines[-1]:
+                partial[path] = lines[-1]
+            yield "".join(f"{label}{line}\n" for line in lines[:-1])
         if not follow_log:
             return
         run = ledger.get_run(run.id)
-        if run.is_terminal and not data:
+        if run.is_terminal and not fresh:
             return
         time.sleep(poll_s)
 
 
 # -------------------------------------------------------------------- attach
-def attach_command(ledger: Ledger, ref: str) -> list[str]:
-    """argv that puts this terminal into the run's tmux session."""
+def attach_command(ledger: Ledger, ref: str, node: int = 0) -> list[str]:
+    """argv that puts this terminal into the run's tmux session (on node `node`)."""
     run = ledger.resolve(ref)
+    nodes = run.spec.resources.nodes
+    if not 0 <= node < nodes:
+        raise UsageError(f"--node {node}: run {run.name} has nodes 0 to {nodes - 1}")
     if run.is_terminal:
         raise StateError(
             f"run {run.name} has ended ({run.state.value}); its tmux session is gone",
@@ -363,7 +439,7 @@ def attach_command(ledger: Ledger, ref: str) -> list[str]:
     provider = run_provider(ledger, run)  # a packed sweep trial attaches through its pack
     attach = getattr(provider, "attach_command", None)
     if attach is not None:
-        return list(attach(run.id))
+        return list(attach(run.id, node=node) if nodes > 1 else attach(run.id))
     session = session_name(run.id)
     if not session_exists(session):
         raise StateError(f"run {run.name}'s tmux session {session} is gone")

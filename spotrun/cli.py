@@ -96,6 +96,9 @@ def launch(
         None, "--cloud", help="where to run; default from config (local)"
     ),
     gpus: int | None = typer.Option(None, "--gpus", help="GPUs per node (default: the recipe's)"),
+    nodes: int | None = typer.Option(
+        None, "--nodes", help="instances trained on together with torchrun (aws; default 1)"
+    ),
     set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a recipe key"),
     name: str | None = typer.Option(None, "--name", help="a name to refer to the run by"),
     detach: bool = typer.Option(
@@ -122,6 +125,8 @@ def launch(
     # The run's supervisor starts now and gets ready (imports, cloud clients) while we plan.
     warm = None if dry_run else supervisor.Prewarmed(settings, chosen_cloud)
     flags = _resource_flags(gpu_model, instance_type, region, zone, disk_gb)
+    if nodes is not None:
+        flags["nodes"] = nodes
     try:
         if own.wanted(target):
             prepared = own.prepare(
@@ -461,11 +466,14 @@ def status(
 def logs(
     run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the run ends"),
+    node: str | None = typer.Option(
+        None, "--node", help="a multi-node run's node number, or 'all' (default: node 0)"
+    ),
 ) -> None:
     """Print the job's output (what its tmux session shows)."""
     ledger = api.open_ledger()
     try:
-        for chunk in api.read_log(ledger, run, follow_log=follow):
+        for chunk in api.read_log(ledger, run, follow_log=follow, node=node):
             sys.stdout.write(chunk)
             sys.stdout.flush()
     except KeyboardInterrupt:
@@ -473,10 +481,13 @@ def logs(
 
 
 @app.command()
-def attach(run: str = typer.Argument(..., help="run name or a unique prefix of its id")) -> None:
+def attach(
+    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    node: int = typer.Option(0, "--node", help="which node of a multi-node run"),
+) -> None:
     """Put this terminal into the run's live tmux session (detach with Ctrl-b d)."""
     ledger = api.open_ledger()
-    argv = api.attach_command(ledger, run)
+    argv = api.attach_command(ledger, run, node=node)
     env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # allow attaching from inside tmux
     os.execvpe(argv[0], argv, env)
 

@@ -95,6 +95,18 @@ class AwsSettings(StrictModel):
     end_grace_s: float = Field(
         300.0, gt=0, description="after its job ends, an instance no controller ended ends itself"
     )
+    # Multi-node runs (--nodes; spotrun.cluster)
+    max_nodes: int = Field(16, ge=1, description="the most instances one run may have")
+    rendezvous_port: int = Field(29400, ge=1, le=65535, description="torchrun's c10d port")
+    cluster_env: dict[str, str] = Field(
+        default_factory=dict, description="multi-node job environment, over spotrun's NCCL/EFA"
+    )
+    cluster_replace_s: float = Field(
+        300.0,
+        gt=0,
+        description="how long a lost node's replacement is sought in the cluster's zone "
+        "before the whole cluster moves",
+    )
 
 
 class Settings(StrictModel):

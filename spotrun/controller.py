@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from spotrun import budget_guard
+from spotrun import budget_guard, cluster
 from spotrun.agent.session import session_name
 from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.billing import bill_run
 from spotrun.budget import Action
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
+from spotrun.cluster_control import ClusterSteps
 from spotrun.datasets.attach import (
     attach_data_cache,
     attach_snapshot_data,
@@ -83,6 +84,8 @@ class RunController:
         self._budget_said = False
         self.staging = StagingWatch(run.run_dir)  # remote data sets: staging.json -> events
         self.recovery = Recovery(ledger, self.provider, run_id)  # spot interruptions
+        # --nodes N: torchrun across N instances (spotrun.cluster_control)
+        self.cluster = ClusterSteps(self) if run.spec.resources.nodes > 1 else None
 
     # ------------------------------------------------------------------ drive
     def drive(self) -> RunRecord:
@@ -127,8 +130,12 @@ class RunController:
         if not offers:
             raise CapacityError("the run has no offers to request; launch it again")
         tried = []
+        to_try = self.recovery.offers(run, offers)
+        staying = False  # a cluster keeps its zone while aws.cluster_replace_s lasts
+        if self.cluster is not None:
+            to_try, staying = self._cluster_offers(run, to_try)
         replacing = frozenset(self.recovery.doomed_ids())
-        for offer in self.recovery.offers(run, offers):
+        for offer in to_try:
             request = InstanceRequest(
                 run.id,
                 offer,
@@ -142,6 +149,8 @@ class RunController:
             except CapacityError as exc:
                 tried.append(f"{offer.instance_type} in {offer.zone}: {exc.message}")
                 self.ledger.add_event(run.id, "capacity", tried[-1])
+                if exc.message.startswith("partial fill"):  # it ran, briefly: in the ledger
+                    self.recovery.record_ended(self.provider.describe(run.id))
                 continue
             for inst in instances:
                 self.ledger.upsert_instance(to_record(inst))
@@ -149,11 +158,29 @@ class RunController:
                 run.id, "capacity", f"got {len(instances)} x {offer.instance_type} in {offer.zone}"
             )
             return self._move(RunState.PROVISIONING, f"{offer.instance_type} in {offer.zone}")
+        if staying:  # ask the cluster's zone again shortly, until the bound passes
+            time.sleep(self.poll_s)
+            return self.ledger.get_run(self.run_id)
         raise CapacityError("no offer could be filled; tried " + "; ".join(tried))
+
+    def _cluster_offers(self, run: RunRecord, offers: list[Offer]) -> tuple[list[Offer], bool]:
+        """A cluster that lost nodes asks for them in its own zone and type (its placement
+        group) until aws.cluster_replace_s has passed; then the whole cluster moves."""
+        assert self.cluster is not None
+        survivors = self._live_instances()
+        if not survivors or len(survivors) >= run.spec.resources.nodes:
+            return offers, False
+        head = survivors[0]
+        same = [o for o in offers if (o.instance_type, o.zone) == (head.instance_type, head.zone)]
+        if same and not self.cluster.zone_bound_passed(run, survivors):
+            return same, True
+        self.cluster.move_whole(run, survivors, f"{head.instance_type} in {head.zone}")
+        return offers, False
 
     def _live_instances(self) -> list[Instance]:
         doomed = self.recovery.doomed_ids()  # noticed instances no longer count
-        return [i for i in self.provider.describe(self.run_id) if i.is_live and i.id not in doomed]
+        live = [i for i in self.provider.describe(self.run_id) if i.is_live and i.id not in doomed]
+        return cluster.order(live) if self.cluster is not None else live
 
     def _provision(self, run: RunRecord) -> RunRecord:
         live = self._live_instances()
@@ -176,6 +203,8 @@ class RunController:
         live = self._live_instances()
         if not live:
             return self._move(RunState.INTERRUPTED, "the instance went away while bootstrapping")
+        if self.cluster is not None:
+            return self.cluster.bootstrap(run, live)
         head = live[0]
         runner = self.provider.runner(head)
         self.provider.bootstrap(head, runner)
@@ -200,6 +229,27 @@ class RunController:
             f"job {'started' if started else 'already running'} in tmux session {self.session}",
         )
         return self._move(RunState.RUNNING, f"job running in tmux session {self.session}")
+
+    def _node_job(
+        self, run: RunRecord, inst: Instance, spec: cluster.ClusterSpec, rank: int
+    ) -> tuple[list[str], dict[str, str], list[str]]:
+        """argv, environment and wrapper options of node `rank` of a multi-node run."""
+        remote_dir = self.provider.run_dir(inst, run.id)
+        spotrun = self.provider.spotrun_command(inst)
+        if run.spec.job is None:  # a recipe: `spotrun train` in every torchrun process
+            env = {**TRAINING_ENV, "SPOTRUN_RUN_ID": run.id, "SPOTRUN_RUN_DIR": remote_dir}
+            program = job_argv(run, ["-m", "spotrun"], remote_dir)
+            return spec.torchrun_argv(spotrun[0], rank, program), env, []
+        argv, env, wrap = self._prepare_own_job(run, inst)
+        env.update(
+            {
+                "MASTER_ADDR": cluster.node_address(spec.head),
+                "MASTER_PORT": str(spec.port),
+                "NODE_RANK": str(rank),
+                "NNODES": str(len(spec.nodes)),
+            }
+        )
+        return argv, env, wrap
 
     # ------------------------------------------------- your own command (issue 9)
     def _prepare_own_job(
@@ -249,6 +299,8 @@ class RunController:
             polls += 1
             status = driver.status()
             self._sync(run, live[0], final=False)
+            if self.cluster is not None:
+                self.cluster.watch_others(run, live)
             self.recovery.answered()
             notice = self.recovery.check_notice(run, live)
             if notice is not None:  # a replacement is requested now, not when it dies
@@ -294,9 +346,30 @@ class RunController:
 
     def _job_ended(self, run: RunRecord, status: JobStatus) -> RunRecord:
         self.ledger.add_event(run.id, "job", f"job exited with code {status.exit_code}")
+        if self.cluster is not None and status.exit_code != 0 and not run.stop_requested:
+            lost = self._cluster_loss(run)  # a node's loss ends torchrun on the others too
+            if lost is not None:
+                return self._move(RunState.INTERRUPTED, lost)
         if status.exit_code == CHECKPOINTED and not run.stop_requested:
             return self._move(RunState.INTERRUPTED, "the job checkpointed and stopped on a signal")
         return self._move(RunState.SYNCING, f"job exited with code {status.exit_code}")
+
+    def _cluster_loss(self, run: RunRecord) -> str | None:
+        """Why a multi-node job ended early, if a node was lost: a notice, or fewer nodes."""
+        live = self._live_instances()
+        for inst in live[1:]:
+            try:
+                self._sync(run, inst, final=False)
+            except RemoteError:
+                continue
+        notice = self.recovery.check_notice(run, live)
+        if notice is not None:
+            return notice
+        ended = self.recovery.record_ended(self.provider.describe(run.id))
+        if len(live) < run.spec.resources.nodes:
+            names = ", ".join(f"{i.id} ({i.state_reason or i.state})" for i in ended)
+            return f"the cluster lost a node: {names or 'a node went away'}"
+        return None
 
     def _write_exit(self, run: RunRecord, code: int) -> None:
         (run.run_dir / EXIT_FILE).write_text(
@@ -309,13 +382,15 @@ class RunController:
             return
         from spotrun.remote.sync import pull_run_dir
 
+        # node 0's folder is the run folder; other nodes' go beside it (spotrun.cluster)
+        local = cluster.local_dir(run.run_dir, instance.id) if self.cluster else run.run_dir
         pull_run_dir(
             self.provider.runner(instance),
             self.provider.run_dir(instance, run.id),
-            run.run_dir,
+            local,
             final=final,
         )
-        if run.spec.job is not None:
+        if run.spec.job is not None and local == run.run_dir:
             pull_outputs(
                 self.provider.runner(instance),
                 run.spec.job,
@@ -329,11 +404,17 @@ class RunController:
         When the instance cannot be reached any more, what its uploader stored (S3 on AWS)
         is what the run keeps; the store also fills in anything the last pull missed.
         """
-        for inst in self._live_instances()[:1]:
+        live = self._live_instances()
+        for inst in live[:1]:
             try:
                 self._sync(run, inst, final=True)
             except RemoteError as exc:
                 self.ledger.add_event(run.id, "sync", f"final sync failed: {exc.message}")
+        for inst in live[1:]:  # a multi-node run's other nodes: their logs, best effort
+            try:
+                self._sync(run, inst, final=False)
+            except RemoteError as exc:
+                self.ledger.add_event(run.id, "sync", f"last sync of {inst.id}: {exc.message}")
         self._pull_durable(run)
 
     def _pull_durable(self, run: RunRecord) -> None:

@@ -32,6 +32,7 @@ from spotrun.agent.watcher import (
 )
 from spotrun.agent.wrapper import EXIT_FILE, LOG_FILE
 from spotrun.cloud.base import Instance, Offer, Provider, Runner
+from spotrun.cluster import node_dirs
 from spotrun.errors import CapacityError, RemoteError, SpotrunError
 from spotrun.ledger import InstanceRecord, Ledger, RunRecord
 from spotrun.records import to_record
@@ -166,11 +167,10 @@ class Recovery:
             self.ledger.add_event(
                 run.id, "spot", "EC2 recommends rebalancing: this capacity is at elevated risk"
             )
-        notice = read_notice(run.run_dir)
-        if notice is None:
-            return None
+        # a multi-node run's other nodes report into their own folders
+        notices = [n for n in (read_notice(d) for d in node_dirs(run.run_dir)) if n is not None]
         doomed = self.doomed_ids()
-        for inst in live:
+        for inst, notice in ((i, n) for n in notices for i in live):
             if inst.id == notice.instance_id and inst.id not in doomed:
                 self.mark_doomed(inst, NOTICED)
                 lag = time.time() - notice.seen_at
@@ -334,7 +334,11 @@ class Recovery:
                     run.id, "sync", f"last sync from {inst.id} failed: {exc.message}"
                 )
         pull.durable()
-        self.terminate(live, "spot interruption notice")
+        why = {r.id: str(r.details.get(DOOMED)) for r in self.ledger.instances(run.id)}
+        for reason in sorted({why.get(i.id) or "spot interruption notice" for i in live}):
+            self.terminate(
+                [i for i in live if (why.get(i.id) or "spot interruption notice") == reason], reason
+            )
         self.record_ended([i for i in described if not i.is_live])
 
     def _stored(self, run: RunRecord, inst: Instance, pull: Reach) -> bool:
@@ -437,7 +441,7 @@ class Recovery:
             now = time.time()
             live = [
                 budget.LiveInstance(int(now), Fraction(offer_usd_per_hour).limit_denominator(10**9))
-            ]
+            ] * run.spec.resources.nodes  # every node of a cluster bills at that price
             spent = self.ledger.run_cost_exact(run.id)
             verdict = budget.decide(now, spent, Fraction(cap), live, budget.StopMargin())
             if verdict.stop_at is not None:

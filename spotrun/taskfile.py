@@ -36,6 +36,7 @@ class TaskResources(TaskModel):
     region: str | None = None
     spot: bool = True
     disk_gb: int | None = Field(None, ge=8)
+    nodes: int | None = Field(None, ge=1, description="instances run together (torchrun)")
 
     def as_flags(self) -> dict[str, object]:
         """The keys that were given, in Resources' vocabulary."""

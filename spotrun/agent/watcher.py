@@ -200,6 +200,8 @@ class Watcher:
             self._ended_at = self._ended_at or now
             if now - self._ended_at >= cfg.end_grace_s:
                 return f"the job ended {cfg.end_grace_s:.0f} s ago and no controller ended this"
+        else:
+            self._ended_at = None  # started again (a multi-node run's survivor rejoins)
         return None
 
     def step(self) -> bool:

@@ -32,6 +32,10 @@ class Offer:
     spot_usd_per_hour: float | None
     on_demand_usd_per_hour: float | None
     market: Market = "spot"
+    # Multi-node runs (--nodes): whether the type can join a cluster placement group, and
+    # whether it has an Elastic Fabric Adapter for NCCL traffic between nodes.
+    cluster_placement: bool = True
+    efa: bool = False
 
     @property
     def usd_per_hour(self) -> float:
@@ -58,6 +62,8 @@ class Offer:
             "spot_usd_per_hour": self.spot_usd_per_hour,
             "on_demand_usd_per_hour": self.on_demand_usd_per_hour,
             "market": self.market,
+            "cluster_placement": self.cluster_placement,
+            "efa": self.efa,
         }
 
     @classmethod
@@ -94,6 +100,9 @@ class Instance:
     node_index: int = 0
     state_reason: str | None = None  # why it is ending, e.g. a spot interruption
     ended_at: float | None = None  # when the cloud moved it to shutting-down/terminated
+    # The address inside the cloud's network (nodes of a cluster reach each other on it);
+    # `address` is the one spotrun connects to, public or private by settings.
+    private_address: str | None = None
 
     @property
     def is_live(self) -> bool:

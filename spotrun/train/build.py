@@ -108,6 +108,9 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
     it joins the process group, and only rank 0 writes files in `run_dir`.
     """
     launch = launch or LaunchEnv.from_environ()
+    from spotrun.cluster import check_node_rank
+
+    check_node_rank()  # a multi-node run: rank 0 must be where spotrun looks for checkpoints
     joined = init_process_group(launch)
     try:
         # Built first: a method that does not fit the model is refused before anything is

@@ -4,7 +4,7 @@ resources and other owners' resources are left alone."""
 from __future__ import annotations
 
 from spotrun import api
-from spotrun.cloud.aws import AwsProvider
+from spotrun.cloud.aws import AwsProvider, placement
 from spotrun.cloud.base import InstanceRequest
 from spotrun.config import LaunchSpec, Resources, load_settings
 from spotrun.ledger import Ledger
@@ -49,6 +49,17 @@ def test_gc_lists_then_removes_only_orphans(aws_env: Env, lab: Lab) -> None:
         ],
     )["KeyName"]
 
+    group = placement.ensure_cluster_group(  # a multi-node run's cluster placement group
+        provider.clients,
+        "us-east-1",
+        "us-east-1a",
+        "0rphan000001",
+        [
+            {"Key": "spotrun:run-id", "Value": "0rphan000001"},
+            {"Key": "spotrun:owner", "Value": settings.owner},
+        ],
+    )
+
     listed = env.cli("gc", check=True)
     for needle in (orphan_instance, volume, "spotrun-0rphan000001", "instance", "security-group"):
         assert needle in listed.stdout, listed.stdout
@@ -62,7 +73,13 @@ def test_gc_lists_then_removes_only_orphans(aws_env: Env, lab: Lab) -> None:
         report = api.gc(ledger, remove=True)
     # (The moto server is shared by the test process: other tests' leftovers may show too.)
     ours = [o for o in report.orphans if o.run_id == "0rphan000001"]
-    assert {o.kind for o in ours} == {"instance", "volume", "key-pair", "security-group"}
+    assert {o.kind for o in ours} == {
+        "instance",
+        "volume",
+        "key-pair",
+        "security-group",
+        "placement-group",
+    }
     assert live.id not in {o.run_id for o in report.orphans}
     assert all(report.removed[o] is None for o in ours), report.removed
 
@@ -76,6 +93,7 @@ def test_gc_lists_then_removes_only_orphans(aws_env: Env, lab: Lab) -> None:
     tagged = [{"Name": "tag:spotrun:run-id", "Values": ["0rphan000001"]}]
     assert not lab.ec2.describe_key_pairs(Filters=tagged)["KeyPairs"]
     assert not lab.ec2.describe_security_groups(Filters=tagged)["SecurityGroups"]
+    assert group not in lab.front.placement.groups and group in lab.front.placement.deleted
     # The live run and the other owner keep theirs.
     (item,) = lab.instances(live.id)
     assert item["InstanceId"] == live_instance and item["State"]["Name"] == "running"

@@ -11,6 +11,8 @@ process that registers it; spotrun's runs are driven by other processes.) The fr
   from 2006), with StartTime/EndTime and MaxResults/NextToken pagination as EC2 does;
 - answers the Pricing API's GetProducts from on-demand prices a test sets, and otherwise as an
   account without pricing permissions does (moto has no Pricing API);
+- answers the placement group calls (Create/Describe/DeletePlacementGroups, which moto lacks)
+  and refuses a RunInstances naming an unknown group, as EC2 does;
 - tells the lab's watcher the moment RunInstances or TerminateInstances went through.
 """
 
@@ -277,6 +279,94 @@ class OnDemandPrices:
         return 200, json.dumps({"FormatVersion": "aws_v1", "PriceList": price_list}).encode()
 
 
+class Quotas:
+    """Service Quotas' GetServiceQuota for the EC2 quotas a test set (code -> value); others
+    answered as an account without servicequotas permissions is."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def answer(self, target: str, body: bytes) -> tuple[int, bytes]:
+        request = json.loads(body or b"{}")
+        code = str(request.get("QuotaCode", ""))
+        if not target.endswith(".GetServiceQuota") or code not in self.values:
+            error = {
+                "__type": "AccessDeniedException",
+                "message": "User is not authorized to perform: servicequotas:GetServiceQuota",
+            }
+            return 400, json.dumps(error).encode()
+        quota = {"ServiceCode": "ec2", "QuotaCode": code, "Value": self.values[code]}
+        return 200, json.dumps({"Quota": quota}).encode()
+
+
+class PlacementGroups:
+    """EC2's placement group calls, which moto lacks: groups by name, with strategy and tags."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[str, object]] = {}
+        self.deleted: list[str] = []
+        self._lock = threading.Lock()
+
+    def _error(self, code: str, message: str) -> tuple[int, bytes]:
+        return Fault("", code, message=message).render({})
+
+    def answer(self, action: str, params: dict[str, str]) -> tuple[int, bytes]:
+        name = params.get("GroupName", "")
+        with self._lock:
+            if action == "CreatePlacementGroup":
+                if name in self.groups:
+                    return self._error(
+                        "InvalidPlacementGroup.Duplicate", f"The placement group '{name}' is in use"
+                    )
+                tags = {}
+                for key, value in params.items():  # TagSpecification.1.Tag.N.Key / .Value
+                    if key.startswith("TagSpecification.1.Tag.") and key.endswith(".Key"):
+                        tags[value] = params.get(key[:-4] + ".Value", "")
+                self.groups[name] = {
+                    "strategy": params.get("Strategy", "cluster"),
+                    "tags": tags,
+                    "id": f"pg-{uuid.uuid4().hex[:17]}",
+                }
+                return 200, self._xml(action, self._item(name, "placementGroup"))
+            if action == "DeletePlacementGroup":
+                if name not in self.groups:
+                    return self._error(
+                        "InvalidPlacementGroup.Unknown", f"The placement group '{name}' is unknown"
+                    )
+                del self.groups[name]
+                self.deleted.append(name)
+                return 200, self._xml(action, "<return>true</return>")
+            # DescribePlacementGroups, with tag:KEY filters
+            wanted: dict[str, str] = {}
+            for key, value in params.items():
+                if key.startswith("Filter.") and key.endswith(".Name") and value.startswith("tag:"):
+                    wanted[value[4:]] = params.get(key[:-5] + ".Value.1", "")
+            items = "".join(
+                self._item(n, "item")
+                for n, g in self.groups.items()
+                if all(g["tags"].get(k) == v for k, v in wanted.items())  # type: ignore[union-attr]
+            )
+            return 200, self._xml(action, f"<placementGroupSet>{items}</placementGroupSet>")
+
+    def _item(self, name: str, tag: str) -> str:
+        group = self.groups[name]
+        tags = "".join(
+            f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>"
+            for k, v in group["tags"].items()  # type: ignore[union-attr]
+        )
+        return (
+            f"<{tag}><groupName>{escape(name)}</groupName><state>available</state>"
+            f"<strategy>{group['strategy']}</strategy><groupId>{group['id']}</groupId>"
+            f"<tagSet>{tags}</tagSet></{tag}>"
+        )
+
+    def _xml(self, action: str, inner: str) -> bytes:
+        return (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<{action}Response xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId>{inner}</{action}Response>"
+        ).encode()
+
+
 class _QuietServer(ThreadingHTTPServer):
     def handle_error(self, request: object, client_address: object) -> None:
         # A caller that went away (a killed supervisor, a timed-out probe) is no lab failure.
@@ -299,8 +389,14 @@ class AwsFront:
         self.faults = Faults()
         self.spot_prices = SpotPrices()
         self.on_demand = OnDemandPrices()
+        self.placement = PlacementGroups()
+        self.quotas = Quotas()
+        self.run_requests: list[dict[str, str]] = []  # RunInstances parameters, in order
+        # Called with RunInstances' answer before it is sent (the lab ends instances there)
+        self.after_run_instances: Callable[[bytes], None] | None = None
         self.on_instances_changed = on_instances_changed
         self.actions: list[str] = []  # every EC2 action seen, in order (tests may count calls)
+        self.actions_params: list[dict[str, str]] = []  # and their parameters
         self.public_address = "203.0.113.7"  # TEST-NET-3: answered, never reached
         # action -> [seconds, times]: hold the answer after moto acted (a lost/late response)
         self.delays: dict[str, list[float]] = {}
@@ -353,6 +449,9 @@ class AwsFront:
         if path == CHECKIP_PATH:  # what checkip.amazonaws.com would say this machine is
             return 200, [("Content-Type", "text/plain")], f"{self.public_address}\n".encode()
         target = headers.get("X-Amz-Target", "")
+        if target.startswith("ServiceQuotasV20190624."):
+            status, payload = self.quotas.answer(target, body)
+            return status, [("Content-Type", "application/x-amz-json-1.1")], payload
         if target.startswith("AWSPriceListService."):
             status, payload = self.on_demand.answer(body)
             return status, [("Content-Type", "application/x-amz-json-1.1")], payload
@@ -361,10 +460,22 @@ class AwsFront:
             params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
             action = params.get("Action", "")
             self.actions.append(action)
+            self.actions_params.append(params)
             fault = self.faults.take(action, params)
             if fault is not None:
                 status, payload = fault.render(params)
                 return status, [("Content-Type", "text/xml")], payload
+            if action.endswith("PlacementGroup") or action == "DescribePlacementGroups":
+                status, payload = self.placement.answer(action, params)
+                return status, [("Content-Type", "text/xml")], payload
+            group = params.get("Placement.GroupName")
+            if action == "RunInstances" and group and group not in self.placement.groups:
+                status, payload = self.placement._error(
+                    "InvalidPlacementGroup.Unknown", f"The placement group '{group}' is unknown"
+                )
+                return status, [("Content-Type", "text/xml")], payload
+            if action == "RunInstances" and params.get("DryRun") != "true":
+                self.run_requests.append(params)
             if action == "DescribeSpotPriceHistory" and self.spot_prices.active:
                 return 200, [("Content-Type", "text/xml")], self.spot_prices.answer(params)
             hold = self.holds.take(action) if params.get("DryRun") != "true" else None
@@ -374,6 +485,8 @@ class AwsFront:
                     hold._wait()
             if action in ("RunInstances", "TerminateInstances") and params.get("DryRun") != "true":
                 response = self._forward(method, path, headers, body)
+                if action == "RunInstances" and self.after_run_instances is not None:
+                    self.after_run_instances(response[2])
                 self.on_instances_changed()
                 self._hold(action)
             else:

@@ -165,6 +165,9 @@ class Lab:
         self.image_id = ""
         self.image_parameter = f"/spotrun-lab/{self.id}/ami-id"
         self.errors: list[str] = []  # what went wrong inside the watcher thread
+        # (type, zone) -> how many spot instances EC2 can fill there (None: any number)
+        self.spot_capacity: dict[tuple[str, str], int] = {}
+        self.front.after_run_instances = self._fill
 
     # ------------------------------------------------------------- set up
     def start(self) -> Lab:
@@ -385,6 +388,50 @@ class Lab:
         )
         self.sync()
 
+    def limit_spot_capacity(self, instance_type: str, zone: str, count: int) -> None:
+        """Spot capacity for only `count` live instances of the type in the zone: instances
+        launched beyond it end at once with EC2's Server.InsufficientInstanceCapacity (a
+        partial fill of a RunInstances call)."""
+        self.spot_capacity[(instance_type, zone)] = count
+
+    def _fill(self, answer: bytes) -> None:
+        import re
+
+        if not self.spot_capacity:
+            return
+        made = re.findall(rb"<instanceId>(i-[0-9a-f]+)</instanceId>", answer)
+        for raw in made:
+            instance_id = raw.decode()
+            (item,) = self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0][
+                "Instances"
+            ]
+            key = (item["InstanceType"], item["Placement"]["AvailabilityZone"])
+            limit = self.spot_capacity.get(key)
+            if limit is None:
+                continue
+            live = [
+                i
+                for i in self.instances(states=("pending", "running"))
+                if (i["InstanceType"], i["Placement"]["AvailabilityZone"]) == key
+            ]
+            if len(live) > limit:
+                self._end_as(
+                    instance_id,
+                    "Server.InsufficientInstanceCapacity",
+                    "Server.InsufficientInstanceCapacity: Insufficient capacity",
+                )
+
+    def _end_as(self, instance_id: str, code: str, message: str) -> None:
+        from moto.ec2.models import ec2_backends
+        from moto.ec2.models.instances import StateReason
+
+        backend = ec2_backends[ACCOUNT][REGION]
+        instance = backend.get_instance(instance_id)
+        backend.terminate_instances([instance_id])
+        stamp = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S GMT")
+        instance._reason = f"Service initiated ({stamp})"
+        instance.state_reason = StateReason(message, code)
+
     def announce_rebalance(self, instance_id: str) -> None:
         imds = self._imds.get(instance_id)
         if imds is not None:
@@ -509,4 +556,6 @@ def _toml(value: Any) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} as TOML")

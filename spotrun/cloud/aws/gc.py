@@ -19,7 +19,14 @@ from spotrun.cloud.aws.session import AwsClients
 from spotrun.config import Settings
 from spotrun.errors import CloudError
 
-KINDS = ("spot-request", "instance", "volume", "key-pair", "security-group")  # removal order
+KINDS = (
+    "spot-request",
+    "instance",
+    "volume",
+    "key-pair",
+    "security-group",
+    "placement-group",
+)  # removal order
 _TAGGED = [{"Name": "tag-key", "Values": [TAG_RUN]}]
 
 
@@ -107,6 +114,12 @@ def _find_in(clients: AwsClients, region: str, owner: str, live: set[str]) -> li
             found.append(
                 Orphan("security-group", group["GroupId"], region, run_id, group["GroupName"])
             )
+    with aws_call("ec2", "DescribePlacementGroups", region):  # multi-node runs' groups
+        placements = ec2.describe_placement_groups(Filters=_TAGGED)["PlacementGroups"]
+    for placement in placements:
+        run_id = orphan_run(placement)
+        if run_id:
+            found.append(Orphan("placement-group", placement["GroupName"], region, run_id))
     return found
 
 
@@ -159,3 +172,6 @@ def _remove_one(ec2: Any, orphan: Orphan) -> None:
     elif orphan.kind == "security-group":
         with aws_call("ec2", "DeleteSecurityGroup", region):
             ec2.delete_security_group(GroupId=orphan.id)
+    elif orphan.kind == "placement-group":
+        with aws_call("ec2", "DeletePlacementGroup", region):
+            ec2.delete_placement_group(GroupName=orphan.id)

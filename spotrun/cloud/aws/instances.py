@@ -100,6 +100,8 @@ def run_instances_params(
     token: str,
     public_address: bool,
     instance_profile: str | None,
+    placement_group: str | None = None,
+    efa: bool = False,
 ) -> dict[str, Any]:
     params: dict[str, Any] = {
         "ImageId": image.id,
@@ -138,17 +140,21 @@ def run_instances_params(
                 "InstanceInterruptionBehavior": "terminate",
             },
         }
+    if placement_group:  # a multi-node run: its nodes side by side in one zone
+        params["Placement"] = {"GroupName": placement_group, "AvailabilityZone": offer.zone}
     groups = [security_group_id] if security_group_id else []
-    if public_address:
-        params["NetworkInterfaces"] = [
-            {
-                "DeviceIndex": 0,
-                "SubnetId": subnet_id,
-                "Groups": groups,
-                "AssociatePublicIpAddress": True,
-                "DeleteOnTermination": True,
-            }
-        ]
+    if public_address or efa:
+        interface: dict[str, Any] = {
+            "DeviceIndex": 0,
+            "SubnetId": subnet_id,
+            "Groups": groups,
+            "DeleteOnTermination": True,
+        }
+        if public_address:
+            interface["AssociatePublicIpAddress"] = True
+        if efa:  # NCCL reaches the other nodes over EFA (libfabric's efa provider)
+            interface["InterfaceType"] = "efa"
+        params["NetworkInterfaces"] = [interface]
     else:
         params["SubnetId"] = subnet_id
         if groups:
@@ -189,6 +195,7 @@ def to_instance(item: dict[str, Any], region: str, private: bool, node_index: in
         node_index=node_index,
         state_reason=str(reason) if reason and state not in LIVE_STATES else None,
         ended_at=ended_at(item) if state not in LIVE_STATES else None,
+        private_address=item.get("PrivateIpAddress"),
     )
 
 

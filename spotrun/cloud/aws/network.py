@@ -240,6 +240,28 @@ def ensure_security_group(
     return group_id
 
 
+def allow_within_group(clients: AwsClients, region: str, group_id: str) -> None:
+    """A multi-node run's nodes reach each other on every port (torchrun's rendezvous, NCCL's
+    sockets; EFA needs all traffic within the group): inbound from the group itself."""
+    ec2 = clients.client("ec2", region)
+    with aws_call("ec2", "AuthorizeSecurityGroupIngress", region):
+        try:
+            ec2.authorize_security_group_ingress(
+                GroupId=group_id,
+                IpPermissions=[
+                    {
+                        "IpProtocol": "-1",
+                        "UserIdGroupPairs": [
+                            {"GroupId": group_id, "Description": "spotrun: between nodes"}
+                        ],
+                    }
+                ],
+            )
+        except ClientError as exc:
+            if error_code(exc) != "InvalidPermission.Duplicate":
+                raise
+
+
 # ---------------------------------------------------------------- cleanup
 def delete_run_network(
     clients: AwsClients, region: str, run_id: str, *, timeout_s: float = 120.0

@@ -33,6 +33,8 @@ class InstanceType:
     gpu_memory_gb: float | None
     gpu_maker: str | None
     architectures: tuple[str, ...]
+    cluster_placement: bool = True  # PlacementGroupInfo lists the "cluster" strategy
+    efa: bool = False  # NetworkInfo.EfaSupported
 
     @classmethod
     def from_api(cls, item: dict[str, Any]) -> InstanceType:
@@ -49,6 +51,9 @@ class InstanceType:
             gpu_memory_gb=round(memory_mib / 1024, 1) if memory_mib else None,
             gpu_maker=first.get("Manufacturer"),
             architectures=tuple(item.get("ProcessorInfo", {}).get("SupportedArchitectures", [])),
+            cluster_placement="cluster"
+            in (item.get("PlacementGroupInfo") or {}).get("SupportedStrategies", []),
+            efa=bool((item.get("NetworkInfo") or {}).get("EfaSupported")),
         )
 
 
@@ -62,7 +67,8 @@ class TypeCatalog:
         self.cache_dir = cache_dir
 
     def _path(self, region: str, patterns: list[str]) -> Path:
-        key = hashlib.sha256(json.dumps([region, sorted(patterns)]).encode()).hexdigest()[:16]
+        # "v2": entries from before placement and EFA were kept are asked again
+        key = hashlib.sha256(json.dumps(["v2", region, sorted(patterns)]).encode()).hexdigest()[:16]
         return self.cache_dir / f"instance-types-{region}-{key}.json"
 
     def get(self, clients: AwsClients, region: str, patterns: list[str]) -> list[InstanceType]:
@@ -130,9 +136,17 @@ def candidate_types(
                 f"instance type {it.name} does not run {arch} images",
                 hint="set aws.architecture and an image built for it",
             )
+        if resources.nodes > 1 and not it.cluster_placement:
+            raise UsageError(
+                f"instance type {it.name} cannot join a cluster placement group, which a "
+                f"{resources.nodes}-node run needs (its nodes talk to each other every step)",
+                hint="pick another type (see `spotrun prices`), or drop --nodes",
+            )
         return [it]
     patterns = settings.gpu_instance_types if resources.gpus else settings.cpu_instance_types
     types = [t for t in catalog.get(clients, region, patterns) if arch in t.architectures]
+    if resources.nodes > 1:  # a cluster's nodes share a cluster placement group
+        types = [t for t in types if t.cluster_placement]
     if not resources.gpus:
         return [t for t in types if not t.gpus]
     # spotrun's images carry CUDA: other makers' accelerators cannot run its jobs.
@@ -202,6 +216,8 @@ def build_offers(
                     spot_usd_per_hour=spot_usd,
                     on_demand_usd_per_hour=on_demand.get(it.name),
                     market="spot" if resources.spot else "on-demand",
+                    cluster_placement=it.cluster_placement,
+                    efa=it.efa,
                 )
             )
     if not offers:

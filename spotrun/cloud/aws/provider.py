@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spotrun.cloud.aws import instances as ec2i
-from spotrun.cloud.aws import network, store, uploader, volumes
+from spotrun.cloud.aws import network, placement, store, uploader, volumes
 from spotrun.cloud.aws.context import LaunchContext
 from spotrun.cloud.aws.dryrun import dry_run
 from spotrun.cloud.aws.errors import aws_call
@@ -32,7 +32,7 @@ from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
 from spotrun.config import Resources, Settings
 from spotrun.datasets.placement import TypeStorage
-from spotrun.errors import CloudError, RemoteError, UsageError
+from spotrun.errors import CapacityError, CloudError, RemoteError, UsageError
 from spotrun.remote.provision import code_bundle, provision
 
 if TYPE_CHECKING:  # paramiko costs a tenth of a second to import; `prices` never needs it
@@ -80,12 +80,23 @@ class AwsProvider:
         except (OSError, ValueError, KeyError):
             return self.aws.region
 
-    def _remember_region(self, run_id: str, region: str) -> None:
+    def _remember_region(self, run_id: str, region: str, **more: object) -> None:
         path = self._run_record(run_id)
         path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            record = dict(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            record = {}
+        record.update(region=region, **more)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"region": region}))
+        tmp.write_text(json.dumps(record))
         os.replace(tmp, path)
+
+    def _has_placement_group(self, run_id: str) -> bool:
+        try:
+            return bool(json.loads(self._run_record(run_id).read_text()).get("placement_group"))
+        except (OSError, ValueError):
+            return False
 
     def _region(self, resources: Resources) -> str:
         return self.clients.check_region(resources.region or self.aws.region)
@@ -128,6 +139,12 @@ class AwsProvider:
         if self.aws.bucket:
             store.check_bucket(self.clients.client("s3", region), self.aws.bucket, region)
 
+    def check_cluster_quota(self, offer: Offer, nodes: int) -> None:
+        """A multi-node launch: refused at once when the vCPU quota cannot hold N nodes."""
+        from spotrun.cloud.aws.quotas import check_cluster_quota
+
+        check_cluster_quota(self.clients, offer, nodes)
+
     def dry_run(self, offer: Offer) -> list[str]:
         """Ask EC2 (DryRun) whether these credentials may do what a launch does."""
         subnet = self.subnets(offer.region)[offer.zone]
@@ -161,6 +178,15 @@ class AwsProvider:
                 network.ensure_security_group, self.clients, region, subnet, request.run_id, tags
             )
             key_name, group_id = key_job.result(), group_job.result()
+        cluster = request.count > 1
+        if cluster and group_id:
+            network.allow_within_group(self.clients, region, group_id)
+        group_name = None
+        if cluster and offer.cluster_placement:
+            self._remember_region(request.run_id, region, placement_group=True)
+            group_name = placement.ensure_cluster_group(
+                self.clients, region, offer.zone, request.run_id, tags
+            )
         params = ec2i.run_instances_params(
             run_id=request.run_id,
             offer=offer,
@@ -174,8 +200,12 @@ class AwsProvider:
             token=ec2i.client_token(request.run_id, offer, len(known)),
             public_address=self.aws.ssh_address == "public",
             instance_profile=self.aws.instance_profile,
+            placement_group=group_name,
+            efa=cluster and offer.efa,
         )
         made = ec2i.run_instances(self.clients, region, params)
+        if cluster:
+            self._all_or_nothing(request, [str(i["InstanceId"]) for i in made], shortfall)
         log.info(
             "run %s: launched %s (%s %s in %s)",
             request.run_id,
@@ -190,6 +220,26 @@ class AwsProvider:
             for n, item in enumerate(made)
         ]
         return live + made_instances
+
+    def _all_or_nothing(self, request: InstanceRequest, made: list[str], wanted: int) -> None:
+        """A cluster runs on all its nodes or not at all: when EC2 filled part of the request
+        (fewer instances, or some ended at once for want of spot capacity), what it did start
+        is terminated now rather than left billing, and the offer counts as unfillable."""
+        region = request.offer.region
+        described = ec2i.describe_ids(self.clients, region, made)
+        ended = [i for i in described if not i.is_live]
+        if len(made) >= wanted and not ended:
+            return
+        live = [i.id for i in described if i.is_live]
+        ec2i.terminate_ids(self.clients, region, live, wait_s=self.aws.ssh_timeout_s)
+        why = "; ".join(f"{i.id} ended at once: {i.state_reason or i.state}" for i in ended)
+        offer = request.offer
+        raise CapacityError(
+            f"partial fill: EC2 started {len(made) - len(ended)} of {wanted} "
+            f"{offer.instance_type} in {offer.zone}"
+            + (f" ({why})" if why else "")
+            + f"; terminated {', '.join(live) or 'nothing'} at once, nothing is left billing"
+        )
 
     def describe(self, run_id: str) -> list[Instance]:
         return ec2i.describe_run(self.clients, self.run_region(run_id), run_id)
@@ -380,13 +430,17 @@ class AwsProvider:
         return store.pull(s3, self.aws.bucket, run_id, local_dir, region)
 
     # -------------------------------------------------------------- attach
-    def attach_command(self, run_id: str) -> list[str]:
-        """The user's own ssh, with the run's key and pinned host key, into the tmux session."""
+    def attach_command(self, run_id: str, node: int | None = None) -> list[str]:
+        """The user's own ssh, with the run's key and pinned host key, into the tmux session
+        (of node `node` of a multi-node run, in spotrun.cluster's order)."""
+        from spotrun import cluster
         from spotrun.agent.session import session_name
 
         live = [i for i in self.describe(run_id) if i.is_live]
+        if node is not None:
+            live = cluster.order(live)[node:]
         if not live or not live[0].address:
-            raise RemoteError(f"run {run_id} has no live instance to attach to")
+            raise RemoteError(f"run {run_id} has no live node {node or 0} to attach to")
         head = live[0]
         line = self.host_keys(run_id).known_hosts_line(
             head.id, head.address or "", self.aws.ssh_port
@@ -436,6 +490,8 @@ class AwsProvider:
                 runner = self._runners.pop(instance_id, None)
                 if runner is not None:
                     runner.close()
+        if self._has_placement_group(run_id):
+            placement.delete_cluster_group(self.clients, region, run_id)
         gone = volumes.delete_run_volumes(self.clients, region, run_id, self.aws.ssh_timeout_s)
         if gone:
             log.info("run %s: deleted data volumes %s", run_id, ", ".join(gone))
