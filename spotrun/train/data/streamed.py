@@ -273,6 +273,34 @@ class StreamedImageBatches:
             yield x, labels.to(self.device, non_blocking=True)
 
 
+def _paths(index: SplitIndex) -> list[str]:
+    return [str(index.path(i)) for i in range(len(index))]
+
+
+def _eval_source(
+    recipe: Recipe,
+    eval_index: SplitIndex,
+    pipeline: ImagePipeline,
+    workers: int,
+    sharding: Sharding,
+    where: Placement,
+) -> StreamedImageBatches:
+    """The evaluation split, read whole and in order, as every streamed recipe evaluates."""
+    decode_size = recipe.eval_image_size or recipe.image_size
+    assert decode_size is not None  # both callers refuse a recipe without image_size first
+    return StreamedImageBatches(
+        _paths(eval_index),
+        list(eval_index.labels),
+        recipe.eval_batch_size or recipe.batch_size,
+        pipeline,
+        train=False,
+        decode_size=decode_size,
+        workers=workers,
+        sharding=sharding,
+        device=where.device,
+    )
+
+
 def streamed_sources(
     recipe: Recipe,
     train_index: SplitIndex,
@@ -293,11 +321,8 @@ def streamed_sources(
     pipeline = make_pipeline(recipe, mean, std)
     sharding = Sharding(recipe.seed, where.rank, where.world_size)
 
-    def paths(index: SplitIndex) -> list[str]:
-        return [str(index.path(i)) for i in range(len(index))]
-
     train = StreamedImageBatches(
-        paths(train_index),
+        _paths(train_index),
         list(train_index.labels),
         recipe.batch_size,
         pipeline,
@@ -308,18 +333,7 @@ def streamed_sources(
         sharding=sharding,
         device=where.device,
     )
-    test = StreamedImageBatches(
-        paths(eval_index),
-        list(eval_index.labels),
-        recipe.eval_batch_size or recipe.batch_size,
-        pipeline,
-        train=False,
-        decode_size=recipe.eval_image_size or recipe.image_size,
-        workers=workers,
-        sharding=sharding,
-        device=where.device,
-    )
-    return train, test
+    return train, _eval_source(recipe, eval_index, pipeline, workers, sharding, where)
 
 
 def fed_sources(
@@ -356,18 +370,7 @@ def fed_sources(
         device=where.device,
         feed=(feed, classes),
     )
-    test = StreamedImageBatches(
-        [str(eval_index.path(i)) for i in range(len(eval_index))],
-        list(eval_index.labels),
-        recipe.eval_batch_size or recipe.batch_size,
-        pipeline,
-        train=False,
-        decode_size=recipe.eval_image_size or recipe.image_size,
-        workers=workers,
-        sharding=sharding,
-        device=where.device,
-    )
-    return train, test
+    return train, _eval_source(recipe, eval_index, pipeline, workers, sharding, where)
 
 
 STATS_SAMPLE = 1000  # images whose channel statistics stand for a streamed set
