@@ -11,34 +11,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
 
 from spotrun.cloud.aws import store
 from spotrun.recovery import checkpoint_is_complete
 from tests.conftest import REPO
-from tests.lab.lab import FAKE_CREDENTIALS, REGION, MotoServer
+from tests.lab.lab import REGION
+from tests.s3bucket import s3_bucket
+
+__all__ = ["s3_bucket"]  # a fixture
 
 RUN_ID = "fetchrun0001"
-
-
-@pytest.fixture
-def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Any]]:
-    server = MotoServer.shared()
-    monkeypatch.setenv("AWS_ENDPOINT_URL", server.url)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    for key, value in FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(key, value)
-    name = f"ckpt-{uuid.uuid4().hex[:12]}"
-    client = server.client("s3")
-    client.create_bucket(Bucket=name)
-    yield name, client
 
 
 def _store(client: Any, bucket: str, work: Path, step: int, *, torn: bool = False) -> bytes:
@@ -52,9 +38,9 @@ def _store(client: Any, bucket: str, work: Path, step: int, *, torn: bool = Fals
 
 
 def test_fetch_skips_a_torn_upload_and_never_goes_below_the_step_asked(
-    bucket: tuple[str, Any], tmp_path: Path
+    s3_bucket: tuple[str, Any], tmp_path: Path
 ) -> None:
-    name, client = bucket
+    name, client = s3_bucket
     s3 = store._client(REGION)
     run_dir = tmp_path / "instance-run"
     assert store.fetch_checkpoint(s3, name, RUN_ID, run_dir, REGION, 0) == store.Fetched(
@@ -71,8 +57,10 @@ def test_fetch_skips_a_torn_upload_and_never_goes_below_the_step_asked(
     assert store.fetch_checkpoint(s3, name, RUN_ID, run_dir, REGION, 30).name is None
 
 
-def test_fetch_command_prints_what_it_put_in_place(bucket: tuple[str, Any], tmp_path: Path) -> None:
-    name, client = bucket
+def test_fetch_command_prints_what_it_put_in_place(
+    s3_bucket: tuple[str, Any], tmp_path: Path
+) -> None:
+    name, client = s3_bucket
     _store(client, name, tmp_path, 23)
     _store(client, name, tmp_path, 69)
     run_dir = tmp_path / "instance-run"
