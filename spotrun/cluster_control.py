@@ -24,6 +24,7 @@ from spotrun import cluster
 from spotrun.cloud.base import Instance
 from spotrun.errors import RemoteError
 from spotrun.ledger import RunRecord
+from spotrun.plan import planned_gpus, planned_offer
 from spotrun.recovery import CHECKPOINT_WAIT_S, Reach
 from spotrun.runs import RunState
 
@@ -60,9 +61,11 @@ class ClusterSteps:
         spec = cluster.ClusterSpec(
             run_id=run.id,
             nodes=live,
-            procs_per_node=max(1, _gpus_of(run, head)),
+            procs_per_node=max(
+                1, planned_gpus(run.plan, head.instance_type, run.spec.resources.gpus)
+            ),
             port=c.ledger.settings.aws.rendezvous_port,
-            efa=_offer_has_efa(run, head),
+            efa=bool((planned_offer(run.plan, head.instance_type) or {}).get("efa")),
         )
         cluster.write_layout(run.run_dir, spec)
         overrides = dict(c.ledger.settings.aws.cluster_env)
@@ -153,17 +156,3 @@ class ClusterSteps:
             f"{run.spec.resources.nodes} nodes requested wherever an offer fills",
         )
         self._lost_since = None
-
-
-def _gpus_of(run: RunRecord, inst: Instance) -> int:
-    for offer in (run.plan or {}).get("offers", []):
-        if offer.get("instance_type") == inst.instance_type:
-            return int(offer.get("gpus") or 0)
-    return run.spec.resources.gpus
-
-
-def _offer_has_efa(run: RunRecord, inst: Instance) -> bool:
-    for offer in (run.plan or {}).get("offers", []):
-        if offer.get("instance_type") == inst.instance_type:
-            return bool(offer.get("efa"))
-    return False

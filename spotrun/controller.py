@@ -30,6 +30,7 @@ from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
 from spotrun.ledger import Ledger, RunRecord
 from spotrun.metrics import MetricsTail
+from spotrun.plan import planned_gpus
 from spotrun.pricing import PriceBook, PriceSource
 from spotrun.records import to_record
 from spotrun.recovery import Reach, Recovery
@@ -263,7 +264,7 @@ class RunController:
             run.spec.job,
             run.id,
             self.provider.run_dir(head, run.id),
-            _instance_gpus(run, head),
+            planned_gpus(run.plan, head.instance_type, run.spec.resources.gpus),
             self.provider.spotrun_command(head),
         )
         for note in prepared.notes:
@@ -576,14 +577,6 @@ def _exit_phase(run: RunRecord) -> str | None:
     except (OSError, ValueError):
         return None
     return phase if isinstance(phase, str) else None
-
-
-def _instance_gpus(run: RunRecord, instance: Instance) -> int:
-    """The GPUs of the instance's type, from the offers the run was planned with."""
-    for offer in (run.plan or {}).get("offers", []):
-        if offer.get("instance_type") == instance.instance_type:
-            return int(offer.get("gpus") or 0)
-    return run.spec.resources.gpus
 
 
 def _log_tail(path: Path, lines: int) -> str:

@@ -75,3 +75,17 @@ def _nothing_fits(resources: Resources, offers: list[Offer]) -> str:
     counts = sorted({o.gpus for o in offers if o.gpus})
     have = f"; offered GPU counts: {', '.join(map(str, counts))}" if counts else ""
     return f"no offer has {', '.join(wanted)}{have}"
+
+
+def planned_offer(plan: dict[str, Any] | None, instance_type: str) -> dict[str, Any] | None:
+    """The offer of that instance type among those a run was planned with, as stored."""
+    for offer in (plan or {}).get("offers", []):
+        if offer.get("instance_type") == instance_type:
+            return dict(offer)
+    return None
+
+
+def planned_gpus(plan: dict[str, Any] | None, instance_type: str, requested: int) -> int:
+    """The GPUs of an instance type from the run's plan; what the run asked for if unplanned."""
+    offer = planned_offer(plan, instance_type)
+    return requested if offer is None else int(offer.get("gpus") or 0)
