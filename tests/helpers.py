@@ -7,8 +7,9 @@ from typing import Any
 
 
 def wait_for(
-    predicate: Any, timeout: float = 60.0, interval: float = 0.2, what: str = "condition"
+    predicate: Any, timeout: float = 60.0, what: str = "condition", *, interval: float = 0.2
 ) -> Any:
+    """Poll until predicate() is truthy and return its value; fail the test after timeout s."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

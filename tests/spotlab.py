@@ -26,6 +26,7 @@ from spotrun.config import load_settings
 from spotrun.ledger import Ledger
 from spotrun.supervisor import is_supervised, process_running
 from tests.conftest import REPO, Env
+from tests.helpers import wait_for
 from tests.lab import Lab
 
 EPOCHS = 8
@@ -52,17 +53,6 @@ def reference_metrics(work: Path) -> dict[str, Any]:
 def final_metrics(path: Path) -> dict[str, Any]:
     last = json.loads(path.read_text().splitlines()[-1])
     return {k: last[k] for k in COMPARED}
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 @dataclass
