@@ -95,8 +95,8 @@ def test_one_trial_interrupted_the_others_go_on_and_the_budget_ends_the_sweep(
 ) -> None:
     env = aws_env
     since = time.time() - 6 * 3600
-    for zone in ZONES:  # a dear CPU type, so that a small budget runs out within a minute
-        lab.set_spot_prices("c6i.large", zone, [(since, 3.6)])
+    for zone in ZONES:  # a dear CPU type, so that a small budget runs out within ~30 s
+        lab.set_spot_prices("c6i.large", zone, [(since, 7.2)])
     sweep_id = env.cli(
         "sweep",
         "digits-fast",
