@@ -115,7 +115,7 @@ def prepare_launch(
         budget_guard.check_affordable(
             spec.max_cost_usd, plan.chosen, merged.nodes, settings.budget_stop_margin_s
         )
-    _check_cluster_quota(provider, plan.chosen, merged.nodes)
+    check_cluster_quota(provider, plan.chosen, merged.nodes)
     # What the cloud will need (its image, its bucket, ...) is checked before a run exists.
     preflight = getattr(provider, "preflight", None)
     if preflight is not None:
@@ -175,14 +175,14 @@ def prepare_job_launch(
         budget_guard.check_affordable(
             spec.max_cost_usd, plan.chosen, merged.nodes, settings.budget_stop_margin_s
         )
-    _check_cluster_quota(provider, plan.chosen, merged.nodes)
+    check_cluster_quota(provider, plan.chosen, merged.nodes)
     preflight = getattr(provider, "preflight", None)
     if preflight is not None:
         preflight(merged)
     return LaunchPlan(spec, None, plan, provider)
 
 
-def _check_cluster_quota(provider: Provider, offer: Offer, nodes: int) -> None:
+def check_cluster_quota(provider: Provider, offer: Offer, nodes: int) -> None:
     """N nodes at once must fit the account's quota (clouds that can tell)."""
     check = getattr(provider, "check_cluster_quota", None)
     if nodes > 1 and check is not None:

@@ -86,7 +86,9 @@ def run_sweep(
     ),
     set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="for every trial"),
     max_parallel: int | None = typer.Option(
-        None, "--max-parallel", help="trials at once (default: CPU count locally, 8 on AWS)"
+        None,
+        "--max-parallel",
+        help="trials at once (default: CPU count locally; on AWS 8 instances: 8 / --nodes)",
     ),
     gpus_per_trial: int | None = typer.Option(
         None, "--gpus-per-trial", help="GPUs each trial needs (default: the recipe's)"
@@ -106,6 +108,9 @@ def run_sweep(
     seed: int = typer.Option(0, "--seed", help="seed of the --random draws"),
     instance_type: str | None = typer.Option(None, "--instance-type", help="e.g. g5.12xlarge"),
     zone: str | None = typer.Option(None, "--zone", help="availability zone (aws)"),
+    nodes: int | None = typer.Option(
+        None, "--nodes", help="instances each trial trains on together with torchrun (aws)"
+    ),
     detach: bool = typer.Option(False, "--detach", "-d", help="print the sweep id and return"),
 ) -> None:
     """Start a sweep of RECIPE: every --grid combination, or --random N draws."""
@@ -116,7 +121,11 @@ def run_sweep(
         raise UsageError(f"--cloud must be local or aws, got '{cloud}'")
     settings = load_settings()
     ledger = api.open_ledger(settings)
-    resources = {k: v for k, v in (("instance_type", instance_type), ("zone", zone)) if v}
+    resources: dict[str, object] = {
+        k: v for k, v in (("instance_type", instance_type), ("zone", zone)) if v
+    }
+    if nodes is not None:
+        resources["nodes"] = nodes
     prepared = service.prepare_sweep(
         settings,
         recipe,
@@ -144,11 +153,16 @@ def run_sweep(
     for note in prepared.notes:
         err.print(f"note: {note}", markup=False)
     out.print(
-        f"sweep {sweep.name} ({sweep.id}): {len(prepared.trials)} trials, "
-        f"{prepared.spec.max_parallel} at once; {prepared.plan.reason}",
+        f"sweep {sweep.name} ({sweep.id}): {len(prepared.trials)} trials"
+        f"{_of_nodes(prepared.plan.nodes)}, {prepared.spec.max_parallel} at once; "
+        f"{prepared.plan.reason}",
         markup=False,
     )
     raise typer.Exit(_follow(ledger, sweep.id))
+
+
+def _of_nodes(nodes: int) -> str:
+    return f" of {nodes} nodes each" if nodes > 1 else ""
 
 
 def _follow(ledger: Any, sweep_id: str) -> int:

@@ -21,7 +21,7 @@ def _price_now(
     for offer in plan.offers:
         if offer.instance_type == instance_type and (zone is None or offer.zone == zone):
             return Fraction(repr(offer.usd_per_hour))
-    return Fraction(repr(plan.usd_per_trial_hour))
+    return Fraction(repr(plan.usd_per_instance_hour))
 
 
 def sweep_spend(
@@ -52,3 +52,10 @@ def sweep_spend(
                 price = _price_now(ledger, plan, shared.region, shared.zone, shared.instance_type)
                 live.append(budget.LiveInstance(int(shared.launched_at), price))
     return spent, live
+
+
+def next_trial(plan: SweepPlan, now: int) -> list[budget.LiveInstance]:
+    """What one more trial would bill from `now`: each of its nodes at the planned price, each
+    with its own one-minute minimum."""
+    price = Fraction(repr(plan.usd_per_instance_hour))
+    return [budget.LiveInstance(now, price) for _ in range(plan.nodes)]

@@ -4,6 +4,9 @@ Trials that need fewer GPUs than an instance has can share it, one trial per GPU
 (CUDA_VISIBLE_DEVICES). Packing wins when the instance's price divided by the trials it would
 really hold (its GPUs per trial, but never more than max-parallel or the trial count) is below
 the cheapest way to give each trial an instance of its own.
+
+A trial of N nodes (`--nodes N`) is a cluster run of its own: N instances of one offer, never
+shared with another trial; its price per trial-hour is N times the offer's.
 """
 
 from __future__ import annotations
@@ -21,8 +24,13 @@ class SweepPlan:
     offers: list[Offer]  # what each instance is asked for, best first (fallbacks after)
     slots: int  # trials per instance: 1 = one trial per instance, more = packed
     gpus_per_trial: int
-    usd_per_trial_hour: float
+    usd_per_trial_hour: float  # every node of a trial together
     reason: str
+    nodes: int = 1  # instances per trial (a cluster run when above 1)
+
+    @property
+    def usd_per_instance_hour(self) -> float:
+        return self.usd_per_trial_hour / self.nodes
 
     @property
     def packed(self) -> bool:
@@ -35,6 +43,7 @@ class SweepPlan:
             "gpus_per_trial": self.gpus_per_trial,
             "usd_per_trial_hour": self.usd_per_trial_hour,
             "reason": self.reason,
+            "nodes": self.nodes,
         }
 
     @classmethod
@@ -45,6 +54,7 @@ class SweepPlan:
             gpus_per_trial=int(data["gpus_per_trial"]),
             usd_per_trial_hour=float(data["usd_per_trial_hour"]),
             reason=str(data["reason"]),
+            nodes=int(data.get("nodes", 1)),  # sweeps planned before --nodes: one instance
         )
 
     def run_plan(self) -> dict[str, Any]:
@@ -68,6 +78,8 @@ def plan_sweep(
     """Choose the offer type and trials per instance with the lowest price per trial-hour."""
     gpus = resources.gpus
     fitting = make_plan(resources, offers, limit=None).offers  # cheapest first; raises if none
+    if resources.nodes > 1:
+        return _cluster_plan(fitting, resources.nodes, gpus, min(trials, max_parallel))
     cap = min(trials, max_parallel)
     single = fitting[0]
     best = min(
@@ -103,3 +115,17 @@ def plan_sweep(
         f"({single.gpus} GPU, {_price(single.usd_per_hour)}/h per trial){why_not}"
     )
     return SweepPlan(fitting[:MAX_FALLBACK_OFFERS], 1, gpus, single.usd_per_hour, reason)
+
+
+def _cluster_plan(fitting: list[Offer], nodes: int, gpus: int, at_once: int) -> SweepPlan:
+    """Each trial a cluster of `nodes` instances of the cheapest fitting offer, never packed:
+    its nodes train one job together, so no GPU of theirs is free for another trial."""
+    single = fitting[0]
+    per_trial = single.usd_per_hour * nodes
+    reason = (
+        f"one {nodes}-node cluster per trial: {nodes} x {single.instance_type} in "
+        f"{single.zone} ({single.gpus} GPU each, {_price(single.usd_per_hour)}/h each, "
+        f"{_price(per_trial)}/h per trial); {at_once} trial(s) at once: up to "
+        f"{at_once * nodes} instances"
+    )
+    return SweepPlan(fitting[:MAX_FALLBACK_OFFERS], 1, gpus, per_trial, reason, nodes=nodes)

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from spotrun import budget_guard
+from spotrun.api import check_cluster_quota, check_nodes
 from spotrun.cloud import get_provider
 from spotrun.config import CloudName, Resources, Settings, describe_validation_error
 from spotrun.errors import StateError, UsageError
@@ -66,7 +68,15 @@ def prepare_sweep(
         raise UsageError(f"--max-cost must be above 0, got {max_cost_usd}")
     if early_stop not in ("asha", "none"):
         raise UsageError(f"--early-stop must be asha or none, got '{early_stop}'")
+    nodes = (resources or {}).get("nodes")
+    check_nodes(settings, nodes)  # the launch's own checks: 1 to aws.max_nodes
     recipe = get_recipe(recipe_name, overrides or [])
+    if isinstance(nodes, int) and nodes > 1 and not recipe.multi_node:
+        raise UsageError(
+            f"recipe {recipe.name} declares itself single-node (multi_node = false); "
+            f"its trials cannot run on {nodes} nodes",
+            hint="drop --nodes",
+        )
     wanted_metric = metric or (recipe.target.metric if recipe.target else "test_acc")
     default_mode = recipe.target.mode if recipe.target and metric is None else None
     chosen_mode = check_metric(wanted_metric, mode or default_mode)
@@ -76,8 +86,12 @@ def prepare_sweep(
     gpus = recipe.resources.gpus if gpus_per_trial is None else gpus_per_trial
     notes: list[str] = []
     cpus = os.cpu_count() or 1
+    per_trial = nodes if isinstance(nodes, int) and nodes > 1 else 1
+    # the default on AWS is 8 instances at once: 8 trials of one node, 4 of two, ...
     parallel = (
-        max_parallel if max_parallel is not None else (cpus if chosen_cloud == "local" else 8)
+        max_parallel
+        if max_parallel is not None
+        else (cpus if chosen_cloud == "local" else max(1, 8 // per_trial))
     )
     if chosen_cloud == "local" and parallel > cpus:
         notes.append(f"the local cloud runs at most {cpus} trials at once (its CPU count)")
@@ -115,8 +129,17 @@ def prepare_sweep(
         wanted = wanted.model_copy(update={"gpus": gpus})
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc
+    if wanted.nodes > 1 and not recipe.multi_node:  # the recipe's own resources ask more
+        raise UsageError(f"recipe {recipe.name} declares itself single-node; drop --nodes")
+    if wanted.nodes > 1:  # every trial is a cluster run of that many nodes
+        spec = spec.model_copy(update={"resources": {**spec.resources, "nodes": wanted.nodes}})
     provider = get_provider(chosen_cloud, settings)
     plan = plan_sweep(wanted, provider.offers(wanted), trials=len(trials), max_parallel=parallel)
+    if spec.max_cost_usd is not None:  # one trial alone must fit under the sweep's cap
+        budget_guard.check_affordable(
+            spec.max_cost_usd, plan.offers[0], plan.nodes, settings.budget_stop_margin_s
+        )
+    check_cluster_quota(provider, plan.offers[0], plan.nodes)  # one trial's nodes at once
     preflight = getattr(provider, "preflight", None)
     if preflight is not None:
         preflight(wanted)

@@ -285,13 +285,15 @@ class SweepSupervisor:
         return sweep_spend(self.ledger, self.store, self.sweep)
 
     def _budget_allows_one_more(self) -> bool:
+        from spotrun.sweep.money import next_trial
+
         cap = self.spec.max_cost_usd
         if cap is None:
             return True
         spent, live = self._spend()
         now = int(time.time())
-        new = budget.LiveInstance(now, Fraction(repr(self.plan.usd_per_trial_hour)))
-        projected = budget.spend_at(now + STOP_MARGIN.total_s, now, spent, [*live, new])
+        new = next_trial(self.plan, now)
+        projected = budget.spend_at(now + STOP_MARGIN.total_s, now, spent, [*live, *new])
         return projected <= Fraction(repr(cap))
 
     def _hold_budget(self) -> None:

@@ -196,6 +196,48 @@ def test_bad_cluster_input_is_refused_with_nothing_launched(aws_env: Env, lab: L
     assert "RunInstances" not in lab.front.actions
 
 
+def test_the_quota_check_counts_the_vcpus_already_in_use(lab: Lab) -> None:
+    """Standard spot quota of 6 vCPUs: two c6i.large nodes (4) fit beside one spot c6i.large
+    in use (2), not beside two; on-demand instances and spot instances of other quotas (G)
+    are not counted against it. The instances in use are in moto, outside the lab's VPC (no
+    hosts), described by the check's own DescribeInstances."""
+    from spotrun.cloud.aws.quotas import check_cluster_quota
+    from spotrun.cloud.aws.session import AwsClients
+    from spotrun.cloud.base import Offer
+    from spotrun.config import AwsSettings
+    from spotrun.errors import UsageError
+
+    lab.front.quotas.values["L-34B43A08"] = 6.0
+    spot = {"MarketType": "spot"}
+    made: list[str] = []
+
+    def run(kind: str, count: int, market: dict[str, str] | None = None) -> None:
+        extra: dict[str, Any] = {"InstanceMarketOptions": market} if market else {}
+        answer = lab.ec2.run_instances(
+            ImageId=lab.image_id, InstanceType=kind, MinCount=count, MaxCount=count, **extra
+        )
+        made.extend(i["InstanceId"] for i in answer["Instances"])
+
+    offer = Offer(
+        "aws", "c6i.large", "us-east-1", "us-east-1a", 0, None, None, 2, 4.0, 0.03, 0.085
+    )
+    try:
+        run("c6i.large", 1, spot)
+        run("m6i.large", 2)  # on-demand: another quota
+        run("g4dn.xlarge", 1, spot)  # spot, but the G and VT quota
+        with lab.environ():
+            clients = AwsClients(AwsSettings(**lab.settings()))
+            check_cluster_quota(clients, offer, 2)  # 2 in use + 4 = 6: fits
+            run("m6i.large", 1, spot)  # another standard family, the same quota
+            with pytest.raises(UsageError) as refused:
+                check_cluster_quota(clients, offer, 2)
+    finally:  # the moto server outlives this lab: leave nothing running for the next test
+        lab.ec2.terminate_instances(InstanceIds=made)
+    said = refused.value.user_message()
+    assert "2 x c6i.large need 4 vCPUs and 4 are in use (2 running or pending spot" in said
+    assert "quota 'All Standard" in said and "of 6 vCPUs" in said
+
+
 def test_a_vcpu_quota_too_small_for_the_cluster_launches_nothing(aws_env: Env, lab: Lab) -> None:
     """EC2 refuses the whole request (MinCount = N): the run fails naming the quota."""
     lab.fail("RunInstances", "VcpuLimitExceeded", times=None)
