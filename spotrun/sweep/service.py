@@ -18,7 +18,7 @@ from spotrun.cloud import get_provider
 from spotrun.config import CloudName, Resources, Settings, describe_validation_error
 from spotrun.errors import StateError, UsageError
 from spotrun.ledger import Ledger
-from spotrun.recipes import get_recipe
+from spotrun.recipes import check_recipe, get_recipe
 from spotrun.sweep import supervisor
 from spotrun.sweep.planner import SweepPlan, plan_sweep
 from spotrun.sweep.space import check_trials, overrides_of, trial_params, typed_space
@@ -70,13 +70,14 @@ def prepare_sweep(
         raise UsageError(f"--early-stop must be asha or none, got '{early_stop}'")
     nodes = (resources or {}).get("nodes")
     check_nodes(settings, nodes)  # the launch's own checks: 1 to aws.max_nodes
-    recipe = get_recipe(recipe_name, overrides or [])
+    recipe = get_recipe(recipe_name, overrides or [], data_here=False)
     if isinstance(nodes, int) and nodes > 1 and not recipe.multi_node:
         raise UsageError(
             f"recipe {recipe.name} declares itself single-node (multi_node = false); "
             f"its trials cannot run on {nodes} nodes",
             hint="drop --nodes",
         )
+    check_recipe(recipe)  # its data, now that the rest is known to fit
     wanted_metric = metric or (recipe.target.metric if recipe.target else "test_acc")
     default_mode = recipe.target.mode if recipe.target and metric is None else None
     chosen_mode = check_metric(wanted_metric, mode or default_mode)

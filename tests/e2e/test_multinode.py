@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +25,8 @@ from tests.lab.fixtures import use_lab
 pytestmark = pytest.mark.slow
 
 OVERRIDES = ["epochs=3", "threads=1"]
-# The interrupted run trains longer and wider, so a notice lands mid-training (tests/spotlab.py)
-LONGER = ["epochs=8", "threads=1", "model_options.width=64"]
+# The interrupted run trains longer and wider, so both its notices land mid-training
+LONGER = ["epochs=12", "threads=1", "model_options.width=64"]
 COMPARED = ("step", "epoch", "train_loss", "test_loss", "test_acc", "lr")
 # gloo in the lab talks over the loopback interface (the nodes' 127.x addresses live there)
 CLUSTER = {"cluster_env": {"GLOO_SOCKET_IFNAME": "lo"}, "end_grace_s": 600.0}
@@ -218,9 +219,7 @@ def test_the_quota_check_counts_the_vcpus_already_in_use(lab: Lab) -> None:
         )
         made.extend(i["InstanceId"] for i in answer["Instances"])
 
-    offer = Offer(
-        "aws", "c6i.large", "us-east-1", "us-east-1a", 0, None, None, 2, 4.0, 0.03, 0.085
-    )
+    offer = Offer("aws", "c6i.large", "us-east-1", "us-east-1a", 0, None, None, 2, 4.0, 0.03, 0.085)
     try:
         run("c6i.large", 1, spot)
         run("m6i.large", 2)  # on-demand: another quota
@@ -250,53 +249,79 @@ def test_a_vcpu_quota_too_small_for_the_cluster_launches_nothing(aws_env: Env, l
     assert lab.instances(run_id) == []
 
 
-def test_a_notice_on_node_1_replaces_it_and_resumes_on_the_repaired_cluster(
+def test_a_lost_node_is_replaced_in_its_zone_and_then_the_whole_cluster_moves(
     env: Env, lab: Lab, longer_reference: dict[str, Any]
 ) -> None:
-    """A spot notice on node 1 mid-run: every rank stops at one step, rank 0 checkpoints, node 1
-    is replaced in the same zone and placement group, node 0's instance is kept, and the job
-    resumes from the checkpoint on the repaired cluster to the uninterrupted run's metrics."""
+    """One run, two spot notices. The first, on node 1 mid-run: every rank stops at one step,
+    rank 0 checkpoints, node 1 is replaced in the same zone and placement group, node 0's
+    instance is kept, and the job resumes on the repaired cluster. The second, on the
+    replacement, with the zone then out of capacity: after aws.cluster_replace_s the whole
+    cluster moves to another zone (node 0 is checkpointed, collected, terminated). The job
+    ends with the uninterrupted run's metrics."""
     reference = longer_reference
-    with use_lab(env, lab, **CLUSTER, notice_poll_s=0.5):
+    with use_lab(env, lab, **CLUSTER, notice_poll_s=0.5, cluster_replace_s=3.0):
         run_id = env.cli(
             "launch", "digits-fast", "--nodes", "2", "--cloud", "aws", "-d",
             *_set_args(LONGER), check=True,
         ).stdout.strip()  # fmt: skip
         home = env.home / "runs" / run_id
-        layout = wait_for(lambda: _layout(home), timeout=180, what="the cluster to start")
-        node0, node1 = layout
-        on_node0 = lab.host(node0).path(f"/root/.spotrun/runs/{run_id}/metrics.jsonl")
-        wait_for(lambda: _epoch(on_node0) >= 2, timeout=240, what="epoch 2 on node 0")
+        node0, node1 = wait_for(lambda: _layout(home), timeout=180, what="the cluster to start")
+        zone = lab.instances(run_id)[0]["Placement"]["AvailabilityZone"]
+        on_node0 = lab.host(node0).path(f"/root/.spotrun/runs/{run_id}")
+        wait_for(lambda: _epoch(on_node0 / "metrics.jsonl") >= 2, timeout=240, what="epoch 2")
         attached = _attach_check(env, run_id, node=1)  # `attach --node 1` reaches node 1's tmux
         lab.interrupt(node1, notice_s=8.0)
+        repaired = wait_for(
+            lambda: (layout := _layout(home)) and node1 not in layout and layout,
+            timeout=240,
+            what="node 1 replaced",
+        )
+        resumed = wait_for(
+            lambda: _resumed_epoch(on_node0 / "job.log"), timeout=240, what="the job to resume"
+        )
+        wait_for(
+            lambda: _epoch(on_node0 / "metrics.jsonl") > resumed,
+            timeout=240,
+            what="an epoch on the repaired cluster",
+        )
+        assert repaired[0] == node0, repaired  # node 0 kept, never relaunched
+        replacement = repaired[1]
+        lab.fail("RunInstances", "InsufficientInstanceCapacity", times=None, zone=zone)
+        lab.interrupt(replacement, notice_s=8.0)
         wait_for(
             lambda: _state(env, run_id) in ("succeeded", "failed"),
             timeout=400,
-            what="the interrupted run to end",
+            what="the moved run to end",
         )
         status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
     assert attached == lab.host(node1).address, attached
     events = [f"{e['kind']}: {e['message']}" for e in status["events"]]
     assert status["state"] == "succeeded", events
     assert any(f"interruption notice on {node1}" in e for e in events), events
-    ids = {i["InstanceId"]: i for i in lab.instances(run_id)}
-    assert len(ids) == 3  # node 0, node 1, node 1's replacement: node 0 was never relaunched
-    after = _layout(home)
-    assert node0 in after and node1 not in after
-    (new,) = set(after) - {node0}
-    assert ids[new]["Placement"] == ids[node0]["Placement"] or (
-        ids[new]["Placement"]["AvailabilityZone"] == ids[node0]["Placement"]["AvailabilityZone"]
-    )
+    assert any(f"interruption notice on {replacement}" in e for e in events), events
+    assert any(f"no replacement node in {zone} within 3 s" in e for e in events), events
+
+    # node 0, node 1, node 1's replacement in the same zone, then two nodes elsewhere
+    items = {i["InstanceId"]: i for i in lab.instances(run_id)}
+    assert len(items) == 5
+    assert items[replacement]["Placement"]["AvailabilityZone"] == zone
     requests = [r for r in lab.front.run_requests if r.get("Placement.GroupName")]
-    assert [r["MinCount"] for r in requests[-2:]] == ["2", "1"]  # the cluster, then one node
-    assert len({r["Placement.GroupName"] for r in requests[-2:]}) == 1
-    head_log = (home / "job.log").read_text()
-    assert "resumed at epoch" in head_log, head_log[-2000:]
+    assert [r["MinCount"] for r in requests] == ["2", "1", "2"]  # cluster, one node, cluster
+    groups = [r["Placement.GroupName"] for r in requests]
+    assert groups[0] == groups[1] == f"spotrun-{run_id}-{zone}" and groups[2] != groups[0]
+    after = _layout(home)
+    assert after is not None and not {node0, node1, replacement} & set(after)
+    moved = {items[i]["Placement"]["AvailabilityZone"] for i in after}
+    assert len(moved) == 1 and zone not in moved
+    reasons = {i.id: i.end_reason for i in _instances(env, run_id)}
+    assert reasons[node0] == "the cluster moves"
+    assert (home / "job.log").read_text().count("resumed at epoch") >= 1
+    assert (on_node0 / "job.log").read_text().count("resumed at epoch") == 1
     assert _final(home / "metrics.jsonl") == reference
-    assert len(status["instances"]) == 3
+    assert len(status["instances"]) == 5
     with Ledger(load_settings(env.home)) as ledger:
         billed = {line.instance_id for line in ledger.cost_lines(run_id) if line.instance_id}
-    assert billed == set(ids)
+    assert billed == set(items)
 
 
 def _attach_check(env: Env, run_id: str, node: int) -> str:
@@ -329,46 +354,12 @@ def _epoch(path: Path) -> int:
         return 0
 
 
-def test_no_replacement_in_the_zone_within_the_bound_moves_the_whole_cluster(
-    env: Env, lab: Lab, longer_reference: dict[str, Any]
-) -> None:
-    """After a notice on node 1 its zone has no capacity left: after aws.cluster_replace_s
-    the whole cluster moves to another zone (node 0 is checkpointed, collected, terminated)."""
-    reference = longer_reference
-    with use_lab(env, lab, **CLUSTER, notice_poll_s=0.5, cluster_replace_s=3.0):
-        run_id = env.cli(
-            "launch", "digits-fast", "--nodes", "2", "--cloud", "aws", "-d",
-            *_set_args(LONGER), check=True,
-        ).stdout.strip()  # fmt: skip
-        home = env.home / "runs" / run_id
-        node0, node1 = wait_for(lambda: _layout(home), timeout=180, what="the cluster to start")
-        zone = lab.instances(run_id)[0]["Placement"]["AvailabilityZone"]
-        on_node0 = lab.host(node0).path(f"/root/.spotrun/runs/{run_id}/metrics.jsonl")
-        wait_for(lambda: _epoch(on_node0) >= 2, timeout=240, what="epoch 2 on node 0")
-        lab.fail("RunInstances", "InsufficientInstanceCapacity", times=None, zone=zone)
-        lab.interrupt(node1, notice_s=8.0)
-        wait_for(
-            lambda: _state(env, run_id) in ("succeeded", "failed"),
-            timeout=400,
-            what="the moved run to end",
-        )
-        status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
-    events = [f"{e['kind']}: {e['message']}" for e in status["events"]]
-    assert status["state"] == "succeeded", events
-    assert any(f"no replacement node in {zone} within 3 s" in e for e in events), events
-    items = {i["InstanceId"]: i for i in lab.instances(run_id)}
-    assert len(items) == 4
-    after = _layout(home)
-    assert after is not None and not {node0, node1} & set(after)
-    moved = {items[i]["Placement"]["AvailabilityZone"] for i in after}
-    assert len(moved) == 1 and zone not in moved
-    reasons = {i.id: i.end_reason for i in _instances(env, run_id)}
-    assert reasons[node0] == "the cluster moves"
-    assert "resumed at epoch" in (home / "job.log").read_text()
-    assert _final(home / "metrics.jsonl") == reference
-    with Ledger(load_settings(env.home)) as ledger:
-        billed = {line.instance_id for line in ledger.cost_lines(run_id) if line.instance_id}
-    assert billed == set(items)
+def _resumed_epoch(log: Path) -> int | None:
+    try:
+        found = re.findall(r"resumed at epoch (\d+)", log.read_text())
+    except OSError:
+        return None
+    return int(found[-1]) if found else None
 
 
 def _instances(env: Env, run_id: str) -> list[Any]:

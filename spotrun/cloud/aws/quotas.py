@@ -83,9 +83,7 @@ def vcpus_in_use(clients: AwsClients, region: str, code: str, spot: bool) -> InU
     except (ClientError, BotoCoreError, SpotrunError) as exc:
         log.info("instances in use not known (%s); EC2 decides at launch", exc)
         return None
-    return InUse(
-        sum(sizes.get(kind, 0) * n for kind, n in counted.items()), sum(counted.values())
-    )
+    return InUse(sum(sizes.get(kind, 0) * n for kind, n in counted.items()), sum(counted.values()))
 
 
 def _held_by(item: dict[str, Any], code: str, spot: bool) -> bool:
