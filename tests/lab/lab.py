@@ -153,6 +153,7 @@ class Lab:
         self.ended_hosts: dict[str, Host] = {}
         self.ssh_port = 0
         self.imds_port = 0
+        self.rendezvous_port = 0
         self._imds: dict[str, Imds] = {}
         self._changed = threading.Event()
         self._stop = threading.Event()
@@ -176,6 +177,7 @@ class Lab:
         self.network = self._make_network()
         self.ssh_port = free_port(self._address(1))
         self.imds_port = free_port(self._address(1))
+        self.rendezvous_port = free_port()
         image = self.ec2.register_image(
             Name=f"spotrun-lab-{self.id}",
             Architecture="x86_64",
@@ -243,6 +245,9 @@ class Lab:
             "root_volume_gb": 30,
             "poll_s": 1.0,
             "max_attempts": 4,
+            # torch's rendezvous store listens on every address of this machine: a port of the
+            # lab's own, not torch's usual 29400 that other labs and torchruns here take too
+            "rendezvous_port": self.rendezvous_port,
         }
         if self.bucket:
             aws["bucket"] = self.bucket

@@ -101,9 +101,11 @@ def check_cluster_quota(clients: AwsClients, offer: Offer, nodes: int) -> None:
     if code is None:
         return
     quota = vcpu_quota(clients, offer.region, code)
+    if quota is None:
+        return
     needed = offer.vcpus * nodes
-    if quota is None or needed > quota:
-        in_use = None  # N nodes alone are too many (or no quota to hold them to)
+    if needed > quota:
+        in_use = None  # N nodes alone are too many
     else:
         in_use = vcpus_in_use(clients, offer.region, code, spot)
         if in_use is None or in_use.vcpus + needed <= quota:
