@@ -358,11 +358,12 @@ class RunController:
     def _cluster_loss(self, run: RunRecord) -> str | None:
         """Why a multi-node job ended early, if a node was lost: a notice, or fewer nodes."""
         live = self._live_instances()
+        unreachable = []
         for inst in live[1:]:
             try:
                 self._sync(run, inst, final=False)
             except RemoteError:
-                continue
+                unreachable.append(inst)
         notice = self.recovery.check_notice(run, live)
         if notice is not None:
             return notice
@@ -370,6 +371,12 @@ class RunController:
         if len(live) < run.spec.resources.nodes:
             names = ", ".join(f"{i.id} ({i.state_reason or i.state})" for i in ended)
             return f"the cluster lost a node: {names or 'a node went away'}"
+        if unreachable:  # running in EC2, silent over SSH: that node alone is replaced
+            silent = self.recovery.silent_nodes(unreachable)
+            if silent:
+                return self.recovery.drop_silent(silent)
+            names = ", ".join(i.id for i in unreachable)
+            return f"the job ended while {names} did not answer (they answer again)"
         return None
 
     def _write_exit(self, run: RunRecord, code: int) -> None:

@@ -2,12 +2,13 @@
 
 The run becomes interrupted when the instance's agent reports a spot notice (notice.json,
 brought home by the sync), when EC2 reports the instance ended with a spot reason, or when a
-running instance stops answering for `aws.unreachable_s`. A replacement is requested at once:
-with a notice, while the noticed instance is still checkpointing, because the noticed instance
-is marked "doomed" in the ledger and no longer counts as the run's capacity. Before the job
-starts on the replacement, the checkpoints of the doomed instance are collected (its last sync,
-then the durable store), the doomed instance is terminated, and the newest checkpoint that reads
-back whole is pushed to the replacement, where the trainer resumes from it.
+running instance stops answering for `aws.unreachable_s` (in a cluster, the silent nodes alone
+are terminated and replaced). A replacement is requested at once: with a notice, while the
+noticed instance is still checkpointing, because the noticed instance is marked "doomed" in the
+ledger and no longer counts as the run's capacity. Before the job starts on the replacement,
+the checkpoints of the doomed instance are collected (its last sync, then the durable store),
+the doomed instance is terminated, and the newest checkpoint that reads back whole is pushed to
+the replacement, where the trainer resumes from it.
 """
 
 from __future__ import annotations
@@ -243,11 +244,38 @@ class Recovery:
             return self.ledger.get_run(self.run_id)
         doomed = self.doomed_ids()
         gone = [i for i in self.provider.describe(self.run_id) if i.is_live and i.id not in doomed]
-        for inst in gone:
-            self.mark_doomed(inst, f"did not answer for {limit:.0f} s")
-        self.terminate(gone, f"did not answer for {limit:.0f} s")
-        names = ", ".join(i.id for i in gone) or "the instance"
-        return self.interrupt(run, f"{names} did not answer for {limit:.0f} s")
+        if len(gone) > 1:  # a cluster: only the nodes that are silent go, as after a notice
+            gone = [i for i in gone if not self.answers(i)]
+            if not gone:  # every node answers again
+                self.answered()
+                return self.ledger.get_run(self.run_id)
+        return self.interrupt(run, self.drop_silent(gone))
+
+    def answers(self, instance: Instance) -> bool:
+        """Whether the instance runs a command over SSH now."""
+        try:
+            self.provider.runner(instance).run("true", timeout_s=15)
+        except RemoteError:
+            return False
+        return True
+
+    def silent_nodes(self, nodes: list[Instance]) -> list[Instance]:
+        """Those of `nodes` that still do not answer after aws.unreachable_s."""
+        deadline = time.monotonic() + self.settings.aws.unreachable_s
+        silent = [i for i in nodes if not self.answers(i)]
+        while silent and time.monotonic() < deadline:
+            time.sleep(min(self.settings.aws.poll_s, 2.0))
+            silent = [i for i in silent if not self.answers(i)]
+        return silent
+
+    def drop_silent(self, silent: list[Instance]) -> str:
+        """Terminate instances that stopped answering (marked doomed, so that a replacement is
+        asked for them alone); returns the reason to interrupt the run with."""
+        why = f"did not answer for {self.settings.aws.unreachable_s:.0f} s"
+        for inst in silent:
+            self.mark_doomed(inst, why)
+        self.terminate(silent, why)
+        return f"{', '.join(i.id for i in silent) or 'the instance'} {why}"
 
     def answered(self) -> None:
         self._unreachable_since = None
