@@ -171,27 +171,36 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
     }
 
 
-BAD = [
-    (["digits-fast", "--nodes", "0"], "--nodes must be a whole number of at least 1, got 0"),
-    (["digits-fast", "--nodes", "17"], "--nodes 17 is more than the 16 instances"),
+BAD = [  # (resources, recipe, what the refusal says)
+    ({"nodes": 17}, "digits-fast", "--nodes 17 is more than the 16 instances"),
     (
-        ["digits-fast", "--nodes", "2", "--instance-type", "t3.micro"],
+        {"nodes": 2, "instance_type": "t3.micro"},
+        "digits-fast",
         "instance type t3.micro cannot join a cluster placement group",
     ),
-    (["cifar10-fast", "--nodes", "2"], "recipe cifar10-fast declares itself single-node"),
+    ({"nodes": 2}, "cifar10-fast", "recipe cifar10-fast declares itself single-node"),
     (
-        ["digits-fast", "--nodes", "3", "--instance-type", "c6i.large"],
+        {"nodes": 3, "instance_type": "c6i.large"},
+        "digits-fast",
         "3 x c6i.large need 6 vCPUs, more than the account's quota 'All Standard",
     ),
 ]
 
 
 def test_bad_cluster_input_is_refused_with_nothing_launched(aws_env: Env, lab: Lab) -> None:
+    from spotrun.api import prepare_launch
+    from spotrun.errors import UsageError
+
     lab.front.quotas.values["L-34B43A08"] = 4.0  # standard spot vCPUs: two c6i.large fit
-    for args, said in BAD:
-        proc = aws_env.cli("launch", *args, "--cloud", "aws", "-d")
-        assert proc.returncode == 2, proc.stdout + proc.stderr
-        assert said in " ".join(proc.stderr.split()), proc.stderr
+    proc = aws_env.cli("launch", "digits-fast", "--nodes", "0", "--cloud", "aws", "-d")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--nodes must be a whole number of at least 1, got 0" in proc.stderr
+    # The other checks in the library call the command makes (no process start per case).
+    settings = load_settings(aws_env.home)
+    for resources, recipe, said in BAD:
+        with pytest.raises(UsageError) as refused:
+            prepare_launch(settings, recipe, cloud="aws", resources=resources)
+        assert said in " ".join(refused.value.user_message().split())
     assert lab.instances() == []
     assert aws_env.runs() == []
     assert "RunInstances" not in lab.front.actions
