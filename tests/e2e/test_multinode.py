@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 OVERRIDES = ["epochs=3", "threads=1"]
 # The interrupted run trains longer and wider, so each of its losses lands mid-training
-LONGER = ["epochs=16", "threads=1", "model_options.width=64"]
+LONGER = ["epochs=12", "threads=1", "model_options.width=64"]
 COMPARED = ("step", "epoch", "train_loss", "test_loss", "test_acc", "lr")
 # gloo in the lab talks over the loopback interface (the nodes' 127.x addresses live there)
 CLUSTER = {"cluster_env": {"GLOO_SOCKET_IFNAME": "lo"}, "end_grace_s": 600.0}
