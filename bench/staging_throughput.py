@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,6 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,14 +85,45 @@ def aws_cli() -> str:
     return which
 
 
-def timed(fn: Callable[..., None], *args: Any) -> float:
+@dataclass
+class Cost:
+    """One side's wall time and the CPU seconds it took: the S3 server's and the client's
+    (the stager is this process; the CLI and tar are its children)."""
+
+    wall: float = 0.0
+    server_cpu: float = 0.0
+    client_cpu: float = 0.0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            self.wall + other.wall,
+            self.server_cpu + other.server_cpu,
+            self.client_cpu + other.client_cpu,
+        )
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far, all its threads (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_and_children_cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the CLI and tar, once reaped
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed(server_pid: int, fn: Callable[..., None], *args: Any) -> Cost:
     # The previous side's dirty pages are written back outside of this one's time; twice, since
     # the first sync of a loop file system dirties the pages of its image file on the disk.
     os.sync()
     os.sync()
+    server, client = process_cpu(server_pid), own_and_children_cpu()
     start = time.perf_counter()
     fn(*args)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    return Cost(wall, process_cpu(server_pid) - server, own_and_children_cpu() - client)
 
 
 def cli_copy(cli: str, source: str, into: Path, env: dict[str, str]) -> None:
@@ -131,7 +164,10 @@ def main() -> None:
         sys.exit(subprocess.run(argv, env={**os.environ, IN_NAMESPACE: "1"}).returncode)
     scratch = Path(tempfile.mkdtemp(prefix="sr-stage-fs-", dir=args.work))
     if args.target == "loop-ext4":
-        args.work = loop_ext4(scratch, int(args.gb * 4e9) + (1 << 30))
+        # Each round holds the data set up to six times over: its tar shards twice (the CLI's
+        # default and whole copies), the extracted tree three times (spotrun's and two of tar).
+        copies = 6 if args.default_cli_rounds else 4
+        args.work = loop_ext4(scratch, int(args.gb * copies * 1e9) + (1 << 30))
     print(f"copies on: {args.target} ({args.work or tempfile.gettempdir()})")
     try:
         run(args)
@@ -218,7 +254,8 @@ def run(args: argparse.Namespace) -> None:
         whole_config = work / "aws-config"
         whole_config.write_text("[default]\ns3 =\n  multipart_threshold = 4GB\n")
         names = ["spotrun", "aws-cli", "aws-cli + tar", "aws-cli whole", "aws-cli whole + tar"]
-        times: dict[str, list[float]] = {name: [] for name in names}
+        costs: dict[str, list[Cost]] = {name: [] for name in names}
+        pid = moto.pid
         for round_ in range(args.repeats):
             dest = work / f"r{round_}"
 
@@ -233,27 +270,40 @@ def run(args: argparse.Namespace) -> None:
 
             src = f"s3://{bucket}/imagenet-like/"
             whole_env = {**env, "AWS_CONFIG_FILE": str(whole_config)}
-            t_ours = 0.0
+            none = Cost()
+            c_ours = none
             if round_ % 2 == 0:  # the order alternates, so neither side always goes first
-                t_ours = timed(ours)
+                c_ours = timed(pid, ours)
             with_default = round_ < args.default_cli_rounds
-            t_cli = timed(cli_copy, cli, src, dest / "cli", env) if with_default else 0.0
-            t_tar = timed(untar, dest / "cli", dest / "cli-x") if with_default else 0.0
-            t_whole = timed(cli_copy, cli, src, dest / "whole", whole_env)
-            t_whole_tar = timed(untar, dest / "whole", dest / "whole-x")
+            c_cli = timed(pid, cli_copy, cli, src, dest / "cli", env) if with_default else none
+            c_tar = timed(pid, untar, dest / "cli", dest / "cli-x") if with_default else none
+            c_whole = timed(pid, cli_copy, cli, src, dest / "whole", whole_env)
+            c_whole_tar = timed(pid, untar, dest / "whole", dest / "whole-x")
             if round_ % 2 == 1:
-                t_ours = timed(ours)
-            got = [t_ours, t_cli, t_cli + t_tar, t_whole, t_whole + t_whole_tar]
-            measured = [(n, t) for n, t in zip(names, got) if t > 0]
-            for name, seconds in measured:
-                times[name].append(seconds)
-            print(f"round {round_ + 1}: " + ", ".join(f"{n} {t:.1f} s" for n, t in measured))
+                c_ours = timed(pid, ours)
+            got = [c_ours, c_cli, c_cli + c_tar, c_whole, c_whole + c_whole_tar]
+            measured = [(n, c) for n, c in zip(names, got) if c.wall > 0]
+            for name, cost in measured:
+                costs[name].append(cost)
+            print(f"round {round_ + 1}: " + ", ".join(f"{n} {c.wall:.1f} s" for n, c in measured))
             shutil.rmtree(dest)
-        print(f"\nmedians, {size / 1e9:.2f} GB of shards (rounds measured in brackets):")
-        med = {k: statistics.median(v) for k, v in times.items() if v}
-        for name, seconds in med.items():
-            rate = size / seconds / 1e6
-            print(f"  {name:<20} {seconds:6.1f} s  {rate:5.0f} MB/s  [{len(times[name])}]")
+        gb = size / 1e9
+        print(
+            f"\nmedians, {gb:.2f} GB of shards (rounds measured in brackets); CPU seconds per GB "
+            "of the S3 server process and of the client (the stager; the CLI and tar):"
+        )
+        med: dict[str, float] = {}
+        for name, got_costs in costs.items():
+            if not got_costs:
+                continue
+            med[name] = seconds = statistics.median(c.wall for c in got_costs)
+            server = statistics.median(c.server_cpu for c in got_costs) / gb
+            client = statistics.median(c.client_cpu for c in got_costs) / gb
+            print(
+                f"  {name:<20} {seconds:6.1f} s  {size / seconds / 1e6:5.0f} MB/s  "
+                f"server {server:4.2f} CPU-s/GB  client {client:4.2f} CPU-s/GB  "
+                f"[{len(got_costs)}]"
+            )
         for name in [n for n in names[1:] if n in med]:
             print(f"  speed-up of spotrun over {name + ':':<21} {med[name] / med['spotrun']:.2f}x")
     finally:

@@ -1,8 +1,9 @@
 """Stage a data set from an object store onto this machine's disk, fast, checked, resumable.
 
 A sharded set (PREFIX/manifest.json) is fetched shard by shard, many at once, each shard
-streamed through its sha256 and extracted into place as it arrives (no second copy); a shard
-whose bytes do not match the manifest is fetched once more, then staging fails naming it. A
+streamed through its checksum (CRC-32; sha256 for a format 1 manifest) and extracted into
+place as it arrives (no second copy); a shard whose bytes do not match the manifest is
+fetched once more, then staging fails naming it. A
 folder tree without a manifest is fetched object by object into place, sizes (and MD5s where
 the ETag is one) checked. Markers (spotrun.datasets.layout) make a repeated stage skip what
 is already in place; free disk space is checked before the first byte moves.
@@ -28,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal, TextIO
 
 from spotrun.datasets.extract import (
+    Algorithm,
     DirCache,
     Extracted,
     HashingReader,
@@ -36,7 +38,13 @@ from spotrun.datasets.extract import (
     remove_files,
 )
 from spotrun.datasets.layout import STATE_DIR, StageLayout
-from spotrun.datasets.manifest import BLOCK_BYTES, MANIFEST_NAME, Manifest, Shard, read_manifest
+from spotrun.datasets.manifest import (
+    BLOCK_BYTES,
+    MANIFEST_NAME,
+    Manifest,
+    Shard,
+    read_manifest,
+)
 from spotrun.datasets.objects import ObjectInfo, ObjectStore, TransferError
 from spotrun.datasets.parts import OrderedParts, split_ranges
 from spotrun.datasets.progress import StagingStatus, Tracker, fmt_bytes
@@ -163,7 +171,7 @@ class _Stager:
         return max(1, self.options.streams // left) if size > self.options.min_part_bytes else 1
 
     def fetch(
-        self, key: str, size: int, on_bytes: Callable[[int], None], algorithm: str | None
+        self, key: str, size: int, on_bytes: Callable[[int], None], algorithm: Algorithm | None
     ) -> tuple[OrderedParts, HashingReader]:
         window = self.window_for(size)
         ranges = split_ranges(size, window, self.options.min_part_bytes)
@@ -266,7 +274,8 @@ class _ShardStager(_Stager):
         """Fetch and extract `shard` once; None if it matched its manifest entry, else why not."""
         counted, add = self.counter()
         try:
-            parts, reader = self.fetch(self.source.key(shard.name), shard.size, add, "sha256")
+            checksum = self.manifest.checksum
+            parts, reader = self.fetch(self.source.key(shard.name), shard.size, add, checksum)
             with parts:
                 extract_shard(reader, self.layout.dest, shard.split, self.dirs, got)
             if parts.object_size is not None and parts.object_size != shard.size:
@@ -275,10 +284,10 @@ class _ShardStager(_Stager):
                 )
             elif reader.count != shard.size:
                 problem = f"{reader.count:,} bytes arrived of {shard.size:,}"
-            elif reader.hexdigest() != shard.sha256:
+            elif reader.hexdigest() != shard.expected(checksum):
                 problem = (
-                    f"its sha256 is {reader.hexdigest()[:16]}..., the manifest says "
-                    f"{shard.sha256[:16]}..."
+                    f"its {checksum} is {reader.hexdigest()[:16]}, the manifest says "
+                    f"{shard.expected(checksum)[:16]}"
                 )
             elif got.files != shard.files:
                 problem = f"it holds {got.files:,} files, the manifest says {shard.files:,}"
