@@ -306,6 +306,19 @@ def run(args: argparse.Namespace) -> None:
             )
         for name in [n for n in names[1:] if n in med]:
             print(f"  speed-up of spotrun over {name + ':':<21} {med[name] / med['spotrun']:.2f}x")
+        # On two shared cores the wall times follow the load; CPU seconds (server + client)
+        # per GB say what each side costs the machine, and bound its speed on an idle one.
+        total = {
+            name: statistics.median(c.server_cpu + c.client_cpu for c in got) / gb
+            for name, got in costs.items()
+            if got
+        }
+        print("CPU seconds per GB, server + client (medians):")
+        for name in [n for n in names[1:] if n in total]:
+            print(
+                f"  spotrun {total['spotrun']:.2f} vs {name} {total[name]:.2f}: "
+                f"{total[name] / total['spotrun']:.2f}x"
+            )
     finally:
         moto.terminate()
         moto.wait()
