@@ -1,13 +1,13 @@
 """Staging a sharded data set from S3: spotrun's stager against `aws s3 cp --recursive`.
 
     pip install awscli   # the AWS CLI v1, into the same venv
-    PYTHONPATH=. python bench/staging_throughput.py [--gb 2] [--repeats 3]
+    PYTHONPATH=. python bench/staging_throughput.py [--gb 2] [--repeats 4]
 
 A moto S3 server (in a process of its own) on loopback holds a data set pushed with spotrun's
 own `data push`: a synthetic ImageFolder of ~110 kB files (ImageNet's average size) packed
 into 256 MB tar shards. Each round, side by side, into fresh folders on the same disk:
 
-- spotrun: `stage` (parallel GETs, the sha256 of every shard checked against the manifest,
+- spotrun: `stage` (parallel GETs, the CRC-32 of every shard checked against the manifest,
   each shard extracted into place as it streams: the ImageFolder is ready when it returns);
 - aws-cli: `aws s3 cp --recursive` of the same shards with its default settings (10 requests
   at once; objects over 8 MB fetched as 8 MB ranged GETs). Only the .tar files land: nothing
@@ -25,7 +25,11 @@ the previous round, creating a file there cost ~0.4 ms of kernel time, up to 65%
 CPU (perf), landing on whichever side ran after a deletion. `--target here` keeps the old
 behaviour (copies under --work or /tmp).
 
-Medians over the rounds, and the ratios. About moto: it answers a ranged GET by reading the
+Medians over the rounds, and the ratios; the CPU seconds per GB of the S3 server process and
+of the client side (this process for spotrun; the CLI and tar as its children), which say what
+each side costs the two shared cores whatever the load of the moment. The order alternates
+and the rounds are even in number: whichever side runs second in a round has been measured
+slower, both ways round. About moto: it answers a ranged GET by reading the
 whole object under a per-object lock, so ranged GETs cost there what they save on S3. The
 stager therefore runs with whole-object GETs here (--min-part-mb 1024), and "aws-cli whole"
 is the CLI without that penalty: the fair baseline.
@@ -141,7 +145,9 @@ def untar(copy: Path, out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gb", type=float, default=2.0, help="size of the data set")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--repeats", type=int, default=4, help="rounds, even: each side goes first in half"
+    )
     parser.add_argument("--streams", type=int, default=16, help="the stager's GETs in flight")
     parser.add_argument("--min-part-mb", type=int, default=1024)
     parser.add_argument("--work", type=Path, default=None, help="folder for the copies")
@@ -158,6 +164,10 @@ def main() -> None:
         help="rounds that also run the CLI with its default ranged GETs (slow on moto)",
     )
     args = parser.parse_args()
+    if args.repeats < 2 or args.repeats % 2:
+        # Whichever side runs second in a round has been measured slower (both ways round):
+        # an odd count would let one side go first more often.
+        parser.error("--repeats must be even (and at least 2)")
     if args.target == "loop-ext4" and not os.environ.get(IN_NAMESPACE):
         # Again, in a mount namespace of its own: the loop mount dies with the process.
         argv = ["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv]
@@ -202,6 +212,15 @@ def loop_ext4(scratch: Path, size: int) -> Path:
     mount = scratch / "mnt"
     mount.mkdir()
     subprocess.run(["mount", "-o", "loop,noatime", str(image), str(mount)], check=True)
+    # The loop device reads and writes its image with O_DIRECT, as an instance store has no
+    # second page cache under its file system: else every byte written is cached twice, and
+    # the side that ran second in a round paid the reclaim (measured: up to 5x the CPU).
+    device = subprocess.run(
+        ["findmnt", "-n", "-o", "SOURCE", str(mount)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    dio = subprocess.run(["losetup", "--direct-io=on", device], capture_output=True, text=True)
+    if dio.returncode != 0:
+        print(f"note: {device} without direct I/O ({dio.stderr.strip()})")
     return mount
 
 
@@ -272,21 +291,34 @@ def run(args: argparse.Namespace) -> None:
             whole_env = {**env, "AWS_CONFIG_FILE": str(whole_config)}
             none = Cost()
             c_ours = none
+            # Each side's copies are deleted once it is measured (outside its time): its page
+            # cache goes with them, so the next side starts with the memory this one had.
             if round_ % 2 == 0:  # the order alternates, so neither side always goes first
                 c_ours = timed(pid, ours)
+                shutil.rmtree(dest / "ours")
             with_default = round_ < args.default_cli_rounds
             c_cli = timed(pid, cli_copy, cli, src, dest / "cli", env) if with_default else none
             c_tar = timed(pid, untar, dest / "cli", dest / "cli-x") if with_default else none
+            for done in ("cli", "cli-x"):
+                shutil.rmtree(dest / done, ignore_errors=True)
             c_whole = timed(pid, cli_copy, cli, src, dest / "whole", whole_env)
             c_whole_tar = timed(pid, untar, dest / "whole", dest / "whole-x")
+            for done in ("whole", "whole-x"):
+                shutil.rmtree(dest / done)
             if round_ % 2 == 1:
                 c_ours = timed(pid, ours)
             got = [c_ours, c_cli, c_cli + c_tar, c_whole, c_whole + c_whole_tar]
             measured = [(n, c) for n, c in zip(names, got) if c.wall > 0]
             for name, cost in measured:
                 costs[name].append(cost)
-            print(f"round {round_ + 1}: " + ", ".join(f"{n} {c.wall:.1f} s" for n, c in measured))
-            shutil.rmtree(dest)
+            print(
+                f"round {round_ + 1} (spotrun {'first' if round_ % 2 == 0 else 'last'}): "
+                + ", ".join(
+                    f"{n} {c.wall:.1f} s ({c.server_cpu:.1f} + {c.client_cpu:.1f} CPU-s)"
+                    for n, c in measured
+                )
+            )
+            shutil.rmtree(dest, ignore_errors=True)
         gb = size / 1e9
         print(
             f"\nmedians, {gb:.2f} GB of shards (rounds measured in brackets); CPU seconds per GB "
