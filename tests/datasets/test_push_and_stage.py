@@ -96,7 +96,7 @@ def test_a_corrupt_shard_is_fetched_again_then_staging_fails_clearly(
     bad[700] ^= 0xFF  # one flipped byte inside the first member's data
 
     # In transit: the first GET of the shard returns damaged bytes, the second good ones.
-    flaky = _FlakyStore(store, key, bytes(bad), times=1)
+    flaky = _FlakyStore(store, key, bytes(bad), times=1, at=700)
     lines: list[str] = []
     result = stage(
         flaky, parse_s3(f"s3://{bucket}/sets/pets"), tmp_path / "a", NO_RESERVE, lines.append
@@ -142,11 +142,12 @@ def _member_names(tar_bytes: bytes) -> list[str]:
 
 
 class _FlakyStore:
-    """The real S3 store, except that the first `times` GETs of `key` return `bad` bytes (as a
-    proxy that corrupts a transfer would)."""
+    """The real S3 store, except that the first `times` GETs of `key` that hold byte `at`
+    return `bad` bytes (as a proxy that corrupts a transfer would). Counted on the range that
+    holds the damaged byte: the ranges of one attempt are asked for in no fixed order."""
 
-    def __init__(self, store: S3Store, key: str, bad: bytes, times: int) -> None:
-        self.store, self.key, self.bad, self.left = store, key, bad, times
+    def __init__(self, store: S3Store, key: str, bad: bytes, times: int, at: int) -> None:
+        self.store, self.key, self.bad, self.left, self.at = store, key, bad, times, at
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
@@ -155,8 +156,8 @@ class _FlakyStore:
     def stream(self, key: str, start: int, end: int) -> Any:
         size, chunks = self.store.stream(key, start, end)
         with self._lock:
-            corrupt = key == self.key and self.left > 0
-            if corrupt and end >= len(self.bad):
+            corrupt = key == self.key and self.left > 0 and start <= self.at < end
+            if corrupt:
                 self.left -= 1
         if corrupt:
             list(chunks)  # the real transfer happened; its bytes are replaced

@@ -124,14 +124,23 @@ def test_a_replacement_asks_the_cache_volumes_zone_first(tmp_path: Path) -> None
             details = {"volumes": [{"size_gb": 8, "type": "gp3"}, volume]}
             ledger.upsert_instance(
                 InstanceRecord(
-                    instance_id, run.id, "aws", "g4dn.xlarge", "spot", "terminated",
-                    "us-east-1", zone, launched_at=at, details=details,
-                )  # fmt: skip
+                    instance_id,
+                    run.id,
+                    "aws",
+                    "g4dn.xlarge",
+                    "spot",
+                    "terminated",
+                    "us-east-1",
+                    zone,
+                    launched_at=at,
+                    details=details,
+                )
             )
 
         held("i-1", "us-east-1b", 100.0, deleted_at=150.0)  # moved on: no longer in use
         held("i-2", "us-east-1a", 150.0, deleted_at=None)
-        # The volume in use is in 1a: both offers there first, 1b after; the events say why.
+        # The volume in use is in 1a: the offer there first, the rest in their order; an event
+        # says why.
         assert prefer_cache_zone(ledger, run, offers[::-1]) == [offers[1], offers[2], offers[0]]
         events = [e.message for e in ledger.events(run.id)]
         assert any("in us-east-1a first, where cache volume vol-a" in e for e in events), events
