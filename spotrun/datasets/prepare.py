@@ -104,8 +104,8 @@ def stage_s3_streaming(
         feed.follow()
         feed.wait_prepared()
         return feed
-    log = _say if stager else _quiet  # each node's stager speaks for its node
-    options = _options(run_dir, lead)
+    log = _say  # each node's stager speaks for its node
+    options = _options(run_dir, lead)  # staging.json: the first node's only
     log(f"staging {spec.uri} to the {root.kind} ({root.path}); training starts on its first shards")
     stage(store, spec, root.path, options, log=log, splits=frozenset({manifest.eval_split}))
     feed.run_in_background(lambda: stage(store, spec, root.path, options, log=log))

@@ -3,10 +3,10 @@
 A sharded set (PREFIX/manifest.json) is fetched shard by shard, many at once, each shard
 streamed through its checksum (CRC-32; sha256 for a format 1 manifest) and extracted into
 place as it arrives (no second copy); a shard whose bytes do not match the manifest is
-fetched once more, then staging fails naming it. A
-folder tree without a manifest is fetched object by object into place, sizes (and MD5s where
-the ETag is one) checked. Markers (spotrun.datasets.layout) make a repeated stage skip what
-is already in place; free disk space is checked before the first byte moves.
+fetched once more, then staging fails naming it. A folder tree without a manifest is fetched
+object by object into place, sizes (and MD5s where the ETag is one) checked. Markers
+(spotrun.datasets.layout) make a repeated stage skip what is already in place; free disk
+space is checked before the first byte moves.
 
 Concurrency: `streams` GETs in flight, over at most two shards per CPU core at once (each
 shard is CPU work: more threads than that only fight over the interpreter lock). Each of those
