@@ -29,7 +29,9 @@ Medians over the rounds, and the ratios; the CPU seconds per GB of the S3 server
 of the client side (this process for spotrun; the CLI and tar as its children), which say what
 each side costs the two shared cores whatever the load of the moment. The order alternates
 and the rounds are even in number: whichever side runs second in a round has been measured
-slower, both ways round. About moto: it answers a ranged GET by reading the
+slower, both ways round (up to 5x the CPU, server and client; most likely reclaiming the page
+cache of the first side's copies), so each side's copies are now deleted once it is measured,
+after which the effect was no longer seen. About moto: it answers a ranged GET by reading the
 whole object under a per-object lock, so ranged GETs cost there what they save on S3. The
 stager therefore runs with whole-object GETs here (--min-part-mb 1024), and "aws-cli whole"
 is the CLI without that penalty: the fair baseline.
@@ -158,6 +160,14 @@ def main() -> None:
         help="a fresh journaled ext4 on a loop device (default as root), or --work as it is",
     )
     parser.add_argument(
+        "--loop-direct-io",
+        choices=["on", "off"],
+        default="off",
+        help="on: the loop device writes its image with O_DIRECT, so each side's writes meet "
+        "this machine's shared virtual disk while it is timed (writeback throttling; an NVMe "
+        "instance store is much faster); off: they land in the page cache, synced outside",
+    )
+    parser.add_argument(
         "--default-cli-rounds",
         type=int,
         default=1,
@@ -177,8 +187,10 @@ def main() -> None:
         # Each round holds the data set up to six times over: its tar shards twice (the CLI's
         # default and whole copies), the extracted tree three times (spotrun's and two of tar).
         copies = 6 if args.default_cli_rounds else 4
-        args.work = loop_ext4(scratch, int(args.gb * copies * 1e9) + (1 << 30))
-    print(f"copies on: {args.target} ({args.work or tempfile.gettempdir()})")
+        size = int(args.gb * copies * 1e9) + (1 << 30)
+        args.work = loop_ext4(scratch, size, direct_io=args.loop_direct_io == "on")
+    dio = f", loop direct I/O {args.loop_direct_io}" if args.target == "loop-ext4" else ""
+    print(f"copies on: {args.target} ({args.work or tempfile.gettempdir()}{dio})")
     try:
         run(args)
     finally:
@@ -195,7 +207,7 @@ def _can_loop() -> bool:
     return os.geteuid() == 0 and all(shutil.which(t) for t in tools)
 
 
-def loop_ext4(scratch: Path, size: int) -> Path:
+def loop_ext4(scratch: Path, size: int, direct_io: bool = True) -> Path:
     """A fresh ext4 file system (with its journal) of `size` bytes, mounted; its folder."""
     image = scratch / "fs.img"
     # Written with zeros now: a sparse or fallocated image would make whichever side first
@@ -212,9 +224,10 @@ def loop_ext4(scratch: Path, size: int) -> Path:
     mount = scratch / "mnt"
     mount.mkdir()
     subprocess.run(["mount", "-o", "loop,noatime", str(image), str(mount)], check=True)
-    # The loop device reads and writes its image with O_DIRECT, as an instance store has no
-    # second page cache under its file system: else every byte written is cached twice, and
-    # the side that ran second in a round paid the reclaim (measured: up to 5x the CPU).
+    # With direct I/O the loop device reads and writes its image with O_DIRECT, as an instance
+    # store has no second page cache under its file system (else every byte is cached twice).
+    if not direct_io:
+        return mount
     device = subprocess.run(
         ["findmnt", "-n", "-o", "SOURCE", str(mount)], capture_output=True, text=True, check=True
     ).stdout.strip()
