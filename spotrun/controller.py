@@ -25,6 +25,7 @@ from spotrun.datasets.attach import (
     attach_snapshot_data,
     mark_data_volumes_deleted,
 )
+from spotrun.datasets.cache_zone import prefer_cache_zone
 from spotrun.datasets.record import StagingWatch
 from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
 from spotrun.exitcodes import CHECKPOINTED
@@ -132,6 +133,8 @@ class RunController:
             raise CapacityError("the run has no offers to request; launch it again")
         tried = []
         to_try = self.recovery.offers(run, offers)
+        if self.cluster is None:  # a replacement goes where the cache volume is, if it can
+            to_try = prefer_cache_zone(self.ledger, run, to_try)
         staying = False  # a cluster keeps its zone while aws.cluster_replace_s lasts
         if self.cluster is not None:
             to_try, staying = self._cluster_offers(run, to_try)

@@ -15,6 +15,7 @@ from typing import Any
 
 from spotrun.cloud.base import Instance, Provider
 from spotrun.config import Settings
+from spotrun.datasets.cache_zone import CACHE_ROLE
 from spotrun.datasets.placement import COPY_ENV, snapshot_placement
 from spotrun.datasets.snapshot_mount import CACHE_VOLUME_ENV, VOLUME_ENV
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data
@@ -22,7 +23,6 @@ from spotrun.errors import SpotrunError, UsageError
 from spotrun.ledger import InstanceRecord, Ledger, RunRecord
 
 DATA_ROLE = "data"
-CACHE_ROLE = "data-cache"
 VOLUME_ROLES = (DATA_ROLE, CACHE_ROLE)
 # A cache volume's size over the data set's: file system overhead, and the stager's reserve.
 CACHE_HEADROOM = 1.10
@@ -100,6 +100,11 @@ def attach_data_cache(
         _close_volume(ledger, run, other, time.time())
     _record_volume(ledger, run, instance, volume.id, volume.size_gb, volume.created_at, CACHE_ROLE)
     reused = " (reused: its staged shards are kept)" if found.reused else ""
+    if found.deleted and not found.reused:
+        reused = (
+            f" (new: {', '.join(found.deleted)} in another zone was deleted; the data set is "
+            "staged again)"
+        )
     ledger.add_event(
         run.id,
         "data",

@@ -5,6 +5,10 @@ staged by a background thread in manifest order. The loader asks `ShardFeed.wait
 each training shard in that order: it returns the shard's file names once the stager's marker
 for it exists (written only after its bytes matched the manifest and every file is in place),
 and raises the stager's own error if staging failed.
+
+Under torchrun only the first rank of each node stages (`run_in_background`); the node's other
+ranks `follow`: they read the same markers and wait for the same shards, and never fetch. If
+the staging rank fails, torchrun stops them with it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class ShardFeed:
         self.error: BaseException | None = None
         self.finished = threading.Event()
         self._thread: threading.Thread | None = None
+        self._following = False
 
     @property
     def train_files(self) -> int:
@@ -52,12 +57,36 @@ class ShardFeed:
         self._thread = threading.Thread(target=work, name="stage-rest", daemon=True)
         self._thread.start()
 
+    def follow(self) -> None:
+        """Another process on this machine stages the set: wait for its markers only."""
+        self._following = True
+
+    def wait_prepared(self, timeout_s: float = SHARD_WAIT_S) -> None:
+        """Until the staging process has prepared the folder for this manifest's version and
+        staged the evaluation split (a follower's start; markers from an older version of the
+        set are not trusted before then)."""
+        evaluation = [s for s in self.manifest.shards if s.split == self.manifest.eval_split]
+
+        def ready() -> bool:
+            if self.layout.version() != self.manifest.digest:
+                return False
+            return all(self._in_place(s) for s in evaluation)
+
+        what = "the evaluation split to be staged"
+        wait_until(ready, timeout_s=timeout_s, what=what, backoff=POLL)
+
+    def _in_place(self, shard: Shard) -> bool:
+        marker = self.layout.shard_marker(shard.name)
+        return marker is not None and marker.get("sha256") == shard.sha256
+
     def _names(self, shard: Shard) -> list[str] | None:
         marker = self.layout.shard_marker(shard.name)
         if marker is not None and marker.get("sha256") == shard.sha256:
             names = marker.get("names")
             if isinstance(names, list):
                 return [str(n) for n in names]
+        if self._following:
+            return None  # the staging rank's failure stops this one through torchrun
         if self.error is not None:
             raise DataError(f"staging stopped before shard {shard.name}: {self.error}")
         if self.finished.is_set() and self.layout.shard_marker(shard.name) is None:
@@ -77,6 +106,14 @@ class ShardFeed:
 
     def wait_all(self) -> None:
         """Until the whole set is in place (the stager's error, if it failed)."""
+        if self._following:
+            wait_until(
+                lambda: self.layout.complete() is not None,
+                timeout_s=SHARD_WAIT_S,
+                what="the data set to be staged",
+                backoff=POLL,
+            )
+            return
         self.finished.wait()
         if self.error is not None:
             raise self.error

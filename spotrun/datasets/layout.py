@@ -65,6 +65,11 @@ class StageLayout:
     def mark_complete(self, record: dict[str, Any]) -> None:
         _write_json(self.complete_path, {"source": self.source.uri, **record})
 
+    def version(self) -> str | None:
+        """The data set version this folder was last prepared for (see `prepare`)."""
+        recorded = _read_json(self.state / "version.json")
+        return None if recorded is None else str(recorded.get("version"))
+
     def prepare(self, version: str) -> None:
         """Make the folder ready for data set `version` (a manifest digest or listing digest):
         an unfinished copy of the same version is kept (resumed); any other copy spotrun made

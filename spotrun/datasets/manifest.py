@@ -4,6 +4,13 @@ A data set pushed with `spotrun data push` is PREFIX/manifest.json plus PREFIX/<
 Each shard is a plain tar of regular files named `split/class/file` (an ImageFolder's own
 paths), so extracting every shard into one folder rebuilds the ImageFolder. The manifest is
 written last: a prefix with shards and no manifest is an upload that did not finish.
+
+Checksums: every shard has its sha256 (what names its content: markers compare it). Format 2
+adds each shard's CRC-32 and `checksum = "crc32"`: the stager checks the bytes it receives
+with CRC-32 (as S3's own end-to-end checks do), about a third of sha256's CPU per byte. It
+guards against corrupt or cut-short transfers, with the size and file count; it is no defence
+against someone who can write the bucket, but neither is sha256 here, since the manifest
+that holds the sums sits beside the shards. Format 1 manifests (sha256 only) still stage.
 """
 
 from __future__ import annotations
@@ -13,17 +20,27 @@ import json
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from spotrun.config import describe_validation_error
 from spotrun.errors import UsageError
 
 MANIFEST_NAME = "manifest.json"
-FORMAT: Literal["spotrun-shards/1"] = "spotrun-shards/1"
+FORMAT: Literal["spotrun-shards/2"] = "spotrun-shards/2"  # what a push writes
+FORMATS = ("spotrun-shards/1", FORMAT)  # what staging reads
+Checksum = Literal["sha256", "crc32"]
 # What a file costs on disk beyond its bytes, at most: the rest of its last 4 KiB block.
 BLOCK_BYTES = 4096
 _SHARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.tar$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_CRC32 = re.compile(r"^[0-9a-f]{8}$")
 
 
 class _Strict(BaseModel):
@@ -35,6 +52,9 @@ class Shard(_Strict):
     split: str = Field(description="train, val or test: every member is under this folder")
     size: int = Field(ge=0, description="bytes of the tar file")
     sha256: str = Field(description="of the tar file's bytes, lowercase hex")
+    crc32: str | None = Field(
+        default=None, description="CRC-32 (zlib's, S3's CRC32) of the tar file's bytes, 8 hex"
+    )
     files: int = Field(ge=0, description="regular files in it")
     content_bytes: int = Field(ge=0, description="bytes of those files")
 
@@ -52,13 +72,30 @@ class Shard(_Strict):
             raise ValueError("sha256 must be 64 lowercase hex digits")
         return value
 
+    @field_validator("crc32")
+    @classmethod
+    def _crc_hex(cls, value: str | None) -> str | None:
+        if value is not None and not _CRC32.match(value):
+            raise ValueError("crc32 must be 8 lowercase hex digits")
+        return value
+
+    def expected(self, checksum: Checksum) -> str:
+        """The hex digest that `checksum` must give over this shard's bytes."""
+        if checksum == "crc32":
+            assert self.crc32 is not None  # the manifest's validator saw to it
+            return self.crc32
+        return self.sha256
+
     @property
     def disk_bytes(self) -> int:
         return self.content_bytes + self.files * BLOCK_BYTES
 
 
 class Manifest(_Strict):
-    format: Literal["spotrun-shards/1"] = FORMAT
+    format: Literal["spotrun-shards/1", "spotrun-shards/2"] = FORMAT
+    checksum: Checksum = Field(
+        default="crc32", description="what the stager checks each shard's bytes with"
+    )
     layout: Literal["image-folder"] = "image-folder"
     name: str = Field(description="the folder it was packed from")
     created_at: float
@@ -73,6 +110,16 @@ class Manifest(_Strict):
         if len(set(names)) != len(names):
             raise ValueError("shard names repeat")
         return value
+
+    @model_validator(mode="after")
+    def _checksums(self) -> Manifest:
+        if self.format == "spotrun-shards/1" and self.checksum != "sha256":
+            raise ValueError("a spotrun-shards/1 manifest checks shards with sha256 only")
+        if self.checksum == "crc32":
+            missing = [s.name for s in self.shards if s.crc32 is None]
+            if missing:
+                raise ValueError(f"checksum is crc32 but shard {missing[0]} has no crc32")
+        return self
 
     @property
     def size(self) -> int:
@@ -105,12 +152,15 @@ def read_manifest(text: str | bytes, where: str) -> Manifest:
         data = json.loads(text)
     except ValueError as exc:
         raise UsageError(f"{where} is not JSON ({exc})", hint="push the data set again") from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise UsageError(
-            f"{where} is not a spotrun shard manifest (format {found!r}, expected {FORMAT!r})",
-            hint="push the data set with `spotrun data push`",
+            f"{where} is not a spotrun shard manifest this version reads (format {found!r}, "
+            f"expected one of {', '.join(FORMATS)})",
+            hint="push the data set with `spotrun data push`, or upgrade spotrun",
         )
+    if data["format"] == "spotrun-shards/1":
+        data.setdefault("checksum", "sha256")
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:

@@ -15,6 +15,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -127,15 +128,17 @@ def plan_shards(root: Path, shard_size: int) -> tuple[list[str], str, list[Plann
 
 
 class _HashingFile:
-    """A write-only file that hashes what passes through it."""
+    """A write-only file that checksums what passes through it (sha256 and CRC-32)."""
 
     def __init__(self, path: Path) -> None:
         self._fh = open(path, "wb")
         self.sha256 = hashlib.sha256()
+        self.crc32 = 0
         self.size = 0
 
     def write(self, data: bytes) -> int:
         self.sha256.update(data)
+        self.crc32 = zlib.crc32(data, self.crc32)
         self.size += len(data)
         return self._fh.write(data)
 
@@ -166,6 +169,7 @@ def write_shard(planned: PlannedShard, path: Path) -> Shard:
         split=planned.split,
         size=out.size,
         sha256=out.sha256.hexdigest(),
+        crc32=f"{out.crc32:08x}",
         files=len(planned.members),
         content_bytes=content,
     )

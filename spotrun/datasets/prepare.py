@@ -76,7 +76,9 @@ def stage_s3_streaming(
     spec: S3Data, home: Path, store: ObjectStore | None = None, run_dir: Path | None = None
 ) -> ShardFeed:
     """Stage the evaluation split now and the training split in the background; the feed the
-    loader reads training shards from as they arrive (one process: no torchrun ranks)."""
+    loader reads training shards from as they arrive. Under torchrun the node's first rank
+    (LOCAL_RANK 0) stages; the node's other ranks wait for its evaluation split, then follow
+    its markers (spotrun.datasets.feed)."""
     from spotrun.cloud.aws.datasets import S3Store
     from spotrun.datasets.feed import ShardFeed
     from spotrun.datasets.layout import StageLayout
@@ -85,8 +87,11 @@ def stage_s3_streaming(
     from spotrun.datasets.stager import stage
     from spotrun.errors import UsageError
 
+    stager = os.environ.get("LOCAL_RANK", "0") == "0"
+    lead = os.environ.get("RANK", "0") == "0"
+    say = _say if lead else _quiet
     store = store if store is not None else S3Store(spec.bucket)
-    root = stage_root(home, log=_say)
+    root = stage_root(home, log=say)
     raw = store.read(spec.key(MANIFEST_NAME))
     if raw is None:
         raise UsageError(
@@ -94,13 +99,16 @@ def stage_s3_streaming(
             hint="push it as shards (spotrun data push), or drop stream_data",
         )
     manifest = read_manifest(raw, f"{spec.uri}/{MANIFEST_NAME}")
-    options = _options(run_dir, True)
-    _say(
-        f"staging {spec.uri} to the {root.kind} ({root.path}); training starts on its first shards"
-    )
-    stage(store, spec, root.path, options, log=_say, splits=frozenset({manifest.eval_split}))
     feed = ShardFeed(StageLayout(root.path, spec), manifest, TRAIN_SPLIT)
-    feed.run_in_background(lambda: stage(store, spec, root.path, options, log=_say))
+    if not stager:
+        feed.follow()
+        feed.wait_prepared()
+        return feed
+    log = _say  # each node's stager speaks for its node
+    options = _options(run_dir, lead)  # staging.json: the first node's only
+    log(f"staging {spec.uri} to the {root.kind} ({root.path}); training starts on its first shards")
+    stage(store, spec, root.path, options, log=log, splits=frozenset({manifest.eval_split}))
+    feed.run_in_background(lambda: stage(store, spec, root.path, options, log=log))
     return feed
 
 

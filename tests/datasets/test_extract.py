@@ -81,7 +81,10 @@ def test_every_header_kind_lands_byte_for_byte(tmp_path: Path, fmt: int) -> None
 def test_what_is_refused(tmp_path: Path) -> None:
     link = tarfile.TarInfo("train/cat/link.jpg")
     link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    damaged = bytearray(_tar({"train/cat/a.jpg": b"1"}, tarfile.PAX_FORMAT))
+    damaged[10] ^= 0x01  # in the name: the header's checksum no longer holds
     cases = {
+        "bad checksum": bytes(damaged),
         "not a regular file": _tar({}, tarfile.PAX_FORMAT, (link,)),
         "outside the shard's split": _tar({"val/cat/a.jpg": b"1"}, tarfile.PAX_FORMAT),
         "not a plain relative path": _tar({"train/../../x.jpg": b"1"}, tarfile.PAX_FORMAT),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ def test_push_then_stage_rebuilds_the_folder_byte_for_byte(
         got = s3.get_object(Bucket=bucket, Key=f"sets/pets/{shard.name}")
         body = got["Body"].read()
         assert len(body) == shard.size and hashlib.sha256(body).hexdigest() == shard.sha256
+        assert shard.crc32 == f"{zlib.crc32(body):08x}"
         assert got["Metadata"]["sha256"] == shard.sha256
     raw = s3.get_object(Bucket=bucket, Key="sets/pets/manifest.json")["Body"].read()
     assert read_manifest(raw, "m") == manifest
@@ -94,7 +96,7 @@ def test_a_corrupt_shard_is_fetched_again_then_staging_fails_clearly(
     bad[700] ^= 0xFF  # one flipped byte inside the first member's data
 
     # In transit: the first GET of the shard returns damaged bytes, the second good ones.
-    flaky = _FlakyStore(store, key, bytes(bad), times=1)
+    flaky = _FlakyStore(store, key, bytes(bad), times=1, at=700)
     lines: list[str] = []
     result = stage(
         flaky, parse_s3(f"s3://{bucket}/sets/pets"), tmp_path / "a", NO_RESERVE, lines.append
@@ -107,13 +109,23 @@ def test_a_corrupt_shard_is_fetched_again_then_staging_fails_clearly(
     # and none of its files are left behind half-checked.
     s3.put_object(Bucket=bucket, Key=key, Body=bytes(bad))
     with pytest.raises(
-        DataError, match=f"shard {victim.name} .* failed its check twice: its sha256"
+        DataError, match=f"shard {victim.name} .* failed its check twice: its crc32"
     ):
         stage(store, parse_s3(f"s3://{bucket}/sets/pets"), tmp_path / "b", NO_RESERVE, lines.append)
     dest = tmp_path / "b" / bucket / "sets/pets"
     assert not (dest / ".spotrun-stage" / "done" / f"{victim.name}.json").exists()
     staged_names = set(_folder_bytes(dest))
     assert not any(name in staged_names for name in _member_names(good))
+
+    # A manifest of format 1 (sha256 only, as pushed before CRC-32) is checked with sha256.
+    old = json.loads(manifest.to_json())
+    old["format"] = "spotrun-shards/1"
+    del old["checksum"]
+    for entry in old["shards"]:
+        del entry["crc32"]
+    s3.put_object(Bucket=bucket, Key="sets/pets/manifest.json", Body=json.dumps(old).encode())
+    with pytest.raises(DataError, match=f"shard {victim.name} .* its sha256"):
+        stage(store, parse_s3(f"s3://{bucket}/sets/pets"), tmp_path / "b1", NO_RESERVE, print)
 
     # A partial object (cut short) is caught the same way.
     s3.put_object(Bucket=bucket, Key=key, Body=good[: len(good) // 2])
@@ -130,11 +142,12 @@ def _member_names(tar_bytes: bytes) -> list[str]:
 
 
 class _FlakyStore:
-    """The real S3 store, except that the first `times` GETs of `key` return `bad` bytes (as a
-    proxy that corrupts a transfer would)."""
+    """The real S3 store, except that the first `times` GETs of `key` that hold byte `at`
+    return `bad` bytes (as a proxy that corrupts a transfer would). Counted on the range that
+    holds the damaged byte: the ranges of one attempt are asked for in no fixed order."""
 
-    def __init__(self, store: S3Store, key: str, bad: bytes, times: int) -> None:
-        self.store, self.key, self.bad, self.left = store, key, bad, times
+    def __init__(self, store: S3Store, key: str, bad: bytes, times: int, at: int) -> None:
+        self.store, self.key, self.bad, self.left, self.at = store, key, bad, times, at
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
@@ -143,8 +156,8 @@ class _FlakyStore:
     def stream(self, key: str, start: int, end: int) -> Any:
         size, chunks = self.store.stream(key, start, end)
         with self._lock:
-            corrupt = key == self.key and self.left > 0
-            if corrupt and end >= len(self.bad):
+            corrupt = key == self.key and self.left > 0 and start <= self.at < end
+            if corrupt:
                 self.left -= 1
         if corrupt:
             list(chunks)  # the real transfer happened; its bytes are replaced

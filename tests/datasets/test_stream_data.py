@@ -7,7 +7,10 @@ if training waited for the whole set, that shard would never come and the test w
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from spotrun.train.build import build_trainer
 from spotrun.train.callbacks import Callback
 from spotrun.train.events import Event
 from spotrun.train.state import State
+from tests.conftest import REPO
 from tests.unit.data.images import make_image_folder
 
 TINY = [
@@ -109,3 +113,56 @@ def test_training_starts_on_the_first_shards_and_resumes_exactly(
 def test_stream_data_needs_known_statistics() -> None:
     with pytest.raises(UsageError, match="normalize=imagenet"):
         get_recipe("digits-fast", ["data=s3://sets-x/pets", "stream_data=true"], data_here=False)
+
+
+@pytest.mark.slow
+def test_under_torchrun_every_rank_starts_on_the_first_shards(
+    tmp_path: Path, s3_bucket: tuple[str, Any]
+) -> None:
+    """Two gloo processes: rank 0 stages (LOCAL_RANK 0), rank 1 follows its markers; both
+    train a batch before the last training shard is fetched (stream_rank.py holds it back)."""
+    bucket, _ = s3_bucket
+    folder = make_image_folder(tmp_path / "pets", per_class=4, per_class_test=2, size=12).root
+    uri = f"s3://{bucket}/sets/pets"
+    pushed = push(S3Store(bucket), folder, parse_s3(uri), shard_size=1500, parallel=2, log=print)
+    train_shards = [s.name for s in pushed.manifest.shards if s.split == "train"]
+    assert len(train_shards) >= 3
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+        "SPOTRUN_HOME": str(tmp_path / "home"),
+        "SPOTRUN_STAGE_RESERVE_BYTES": "0",
+        "SPOTRUN_STAGE_STREAMS": "2",
+    }
+    script = Path(__file__).with_name("stream_rank.py")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(script),
+            str(tmp_path / "run"),
+            uri,
+            str(flags),
+            train_shards[-1],
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    steps = 2 * (12 // 2 // 2)  # 12 training images, 2 ranks, batches of 2, 2 epochs
+    for rank in (0, 1):
+        assert f"rank {rank} of 2: step {steps}" in out.stdout, out.stdout + out.stderr
+        assert (flags / f"trained-{rank}").exists()
+    assert (flags / "fetched-0").exists() and not (flags / "fetched-1").exists()
+    staged = tmp_path / "home" / "spotrun-data" / bucket / "sets/pets/.spotrun-stage"
+    assert (staged / "complete.json").exists()

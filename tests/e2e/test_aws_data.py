@@ -218,6 +218,11 @@ def test_a_cache_volume_is_reattached_to_the_replacement_then_deleted(
     tags = {t["Key"]: t["Value"] for t in volume["Tags"]}
     assert tags["spotrun:owner"] and tags["spotrun:expires"].endswith("Z")
 
+    # The same type has no capacity left in the volume's zone: another type there comes
+    # before the same type in another zone (where the volume could not follow).
+    zone = volume["AvailabilityZone"]
+    lab.fail("RunInstances", "InsufficientInstanceCapacity", zone=zone,
+             instance_type=first["InstanceType"])  # fmt: skip
     lab.interrupt(first["InstanceId"], notice_s=1.0)
     again = wait_for(
         lambda: cache_volume(not_on=first["InstanceId"]),
@@ -225,14 +230,31 @@ def test_a_cache_volume_is_reattached_to_the_replacement_then_deleted(
         what="the cache volume on the replacement",
     )
     assert again["VolumeId"] == volume["VolumeId"]  # the same volume, staged shards and all
-    second = [i for i in lab.instances(run_id) if i["InstanceId"] != first["InstanceId"]]
-    assert [i["Placement"]["AvailabilityZone"] for i in second] == [volume["AvailabilityZone"]]
+    (second,) = [i for i in lab.instances(run_id) if i["InstanceId"] != first["InstanceId"]]
+    assert second["Placement"]["AvailabilityZone"] == zone
+    assert second["InstanceType"] != first["InstanceType"]
     events = [e["message"] for e in _status(env, run_id)["events"]]
+    assert any(f"in {zone} first, where cache volume {volume['VolumeId']}" in e for e in events)
     assert any("(reused: its staged shards are kept)" in e for e in events), events
+
+    # No capacity at all in that zone now: the next replacement goes to another one, on a
+    # fresh volume (the old one is deleted: it could attach to nothing there).
+    lab.fail("RunInstances", "InsufficientInstanceCapacity", zone=zone, times=None)
+    lab.interrupt(second["InstanceId"], notice_s=1.0)
+    fresh = wait_for(
+        lambda: cache_volume(not_on=second["InstanceId"]),
+        timeout=120,
+        what="a fresh cache volume on the replacement in another zone",
+    )
+    assert fresh["VolumeId"] != volume["VolumeId"] and fresh["AvailabilityZone"] != zone
+    events = [e["message"] for e in _status(env, run_id)["events"]]
+    assert any(f"(new: {volume['VolumeId']} in another zone was deleted" in e for e in events)
 
     env.cli("stop", run_id, check=True)
     left = lab.ec2.describe_volumes(Filters=[{"Name": "tag:spotrun:run-id", "Values": [run_id]}])
-    assert [v for v in left["Volumes"] if v["VolumeId"] == volume["VolumeId"]] == []
+    assert [
+        v for v in left["Volumes"] if v["VolumeId"] in (volume["VolumeId"], fresh["VolumeId"])
+    ] == []
     status = _status(env, run_id)
     cached = [
         v
@@ -241,11 +263,12 @@ def test_a_cache_volume_is_reattached_to_the_replacement_then_deleted(
         if v.get("role") == "data-cache"
     ]
     # One charge per instance that held it, back to back, never twice for the same time.
-    assert len(cached) == 2 and all(v["id"] == volume["VolumeId"] for v in cached), cached
-    spans = sorted((v["created_at"], v["deleted_at"]) for v in cached)
+    first_volume = [v for v in cached if v["id"] == volume["VolumeId"]]
+    assert len(cached) == 3 and len(first_volume) == 2, cached
+    spans = sorted((v["created_at"], v["deleted_at"]) for v in first_volume)
     assert spans[0][1] <= spans[1][0] and spans[1][0] < spans[1][1]
     storage = [c for c in status["cost_lines"] if c["kind"] == "storage"]
-    assert len(storage) == 4 and all(c["usd"] > 0 for c in storage), storage
+    assert len(storage) == 6 and all(c["usd"] > 0 for c in storage), storage
 
     # A cache volume a crash left behind is found by gc by the run's tags.
     from spotrun.cloud.aws.network import run_tags

@@ -104,3 +104,45 @@ def test_replacement_offers_same_offer_first_and_within_budget(tmp_path: Path) -
         pricey = [_offer("p4d.24xlarge", "us-east-1a", 500.0)]
         with pytest.raises(CapacityError, match="budget"):
             recovery.offers(run, pricey)
+
+
+def test_a_replacement_asks_the_cache_volumes_zone_first(tmp_path: Path) -> None:
+    from spotrun.datasets.cache_zone import prefer_cache_zone
+
+    settings = load_settings(tmp_path)
+    offers = [
+        _offer("g4dn.xlarge", "us-east-1b", 0.21),
+        _offer("g4dn.xlarge", "us-east-1a", 0.22),
+        _offer("g6.xlarge", "us-east-1b", 0.37),
+    ]
+    with Ledger(settings) as ledger:
+        run = ledger.create_run(LaunchSpec(recipe="digits-fast", cloud="aws"))
+        assert prefer_cache_zone(ledger, run, offers) == offers  # no cache volume: as planned
+
+        def held(instance_id: str, zone: str, at: float, deleted_at: float | None) -> None:
+            volume = {"id": f"vol-{zone[-1]}", "role": "data-cache", "deleted_at": deleted_at}
+            details = {"volumes": [{"size_gb": 8, "type": "gp3"}, volume]}
+            ledger.upsert_instance(
+                InstanceRecord(
+                    instance_id,
+                    run.id,
+                    "aws",
+                    "g4dn.xlarge",
+                    "spot",
+                    "terminated",
+                    "us-east-1",
+                    zone,
+                    launched_at=at,
+                    details=details,
+                )
+            )
+
+        held("i-1", "us-east-1b", 100.0, deleted_at=150.0)  # moved on: no longer in use
+        held("i-2", "us-east-1a", 150.0, deleted_at=None)
+        # The volume in use is in 1a: the offer there first, the rest in their order; an event
+        # says why.
+        assert prefer_cache_zone(ledger, run, offers[::-1]) == [offers[1], offers[2], offers[0]]
+        events = [e.message for e in ledger.events(run.id)]
+        assert any("in us-east-1a first, where cache volume vol-a" in e for e in events), events
+        assert prefer_cache_zone(ledger, run, [offers[0]]) == [offers[0]]
+        assert "stages the data set again" in ledger.events(run.id)[-1].message

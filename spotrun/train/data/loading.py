@@ -54,15 +54,14 @@ def load_data(
     data = recipe.data
     where = Placement(rank, world_size, torch.device(device or "cpu"))
     if recipe.stream_data and data.startswith("s3://"):
-        if world_size == 1:  # training starts on the first shards while the rest arrive
-            from spotrun.datasets.prepare import stage_s3_streaming
-            from spotrun.datasets.spec import parse_s3
-            from spotrun.train.data.images import decode_workers
-            from spotrun.train.data.streamed import fed_sources
+        # training starts on the first shards while the rest arrive (every rank)
+        from spotrun.datasets.prepare import stage_s3_streaming
+        from spotrun.datasets.spec import parse_s3
+        from spotrun.train.data.images import decode_workers
+        from spotrun.train.data.streamed import fed_sources
 
-            feed = stage_s3_streaming(parse_s3(data), settings.home)
-            return fed_sources(recipe, feed, decode_workers(recipe), where)
-        print("spotrun: stream_data runs in one process only: staging everything first")
+        feed = stage_s3_streaming(parse_s3(data), settings.home)
+        return fed_sources(recipe, feed, decode_workers(recipe), where)
     if is_remote(data):  # s3:// or snapshot:: staged onto this machine first
         data = local_data(data, settings.home)
     location = resolve_data(data, settings.data_path)

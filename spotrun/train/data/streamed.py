@@ -144,17 +144,20 @@ class _FeedBatches:
     arriving (a recipe's stream_data): epoch 0 reads the shards in manifest order, each in a
     seeded shuffle, waiting for each shard's marker before its first image; later epochs wait
     for the whole set and shuffle all of it. Both orders are fixed by the seed alone, so a
-    restart at (epoch, batch) yields what an unbroken run would have."""
+    restart at (epoch, batch) yields what an unbroken run would have. Under torchrun every rank
+    walks the same order and takes every world_size-th image of it (as epoch_order splits), so
+    each rank waits only for the shards its own images are in."""
 
     def __init__(
-        self, feed: ShardFeed, classes: list[str], batch_size: int, batches: int, seed: int
+        self, feed: ShardFeed, classes: list[str], batch_size: int, batches: int, sh: Sharding
     ) -> None:
         self.feed = feed
         self.label_of = {name: label for label, name in enumerate(classes)}
         self.classes = classes
         self.batch_size = batch_size
         self.count = batches
-        self.seed = seed
+        self.seed = sh.seed
+        self.rank, self.world_size = sh.rank, sh.world_size
         self.epoch = 0
         self.start = 0
         self._everything: list[tuple[str, int]] | None = None
@@ -166,11 +169,18 @@ class _FeedBatches:
         return str(self.feed.root / rel), self.label_of[parts[1]]
 
     def _first_epoch(self) -> Iterator[tuple[str, int]]:
+        """This rank's images of epoch 0: positions rank, rank + world_size, ... of the order
+        every rank shares; a shard none of them falls in is not waited for."""
+        at = 0  # position in the shared order of the shard's first image
         for k, shard in enumerate(self.feed.train_shards):
+            mine = range(-(at - self.rank) % self.world_size, shard.files, self.world_size)
+            at += shard.files
+            if not mine:
+                continue
             names = sorted(self.feed.wait(shard))
             order = np.random.default_rng([self.seed, k]).permutation(len(names))
-            for j in order:
-                yield self._key(names[j])
+            for j in mine:
+                yield self._key(names[order[j]])
 
     def _all(self) -> list[tuple[str, int]]:
         if self._everything is None:
@@ -185,7 +195,14 @@ class _FeedBatches:
             stream: Iterator[tuple[str, int]] = self._first_epoch()
         else:
             every = self._all()
-            picks = epoch_order(len(every), shuffle=True, seed=self.seed, epoch=self.epoch)
+            picks = epoch_order(
+                len(every),
+                shuffle=True,
+                seed=self.seed,
+                epoch=self.epoch,
+                rank=self.rank,
+                world_size=self.world_size,
+            )
             stream = (every[i] for i in picks.tolist())
         batch: list[tuple[int, int, str, int]] = []
         b = 0
@@ -235,9 +252,9 @@ class StreamedImageBatches:
         self.drop_last = train
         self._sampler: _EpochBatches | _FeedBatches
         if feed is not None:
-            if not train or sharding.world_size != 1:
-                raise ValueError("a set still being staged feeds one training process only")
-            self._sampler = _FeedBatches(feed[0], feed[1], batch_size, len(self), sharding.seed)
+            if not train:
+                raise ValueError("a set still being staged feeds training only")
+            self._sampler = _FeedBatches(feed[0], feed[1], batch_size, len(self), sharding)
         else:
             self._sampler = _EpochBatches(
                 len(paths), batch_size, len(self), train=train, sharding=sharding
