@@ -82,13 +82,7 @@ def prepare_launch(
     # The job runs in its run folder: a relative data path must mean what it meant here.
     overrides = pin_data_paths(overrides or [])
     recipe = get_recipe(recipe_name, overrides, data_here=False)
-    nodes = (resources or {}).get("nodes")
-    if isinstance(nodes, int) and nodes > 1 and not recipe.multi_node:
-        raise UsageError(
-            f"recipe {recipe.name} declares itself single-node (multi_node = false); "
-            f"it cannot run on {nodes} nodes",
-            hint="drop --nodes",
-        )
+    check_multi_node(recipe, (resources or {}).get("nodes"), "it")
     check_recipe(recipe)  # its data, now that the rest is known to fit
     update: dict[str, Any] = dict(resources or {})
     if gpus is not None:
@@ -121,6 +115,16 @@ def prepare_launch(
     if preflight is not None:
         preflight(merged)
     return LaunchPlan(spec, recipe, plan, provider)
+
+
+def check_multi_node(recipe: Recipe, nodes: object, what: str) -> None:
+    """A recipe marked multi_node = false never runs on several nodes (`what` names who would)."""
+    if isinstance(nodes, int) and nodes > 1 and not recipe.multi_node:
+        raise UsageError(
+            f"recipe {recipe.name} declares itself single-node (multi_node = false); "
+            f"{what} cannot run on {nodes} nodes",
+            hint="drop --nodes",
+        )
 
 
 def check_nodes(settings: Settings, nodes: object) -> None:

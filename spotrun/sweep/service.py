@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from spotrun import budget_guard
-from spotrun.api import check_cluster_quota, check_nodes
+from spotrun.api import check_cluster_quota, check_multi_node, check_nodes
 from spotrun.cloud import get_provider
 from spotrun.config import CloudName, Resources, Settings, describe_validation_error
 from spotrun.errors import StateError, UsageError
@@ -71,12 +71,7 @@ def prepare_sweep(
     nodes = (resources or {}).get("nodes")
     check_nodes(settings, nodes)  # the launch's own checks: 1 to aws.max_nodes
     recipe = get_recipe(recipe_name, overrides or [], data_here=False)
-    if isinstance(nodes, int) and nodes > 1 and not recipe.multi_node:
-        raise UsageError(
-            f"recipe {recipe.name} declares itself single-node (multi_node = false); "
-            f"its trials cannot run on {nodes} nodes",
-            hint="drop --nodes",
-        )
+    check_multi_node(recipe, nodes, "its trials")
     check_recipe(recipe)  # its data, now that the rest is known to fit
     wanted_metric = metric or (recipe.target.metric if recipe.target else "test_acc")
     default_mode = recipe.target.mode if recipe.target and metric is None else None

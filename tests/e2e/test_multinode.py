@@ -17,6 +17,7 @@ import pytest
 
 from spotrun.config import load_settings
 from spotrun.ledger import Ledger
+from tests.cluster_cases import BAD
 from tests.conftest import REPO, Env
 from tests.helpers import wait_for
 from tests.lab import Lab
@@ -169,22 +170,6 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
     assert {line.instance_id for line in lines if line.instance_id} >= {
         i["InstanceId"] for i in items
     }
-
-
-BAD = [  # (resources, recipe, what the refusal says)
-    ({"nodes": 17}, "digits-fast", "--nodes 17 is more than the 16 instances"),
-    (
-        {"nodes": 2, "instance_type": "t3.micro"},
-        "digits-fast",
-        "instance type t3.micro cannot join a cluster placement group",
-    ),
-    ({"nodes": 2}, "cifar10-fast", "recipe cifar10-fast declares itself single-node"),
-    (
-        {"nodes": 3, "instance_type": "c6i.large"},
-        "digits-fast",
-        "3 x c6i.large need 6 vCPUs, more than the account's quota 'All Standard",
-    ),
-]
 
 
 def test_bad_cluster_input_is_refused_with_nothing_launched(aws_env: Env, lab: Lab) -> None:

@@ -14,6 +14,7 @@ from spotrun.config import load_settings
 from spotrun.errors import UsageError
 from spotrun.ledger import Ledger
 from spotrun.sweep import service
+from tests.cluster_cases import BAD
 from tests.conftest import Env
 from tests.lab import Lab
 from tests.lab.fixtures import use_lab
@@ -77,22 +78,6 @@ def test_a_two_node_sweep_trial_trains_as_one_cluster_run(env: Env, lab: Lab) ->
     assert run.spec.resources.nodes == 2 and run.sweep_id == status["id"]
     assert billed == {i["InstanceId"] for i in items}  # the trial's cost: both nodes
     assert row["cost_usd"] > 0
-
-
-BAD = [
-    ({"nodes": 17}, "digits-fast", "--nodes 17 is more than the 16 instances"),
-    (
-        {"nodes": 2, "instance_type": "t3.micro"},
-        "digits-fast",
-        "instance type t3.micro cannot join a cluster placement group",
-    ),
-    ({"nodes": 2}, "cifar10-fast", "recipe cifar10-fast declares itself single-node"),
-    (
-        {"nodes": 3, "instance_type": "c6i.large"},
-        "digits-fast",
-        "3 x c6i.large need 6 vCPUs, more than the account's quota 'All Standard",
-    ),
-]
 
 
 def test_bad_sweep_nodes_are_refused_before_anything_is_made(aws_env: Env, lab: Lab) -> None:
