@@ -25,7 +25,7 @@ from spotrun.cloud.base import Instance
 from spotrun.errors import RemoteError
 from spotrun.ledger import RunRecord
 from spotrun.plan import planned_gpus, planned_offer
-from spotrun.recovery import CHECKPOINT_WAIT_S, Reach
+from spotrun.recovery import CHECKPOINT_WAIT_S
 from spotrun.runs import RunState
 
 if TYPE_CHECKING:
@@ -97,14 +97,7 @@ class ClusterSteps:
         for inst in survivors:
             self._wait_job_end(inst)
             c._sync(run, inst, final=False)
-        c.recovery.collect(
-            run,
-            Reach(
-                job_ended=lambda inst: c._driver(inst).status().finished,
-                sync=lambda inst: c._sync(run, inst, final=False),
-                durable=lambda: c._pull_durable(run),
-            ),
-        )
+        c.recovery.collect(run, c._reach(run))
         head = live[0]
         c.recovery.restore(run, head, c.provider.runner(head), c.provider.run_dir(head, run.id))
 

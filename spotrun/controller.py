@@ -337,14 +337,7 @@ class RunController:
         if not self._driver(head).status().alive:
             replaced = [r for r in self.ledger.instances(run.id) if r.id != head.id]
             if replaced:
-                self.recovery.collect(
-                    run,
-                    Reach(
-                        job_ended=lambda inst: self._driver(inst).status().finished,
-                        sync=lambda inst: self._sync(run, inst, final=False),
-                        durable=lambda: self._pull_durable(run),
-                    ),
-                )
+                self.recovery.collect(run, self._reach(run))
                 self.recovery.restore(run, head, runner, remote_dir)
         self.recovery.start_watcher(run, head, runner)
 
@@ -427,6 +420,14 @@ class RunController:
             except RemoteError as exc:
                 self.ledger.add_event(run.id, "sync", f"last sync of {inst.id}: {exc.message}")
         self._pull_durable(run)
+
+    def _reach(self, run: RunRecord) -> Reach:
+        """How recovery reaches a replaced instance: its job's end, an SSH sync, the store."""
+        return Reach(
+            job_ended=lambda inst: self._driver(inst).status().finished,
+            sync=lambda inst: self._sync(run, inst, final=False),
+            durable=lambda: self._pull_durable(run),
+        )
 
     def _pull_durable(self, run: RunRecord) -> None:
         pull_durable = getattr(self.provider, "pull_durable", None)

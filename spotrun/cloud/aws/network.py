@@ -15,6 +15,7 @@ import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from botocore.exceptions import ClientError
 from cryptography.hazmat.primitives import serialization
@@ -221,41 +222,34 @@ def ensure_security_group(
                     TagSpecifications=tag_specs(["security-group"], tags),
                 )["GroupId"]
             )
-    with aws_call("ec2", "AuthorizeSecurityGroupIngress", region):
-        try:
-            ec2.authorize_security_group_ingress(
-                GroupId=group_id,
-                IpPermissions=[
-                    {
-                        "IpProtocol": "tcp",
-                        "FromPort": port,
-                        "ToPort": port,
-                        "IpRanges": [{"CidrIp": cidr, "Description": "spotrun: SSH"}],
-                    }
-                ],
-            )
-        except ClientError as exc:
-            if error_code(exc) != "InvalidPermission.Duplicate":
-                raise
+    ssh_in = {
+        "IpProtocol": "tcp",
+        "FromPort": port,
+        "ToPort": port,
+        "IpRanges": [{"CidrIp": cidr, "Description": "spotrun: SSH"}],
+    }
+    _authorize_ingress(clients, region, group_id, ssh_in)
     return group_id
 
 
 def allow_within_group(clients: AwsClients, region: str, group_id: str) -> None:
     """A multi-node run's nodes reach each other on every port (torchrun's rendezvous, NCCL's
     sockets; EFA needs all traffic within the group): inbound from the group itself."""
-    ec2 = clients.client("ec2", region)
+    from_group = {
+        "IpProtocol": "-1",
+        "UserIdGroupPairs": [{"GroupId": group_id, "Description": "spotrun: between nodes"}],
+    }
+    _authorize_ingress(clients, region, group_id, from_group)
+
+
+def _authorize_ingress(
+    clients: AwsClients, region: str, group_id: str, permission: dict[str, Any]
+) -> None:
+    """Add one inbound rule; a rule already there (a repeated launch step) is no error."""
     with aws_call("ec2", "AuthorizeSecurityGroupIngress", region):
         try:
-            ec2.authorize_security_group_ingress(
-                GroupId=group_id,
-                IpPermissions=[
-                    {
-                        "IpProtocol": "-1",
-                        "UserIdGroupPairs": [
-                            {"GroupId": group_id, "Description": "spotrun: between nodes"}
-                        ],
-                    }
-                ],
+            clients.client("ec2", region).authorize_security_group_ingress(
+                GroupId=group_id, IpPermissions=[permission]
             )
         except ClientError as exc:
             if error_code(exc) != "InvalidPermission.Duplicate":
