@@ -85,6 +85,12 @@ class AwsSettings(StrictModel):
     pricing_api: bool = Field(True, description="ask the Pricing API for on-demand prices")
     max_attempts: int = Field(8, ge=1, description="calls per request, throttling retries included")
     poll_s: float = Field(2.0, gt=0, description="how often the controller looks at a job")
+    consistency_s: float = Field(
+        120.0,
+        gt=0,
+        description="how long a new instance may be unknown to EC2's describe calls "
+        "(eventual consistency) before spotrun takes it as gone",
+    )
     # Surviving spot (spotrun.recovery, spotrun.agent.watcher)
     notice_poll_s: float = Field(
         5.0, gt=0, le=5.0, description="how often the instance's agent asks IMDS for a notice"

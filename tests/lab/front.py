@@ -13,6 +13,9 @@ process that registers it; spotrun's runs are driven by other processes.) The fr
   account without pricing permissions does (moto has no Pricing API);
 - answers the placement group calls (Create/Describe/DeletePlacementGroups, which moto lacks)
   and refuses a RunInstances naming an unknown group, as EC2 does;
+- models what EC2 does to fresh instances and moto does not (consistency.py): NotFound and
+  absence from filtered listings for a moment after RunInstances, `pending` before `running`,
+  ClientToken idempotency;
 - tells the lab's watcher the moment RunInstances or TerminateInstances went through.
 """
 
@@ -30,6 +33,13 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
+
+from tests.lab.consistency import (
+    Consistency,
+    ids_named,
+    mismatch_error,
+    not_found_error,
+)
 
 # HTTP status EC2 sends with each code (capacity errors are server errors).
 STATUS = {
@@ -401,6 +411,7 @@ class AwsFront:
         # action -> [seconds, times]: hold the answer after moto acted (a lost/late response)
         self.delays: dict[str, list[float]] = {}
         self.holds = Holds()  # calls held until the test releases them
+        self.consistency = Consistency()  # the lab sets its windows
         front = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -483,18 +494,43 @@ class AwsFront:
                 hold.arrived.set()
                 if not hold.forwarded:
                     hold._wait()
+            early = self._consistency_answer(action, params)
+            if early is not None:
+                return early[0], [("Content-Type", "text/xml")], early[1]
             if action in ("RunInstances", "TerminateInstances") and params.get("DryRun") != "true":
                 response = self._forward(method, path, headers, body)
+                if action == "RunInstances" and response[0] == 200:
+                    self.consistency.made(params, response[2])
                 if action == "RunInstances" and self.after_run_instances is not None:
                     self.after_run_instances(response[2])
                 self.on_instances_changed()
                 self._hold(action)
             else:
                 response = self._forward(method, path, headers, body)
+            if action == "DescribeInstances" and response[0] == 200:
+                by_filter = not ids_named(params, "InstanceId")
+                payload = self.consistency.rewrite_describe(response[2], by_filter)
+                response = (response[0], response[1], payload)
             if hold is not None and hold.forwarded:
                 hold._wait()
             return response
         return self._forward(method, path, headers, body)
+
+    def _consistency_answer(self, action: str, params: dict[str, str]) -> tuple[int, bytes] | None:
+        """EC2's own answer where it differs from moto's for fresh instances, else None."""
+        if params.get("DryRun") == "true":
+            return None
+        if action == "RunInstances":
+            repeat = self.consistency.repeat_of(params)
+            if repeat is not None:
+                same, first_answer = repeat
+                return (200, first_answer) if same else mismatch_error()
+            return None
+        named = {"DescribeInstances": "InstanceId", "CreateTags": "ResourceId"}.get(action)
+        if named is None:
+            return None
+        fresh = self.consistency.unknown_yet(ids_named(params, named))
+        return not_found_error(fresh) if fresh else None
 
     def _hold(self, action: str) -> None:
         delay = self.delays.get(action)

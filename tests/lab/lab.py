@@ -138,6 +138,9 @@ class Lab:
         host_nice: int = 0,
         boot_s: float = 0.0,
         moto: MotoServer | None = None,
+        not_found_s: float = 0.5,
+        pending_s: float = 0.5,
+        client_tokens: bool = True,
     ) -> None:
         self.root = root
         self.boot = boot
@@ -160,6 +163,11 @@ class Lab:
         self._sync_lock = threading.RLock()
         self._watcher: threading.Thread | None = None
         self.front = AwsFront(self.moto.host, self.moto.port, self._changed.set)
+        # EC2's eventual consistency, pending state and ClientToken (tests/lab/consistency.py),
+        # on by default with windows scaled for tests (EC2's are seconds to tens of seconds)
+        self.front.consistency.not_found_s = not_found_s
+        self.front.consistency.pending_s = pending_s
+        self.front.consistency.tokens = client_tokens
         self.bucket = f"spotrun-lab-{self.id}" if bucket else None
         self.default_prices = default_prices
         self.network: LabNetwork | None = None

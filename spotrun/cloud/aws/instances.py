@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from spotrun.cloud.aws.errors import aws_call, error_code
+from spotrun.cloud.aws.errors import aws_call, error_code, error_message
 from spotrun.cloud.aws.network import TAG_RUN, tag_specs
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Instance, Offer
 from spotrun.errors import UsageError
+from spotrun.waiting import Backoff, WaitTimeout, wait_until
 
 LIVE_STATES = ("pending", "running")
 ALL_STATES = ("pending", "running", "shutting-down", "terminated", "stopping", "stopped")
 BILLABLE_STATES = ("pending", "running", "stopping", "stopped")
+NOT_FOUND = "InvalidInstanceID.NotFound"
+_INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
 _REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
 
 
@@ -199,8 +203,17 @@ def to_instance(item: dict[str, Any], region: str, private: bool, node_index: in
     )
 
 
-def describe_run(clients: AwsClients, region: str, run_id: str) -> list[Instance]:
-    """Every instance tagged with the run id, live ones first in node order."""
+def describe_run(
+    clients: AwsClients,
+    region: str,
+    run_id: str,
+    made: dict[str, float] | None = None,
+    *,
+    now: float | None = None,
+) -> list[Instance]:
+    """Every instance of the run, live ones first in node order: those tagged with the run id,
+    and those spotrun made for it (`made`: id -> when) that EC2's filtered listing leaves out
+    while it is still catching up (eventual consistency)."""
     ec2 = clients.client("ec2", region)
     items: list[dict[str, Any]] = []
     with aws_call("ec2", "DescribeInstances", region):
@@ -212,6 +225,12 @@ def describe_run(clients: AwsClients, region: str, run_id: str) -> list[Instance
         ):
             for reservation in page.get("Reservations", []):
                 items.extend(reservation.get("Instances", []))
+    listed = {str(item["InstanceId"]) for item in items}
+    unlisted = {i: at for i, at in (made or {}).items() if i not in listed}
+    if unlisted:
+        moment = time.time() if now is None else now
+        fresh = [i for i, at in unlisted.items() if moment - at < clients.settings.consistency_s]
+        items += _describe_items(clients, region, list(unlisted), fresh)
     private = clients.settings.ssh_address == "private"
 
     def order(item: dict[str, Any]) -> tuple[bool, float, int, str]:
@@ -220,19 +239,57 @@ def describe_run(clients: AwsClients, region: str, run_id: str) -> list[Instance
         return (not live, launched, int(item.get("AmiLaunchIndex", 0)), item["InstanceId"])
 
     return [
-        to_instance(item, region, private, i) for i, item in enumerate(sorted(items, key=order))
+        replace(to_instance(item, region, private, i), run_id=run_id)
+        for i, item in enumerate(sorted(items, key=order))
     ]
 
 
-def describe_ids(clients: AwsClients, region: str, ids: list[str]) -> list[Instance]:
+def describe_ids(
+    clients: AwsClients, region: str, ids: list[str], *, fresh: list[str] | None = None
+) -> list[Instance]:
+    """The instances `ids` name. `fresh`: those just made, which EC2 may not know yet; they
+    are asked for again until aws.consistency_s. Ids EC2 no longer knows are left out (it
+    forgets terminated instances after about an hour)."""
+    private = clients.settings.ssh_address == "private"
+    items = _describe_items(clients, region, ids, fresh or [])
+    return [to_instance(item, region, private, n) for n, item in enumerate(items)]
+
+
+def _describe_items(
+    clients: AwsClients, region: str, ids: list[str], fresh: list[str]
+) -> list[dict[str, Any]]:
     if not ids:
         return []
     ec2 = clients.client("ec2", region)
-    with aws_call("ec2", "DescribeInstances", region):
-        reservations = ec2.describe_instances(InstanceIds=ids)["Reservations"]
-    private = clients.settings.ssh_address == "private"
-    items = [i for r in reservations for i in r.get("Instances", [])]
-    return [to_instance(item, region, private, n) for n, item in enumerate(items)]
+    asking = list(ids)
+    young = set(fresh)
+
+    def ask() -> list[dict[str, Any]] | None:
+        with aws_call("ec2", "DescribeInstances", region):
+            try:
+                reservations = ec2.describe_instances(InstanceIds=asking)["Reservations"]
+            except ClientError as exc:
+                if error_code(exc) != NOT_FOUND:
+                    raise
+                unknown = set(_INSTANCE_ID.findall(error_message(exc))) & set(asking) or set(asking)
+                asking[:] = [i for i in asking if i not in unknown or i in young]
+                if not asking:
+                    return []
+                if unknown & young:
+                    return None  # EC2 has not caught up yet: ask again shortly
+                return ask()
+        return [i for r in reservations for i in r.get("Instances", [])]
+
+    try:
+        return wait_until(
+            ask,
+            timeout_s=clients.settings.consistency_s,
+            what=f"EC2 to know {', '.join(sorted(young))}",
+            backoff=Backoff(first_s=0.1, factor=1.5, max_s=2.0),
+        )
+    except WaitTimeout:
+        young.clear()  # past the bound, an id EC2 never came to know is taken as gone
+        return ask() or []
 
 
 def run_instances(

@@ -92,6 +92,20 @@ class AwsProvider:
         tmp.write_text(json.dumps(record))
         os.replace(tmp, path)
 
+    def _remember_made(self, run_id: str, ids: list[str]) -> None:
+        """The instances RunInstances made for the run, with when: EC2's filtered listings may
+        leave them out for a while (eventual consistency), so they are also asked for by id."""
+        with self._lock:
+            made = {**self._made(run_id), **{i: time.time() for i in ids}}
+            self._remember_region(run_id, self.run_region(run_id), made=made)
+
+    def _made(self, run_id: str) -> dict[str, float]:
+        try:
+            made = json.loads(self._run_record(run_id).read_text()).get("made", {})
+        except (OSError, ValueError):
+            return {}
+        return {str(k): float(v) for k, v in made.items()} if isinstance(made, dict) else {}
+
     def _has_placement_group(self, run_id: str) -> bool:
         try:
             return bool(json.loads(self._run_record(run_id).read_text()).get("placement_group"))
@@ -156,7 +170,7 @@ class AwsProvider:
         offer = request.offer
         region = offer.region
         self._remember_region(request.run_id, region)
-        known = ec2i.describe_run(self.clients, region, request.run_id)
+        known = self._describe(region, request.run_id)
         live = [i for i in known if i.is_live and i.id not in request.replacing]
         shortfall = request.count - len(live)
         if shortfall <= 0:
@@ -204,6 +218,7 @@ class AwsProvider:
             efa=cluster and offer.efa,
         )
         made = ec2i.run_instances(self.clients, region, params)
+        self._remember_made(request.run_id, [str(i["InstanceId"]) for i in made])
         if cluster:
             self._all_or_nothing(request, [str(i["InstanceId"]) for i in made], shortfall)
         log.info(
@@ -226,7 +241,7 @@ class AwsProvider:
         (fewer instances, or some ended at once for want of spot capacity), what it did start
         is terminated now rather than left billing, and the offer counts as unfillable."""
         region = request.offer.region
-        described = ec2i.describe_ids(self.clients, region, made)
+        described = ec2i.describe_ids(self.clients, region, made, fresh=made)
         ended = [i for i in described if not i.is_live]
         if len(made) >= wanted and not ended:
             return
@@ -242,7 +257,10 @@ class AwsProvider:
         )
 
     def describe(self, run_id: str) -> list[Instance]:
-        return ec2i.describe_run(self.clients, self.run_region(run_id), run_id)
+        return self._describe(self.run_region(run_id), run_id)
+
+    def _describe(self, region: str, run_id: str) -> list[Instance]:
+        return ec2i.describe_run(self.clients, region, run_id, self._made(run_id))
 
     # -------------------------------------------------------------- ready
     def wait_ready(self, instances: list[Instance], timeout_s: float) -> list[Instance]:
@@ -469,11 +487,7 @@ class AwsProvider:
     # ----------------------------------------------------------- terminate
     def terminate(self, run_id: str) -> list[Instance]:
         region = self.run_region(run_id)
-        billable = [
-            i
-            for i in ec2i.describe_run(self.clients, region, run_id)
-            if i.state in ec2i.BILLABLE_STATES
-        ]
+        billable = [i for i in self._describe(region, run_id) if i.state in ec2i.BILLABLE_STATES]
         if self.aws.bucket:
             for inst in billable:
                 if inst.state == "running" and inst.address:
@@ -549,7 +563,7 @@ class AwsProvider:
     def terminate_instances(self, run_id: str, ids: list[str]) -> list[Instance]:
         """Terminate these instances of the run only (a replaced one), its network stays."""
         region = self.run_region(run_id)
-        mine = {i.id for i in ec2i.describe_run(self.clients, region, run_id)}
+        mine = {i.id for i in self._describe(region, run_id)}
         ids = [i for i in ids if i in mine]  # never anything the run does not own
         ec2i.terminate_ids(self.clients, region, ids, wait_s=self.aws.ssh_timeout_s)
         with self._lock:

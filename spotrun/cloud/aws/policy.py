@@ -1,0 +1,111 @@
+"""The IAM permissions spotrun needs: the one source the README's policies are checked against.
+
+Two identities act: the user running spotrun (launch, watch, clean up) and the instance's role
+(store checkpoints, read data sets, end its own instance). tests/unit/test_aws_policy.py checks
+that every AWS operation in spotrun's code is allowed to one of them and that the README's
+JSON says exactly this.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Read-only and creating calls of the user, on any resource.
+USER_ACTIONS = (
+    "ec2:DescribeInstances",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeSpotPriceHistory",
+    "ec2:DescribeImages",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeKeyPairs",
+    "ec2:DescribeVolumes",
+    "ec2:DescribeSpotInstanceRequests",
+    "ec2:DescribeRegions",
+    "ec2:RunInstances",
+    "ec2:CreateTags",
+    "ec2:ImportKeyPair",
+    "ec2:CreateSecurityGroup",
+    "ec2:AuthorizeSecurityGroupIngress",
+    "ssm:GetParameter",
+    "pricing:GetProducts",
+    "ec2:DescribeSnapshots",
+    "ec2:CreateVolume",
+    "ec2:AttachVolume",
+    "ec2:DetachVolume",
+    "ec2:CreatePlacementGroup",
+    "ec2:DescribePlacementGroups",
+    "servicequotas:GetServiceQuota",
+)
+# Ending calls of the user, allowed only on what spotrun tagged as a run's.
+USER_TAGGED_ACTIONS = (
+    "ec2:TerminateInstances",
+    "ec2:DeleteKeyPair",
+    "ec2:DeleteSecurityGroup",
+    "ec2:DeleteVolume",
+    "ec2:CancelSpotInstanceRequests",
+    "ec2:DeletePlacementGroup",
+)
+USER_S3_ACTIONS = ("s3:ListBucket", "s3:GetObject", "s3:PutObject")
+INSTANCE_ACTIONS = ("s3:ListBucket", "s3:PutObject", "s3:GetObject", "ec2:TerminateInstances")
+
+
+def user_policy(
+    bucket: str = "BUCKET", data_bucket: str = "DATA-BUCKET", role: str = "ROLE"
+) -> dict[str, Any]:
+    """The identity policy of the user running spotrun."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Resource": "*", "Action": list(USER_ACTIONS)},
+            {
+                "Effect": "Allow",
+                "Resource": "*",
+                "Action": list(USER_TAGGED_ACTIONS),
+                "Condition": {"StringLike": {"aws:ResourceTag/spotrun:run-id": "*"}},
+            },
+            {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": f"arn:aws:s3:::{bucket}"},
+            {
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Resource": [f"arn:aws:s3:::{bucket}/runs/*", f"arn:aws:s3:::{data_bucket}/*"],
+            },
+            {
+                "Effect": "Allow",
+                "Action": "iam:PassRole",
+                "Resource": f"arn:aws:iam::*:role/{role}",
+            },
+        ],
+    }
+
+
+def instance_policy(bucket: str = "BUCKET", data_bucket: str = "DATA-BUCKET") -> dict[str, Any]:
+    """The policy of the instance profile's role: its run's checkpoints, the data sets, and
+    terminating itself (`${ec2:InstanceID}` is the instance whose credentials ask)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": f"arn:aws:s3:::{bucket}"},
+            {
+                "Effect": "Allow",
+                "Action": ["s3:PutObject", "s3:GetObject"],
+                "Resource": f"arn:aws:s3:::{bucket}/runs/*",
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["s3:GetObject"],
+                "Resource": f"arn:aws:s3:::{data_bucket}/*",
+            },
+            {
+                "Effect": "Allow",
+                "Action": "ec2:TerminateInstances",
+                "Resource": "arn:aws:ec2:*:*:instance/${ec2:InstanceID}",
+                "Condition": {"StringLike": {"aws:ResourceTag/spotrun:run-id": "*"}},
+            },
+        ],
+    }
+
+
+def allowed_actions() -> frozenset[str]:
+    """Every action either identity may take (for checking code against the policies)."""
+    return frozenset(USER_ACTIONS + USER_TAGGED_ACTIONS + USER_S3_ACTIONS + INSTANCE_ACTIONS)

@@ -1,0 +1,112 @@
+"""EC2's eventual consistency, pending state and ClientToken, as the lab models them, and
+spotrun's provider living with them (issue 19: the first real launch must work)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from spotrun.cloud.aws import AwsProvider
+from spotrun.cloud.base import InstanceRequest
+from spotrun.config import Resources, load_settings
+from tests.conftest import Env
+from tests.helpers import wait_for
+from tests.lab import Lab
+from tests.lab.fixtures import use_lab
+
+
+def _ec2(lab: Lab) -> Any:
+    return boto3.client(
+        "ec2",
+        endpoint_url=lab.front.url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+    )
+
+
+def _run_params(lab: Lab, token: str, instance_type: str = "c6i.large") -> dict[str, Any]:
+    assert lab.network is not None
+    return {
+        "ImageId": lab.image_id,
+        "InstanceType": instance_type,
+        "MinCount": 1,
+        "MaxCount": 1,
+        "SubnetId": lab.network.subnets["us-east-1a"],
+        "ClientToken": token,
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": [{"Key": "spotrun:run-id", "Value": token}]}
+        ],
+    }
+
+
+def test_fresh_instances_are_unknown_then_pending_and_tokens_are_idempotent(
+    make_lab: Callable[..., Lab],
+) -> None:
+    lab = make_lab(not_found_s=2.0, pending_s=4.0, bucket=False)
+    ec2 = _ec2(lab)
+    (made,) = ec2.run_instances(**_run_params(lab, "labtoken0001"))["Instances"]
+    fresh = made["InstanceId"]
+    by_tag = [{"Name": "tag:spotrun:run-id", "Values": ["labtoken0001"]}]
+
+    # At once: unknown by id, for tags too, and absent from a filtered listing.
+    with pytest.raises(ClientError) as caught:
+        ec2.describe_instances(InstanceIds=[fresh])
+    assert caught.value.response["Error"]["Code"] == "InvalidInstanceID.NotFound"
+    assert fresh in caught.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as tagged:
+        ec2.create_tags(Resources=[fresh], Tags=[{"Key": "k", "Value": "v"}])
+    assert tagged.value.response["Error"]["Code"] == "InvalidInstanceID.NotFound"
+    assert ec2.describe_instances(Filters=by_tag)["Reservations"] == []
+
+    # The same token again: the first call's instance, nothing new; other parameters: refused.
+    (again,) = ec2.run_instances(**_run_params(lab, "labtoken0001"))["Instances"]
+    assert again["InstanceId"] == fresh
+    with pytest.raises(ClientError) as mismatch:
+        ec2.run_instances(**_run_params(lab, "labtoken0001", instance_type="m6i.large"))
+    assert mismatch.value.response["Error"]["Code"] == "IdempotentParameterMismatch"
+    assert len(lab.instances("labtoken0001")) == 1  # moto itself made one
+
+    # Then known, pending for a while, then running.
+    def state() -> str | None:
+        try:
+            reservations = ec2.describe_instances(InstanceIds=[fresh])["Reservations"]
+        except ClientError:
+            return None
+        return str(reservations[0]["Instances"][0]["State"]["Name"])
+
+    assert wait_for(state, timeout=30, what="EC2 to know the instance") == "pending"
+    listed = ec2.describe_instances(Filters=by_tag)["Reservations"]
+    assert [i["InstanceId"] for r in listed for i in r["Instances"]] == [fresh]
+    wait_for(lambda: state() == "running", timeout=30, what="the instance to run")
+    ec2.terminate_instances(InstanceIds=[fresh])
+
+
+def test_provider_sees_its_fresh_instances_and_waits_for_ec2(
+    env: Env, make_lab: Callable[..., Lab]
+) -> None:
+    # Windows long enough that every call spotrun makes right after RunInstances meets them.
+    lab = make_lab(not_found_s=3.0, pending_s=5.0, bucket=False)
+    with use_lab(env, lab):
+        provider = AwsProvider(load_settings(env.home))
+        (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
+        # count=2 runs the all-or-nothing check, which describes the new ids at once
+        launched = provider.launch(InstanceRequest("labfresh0001", offer, count=2))
+        assert lab.front.consistency.not_found_answers >= 1  # EC2 did not know them yet
+        seen = provider.describe("labfresh0001")  # EC2's filtered listing still leaves them out
+        assert sorted(i.id for i in seen) == sorted(i.id for i in launched)
+        assert all(i.is_live and i.run_id == "labfresh0001" for i in seen)
+        # A repeated launch (a supervisor restarted after a crash) finds them: nothing new.
+        again = provider.launch(InstanceRequest("labfresh0001", offer, count=2))
+        assert sorted(i.id for i in again) == sorted(i.id for i in launched)
+        assert len(lab.front.run_requests) == 1
+        ready = provider.wait_ready(seen, 30)
+        assert all(i.state == "running" for i in ready)
+        ended = provider.terminate("labfresh0001")
+        assert {i.state for i in ended} == {"terminated"}
