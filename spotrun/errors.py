@@ -66,3 +66,8 @@ class DataError(SpotrunError):
 
 class TrainingError(SpotrunError):
     """The trainer cannot continue: a bad method combination, an incompatible checkpoint."""
+
+
+class UnsafePathError(DataError):
+    """A name from outside data (a bucket key, a manifest, a tar member, an instance's file
+    listing) would land outside the folder it belongs in."""

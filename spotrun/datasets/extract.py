@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from spotrun.datasets.manifest import Checksum
+from spotrun.errors import UnsafePathError
+from spotrun.safe_paths import plain_relpath
 
 READ_BYTES = 1 << 20
 BLOCK = tarfile.BLOCKSIZE  # 512: tar headers and the padding of file data
@@ -93,11 +95,13 @@ class HashingReader:
 
 
 def safe_member_name(name: str, split: str) -> str:
-    """`name` if it is a plain relative path inside `split`/ (no empty, '.' or '..' part),
-    else ShardContentError."""
+    """`name` if it is a plain relative path inside `split`/ (spotrun.safe_paths), else
+    ShardContentError (a shard that holds one is fetched again, then refused)."""
+    try:
+        plain_relpath(name, what="member")
+    except UnsafePathError as exc:
+        raise ShardContentError(exc.message) from exc
     parts = name.split("/")
-    if name.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise ShardContentError(f"member '{name}' is not a plain relative path")
     if parts[0] != split or len(parts) < 2:
         raise ShardContentError(f"member '{name}' is outside the shard's split folder {split}/")
     return name

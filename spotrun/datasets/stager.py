@@ -51,6 +51,7 @@ from spotrun.datasets.parts import OrderedParts, split_ranges
 from spotrun.datasets.progress import StagingStatus, Tracker, fmt_bytes
 from spotrun.datasets.spec import S3Data
 from spotrun.errors import DataError, UsageError
+from spotrun.safe_paths import plain_relpath, safe_join
 from spotrun.train.data.source import EVAL_SPLITS, TRAIN_SPLIT
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
@@ -387,8 +388,7 @@ class _FileStager(_Stager):
             parts = PurePosixPath(rel).parts
             if not rel or rel.endswith("/") or parts[0] == STATE_DIR:
                 continue
-            if any(p in ("", ".", "..") for p in parts):
-                raise DataError(f"{self.store.where}/{info.key}: not a plain file path")
+            plain_relpath(rel, what=f"{self.store.where}/{info.key}: the key's file path")
             objects.append(info)
         if not objects:
             raise UsageError(
@@ -407,7 +407,7 @@ class _FileStager(_Stager):
 
     def _stage_object(self, info: ObjectInfo) -> None:
         rel = self._rel(info)
-        target = self.layout.dest / rel
+        target = safe_join(self.layout.dest, str(rel), what="the key's file path")
         self.dirs.ensure(target.parent)
         tmp = target.with_name(f".{target.name}.part")
         md5 = info.etag if _MD5.match(info.etag) else None
