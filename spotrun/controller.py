@@ -27,7 +27,13 @@ from spotrun.datasets.attach import (
 )
 from spotrun.datasets.cache_zone import prefer_cache_zone
 from spotrun.datasets.record import StagingWatch
-from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
+from spotrun.errors import (
+    CapacityError,
+    LedgerBusyError,
+    RemoteError,
+    SpotrunError,
+    StateError,
+)
 from spotrun.exitcodes import CHECKPOINTED
 from spotrun.ledger import Ledger, RunRecord
 from spotrun.metrics import MetricsTail
@@ -108,6 +114,9 @@ class RunController:
                 run = self._stop(run, why) if run.stop_requested else steps[run.state](run)
             except StateError:
                 run = self.ledger.get_run(self.run_id)  # another process moved it; look again
+                continue
+            except LedgerBusyError as exc:  # transient: the job goes on; try the step again
+                print(f"ledger busy, trying again: {exc.user_message()}", flush=True)
                 continue
             except SpotrunError as exc:
                 recovered = self.recovery.lost(self.ledger.get_run(self.run_id), exc)

@@ -40,6 +40,11 @@ class LedgerError(SpotrunError):
     """The local state under SPOTRUN_HOME cannot be read or written."""
 
 
+class LedgerBusyError(LedgerError):
+    """Another process kept the ledger locked past the wait's bound: transient, never a
+    reason to tear a run down (spotrun.ledger waits, the controller tries its step again)."""
+
+
 class CloudError(SpotrunError):
     """The cloud refused or failed a request."""
 

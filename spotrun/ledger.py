@@ -22,11 +22,58 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.config import LaunchSpec, Settings
-from spotrun.errors import LedgerError, NotFoundError, UsageError
+from spotrun.errors import LedgerBusyError, LedgerError, NotFoundError, UsageError
 from spotrun.runs import TERMINAL, RunState, check_transition
 
 SCHEMA_VERSION = 3
 APP_ID = "spotrun-ledger"
+# A busy ledger (another process holds its write lock: a long CLI write, a backup, a user's
+# sqlite3 shell) is transient. Each statement waits BUSY_WAIT_S inside SQLite, and is tried
+# again until BUSY_BOUND_S have passed; only then is it a LedgerBusyError. No run is torn down
+# for it (the controller retries its step).
+BUSY_WAIT_S = 5.0
+BUSY_BOUND_S = 600.0
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+class _BusyRetryConnection(sqlite3.Connection):
+    """The ledger's connection: the one place that waits out a busy database.
+
+    A statement outside a transaction (autocommit, BEGIN) or a COMMIT that meets a lock held by
+    another process is tried again, with a bound; a statement inside an open transaction is
+    not (this connection holds the write lock there, and a retry could not be correct)."""
+
+    bound_s: float = BUSY_BOUND_S
+
+    def _retrying(self, sql: str, call: Callable[[], sqlite3.Cursor]) -> sqlite3.Cursor:
+        retriable = not self.in_transaction or sql.lstrip().upper().startswith("COMMIT")
+        deadline = time.monotonic() + self.bound_s
+        while True:
+            try:
+                return call()
+            except sqlite3.OperationalError as exc:
+                if not (retriable and _is_busy(exc)):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise LedgerBusyError(
+                        f"the ledger stayed locked by another process for over "
+                        f"{self.bound_s:.0f} s ({exc})",
+                        hint="find the process holding it (fuser ledger.db) and let it finish",
+                    ) from exc
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return self._retrying(
+            sql, lambda: super(_BusyRetryConnection, self).execute(sql, parameters)
+        )
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        rows = list(parameters)  # an iterator could not be read twice
+        return self._retrying(sql, lambda: super(_BusyRetryConnection, self).executemany(sql, rows))
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -315,12 +362,19 @@ class Ledger:
         self.path = settings.ledger_path
         _ensure_writable_home(settings.home)
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._db = sqlite3.connect(
+                self.path,
+                timeout=BUSY_WAIT_S,
+                isolation_level=None,
+                factory=_BusyRetryConnection,
+            )
             self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA busy_timeout = 30000")
+            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_WAIT_S * 1000)}")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
+        except LedgerError:
+            raise
         except sqlite3.OperationalError as exc:
             if "readonly" in str(exc) or "unable to open" in str(exc):
                 raise LedgerError(
