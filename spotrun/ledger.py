@@ -361,6 +361,7 @@ class Ledger:
         self.clock = clock  # stamps every time the ledger records (a fixed one for imports, tests)
         self.path = settings.ledger_path
         _ensure_writable_home(settings.home)
+        _keep_private(self.path)
         try:
             self._db = sqlite3.connect(
                 self.path,
@@ -373,6 +374,7 @@ class Ledger:
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
+            _keep_private(self.path)  # the -wal and -shm SQLite just made
         except LedgerError:
             raise
         except sqlite3.OperationalError as exc:
@@ -888,9 +890,26 @@ def _run_from_row(row: sqlite3.Row) -> RunRecord:
     )
 
 
+def _keep_private(db_path: Path) -> None:
+    """The ledger holds what runs were given (a resume needs its --env values): 0600, with its
+    -wal and -shm, made so before SQLite writes a byte (an older ledger is tightened here)."""
+    try:
+        os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT, 0o600))
+        for path in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+            if path.exists() and path.stat().st_mode & 0o077:
+                os.chmod(path, 0o600)
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot make the ledger at {db_path} private: {exc.strerror or exc}",
+            hint="fix its permissions or set SPOTRUN_HOME to a folder you own",
+        ) from exc
+
+
 def _ensure_writable_home(home: Path) -> None:
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if home.stat().st_uid == os.getuid() and home.stat().st_mode & 0o077:
+            os.chmod(home, 0o700)  # run folders, logs and the ledger: the user's alone
         (home / "runs").mkdir(exist_ok=True)
     except OSError as exc:
         raise LedgerError(
