@@ -162,9 +162,18 @@ def load_settings(home: Path | None = None) -> Settings:
     config_path = home / "config.toml"
     if config_path.exists():
         try:
-            data = tomllib.loads(config_path.read_text())
+            data = tomllib.loads(config_path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"{config_path} is not UTF-8 text (byte {exc.start})", hint="save it as UTF-8"
+            ) from exc
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise UsageError(f"cannot read {config_path}: {exc}") from exc
+    if "home" in data:
+        raise UsageError(
+            f"{config_path}: 'home' cannot be set in the config file it lives in",
+            hint="set SPOTRUN_HOME to choose another home",
+        )
     try:
         return Settings(home=home, **data)
     except ValidationError as exc:

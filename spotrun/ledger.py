@@ -40,6 +40,19 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    text = str(exc)
+    return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
+def _damaged(where: str, exc: sqlite3.DatabaseError) -> LedgerError:
+    return LedgerError(
+        f"{where} is not a readable spotrun ledger: it is damaged ({exc})",
+        hint=f"move it aside (mv {where} {where}.bad) and spotrun starts a new one; "
+        f"`sqlite3 {where}.bad .recover` may save what it held",
+    )
+
+
 class _BusyRetryConnection(sqlite3.Connection):
     """The ledger's connection: the one place that waits out a busy database.
 
@@ -48,6 +61,7 @@ class _BusyRetryConnection(sqlite3.Connection):
     not (this connection holds the write lock there, and a retry could not be correct)."""
 
     bound_s: float = BUSY_BOUND_S
+    where: str = "the ledger"  # its path, for messages
 
     def _retrying(self, sql: str, call: Callable[[], sqlite3.Cursor]) -> sqlite3.Cursor:
         retriable = not self.in_transaction or sql.lstrip().upper().startswith("COMMIT")
@@ -56,6 +70,8 @@ class _BusyRetryConnection(sqlite3.Connection):
             try:
                 return call()
             except sqlite3.OperationalError as exc:
+                if _is_damage(exc):
+                    raise _damaged(self.where, exc) from exc
                 if not (retriable and _is_busy(exc)):
                     raise
                 if time.monotonic() >= deadline:
@@ -64,6 +80,10 @@ class _BusyRetryConnection(sqlite3.Connection):
                         f"{self.bound_s:.0f} s ({exc})",
                         hint="find the process holding it (fuser ledger.db) and let it finish",
                     ) from exc
+            except sqlite3.DatabaseError as exc:
+                if _is_damage(exc):
+                    raise _damaged(self.where, exc) from exc
+                raise
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         return self._retrying(
@@ -370,6 +390,7 @@ class Ledger:
                 factory=_BusyRetryConnection,
             )
             self._db.row_factory = sqlite3.Row
+            self._db.where = str(self.path)
             self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_WAIT_S * 1000)}")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA foreign_keys = ON")
@@ -413,7 +434,15 @@ class Ledger:
                         f"{self.path} is an SQLite file but not a spotrun ledger",
                         hint="point SPOTRUN_HOME elsewhere or move the file aside",
                     )
-                version = int(rows.get("schema_version", "0"))
+                try:
+                    version = int(rows.get("schema_version", "0"))
+                except ValueError:
+                    raise LedgerError(
+                        f"{self.path} has a schema version that is not a number "
+                        f"({rows.get('schema_version')!r})",
+                        hint=f"move it aside (mv {self.path} {self.path}.bad) and spotrun "
+                        "starts a new one",
+                    ) from None
                 if version > SCHEMA_VERSION:
                     raise LedgerError(
                         f"{self.path} was written by a newer spotrun (ledger schema v{version}; "

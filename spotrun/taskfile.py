@@ -92,7 +92,11 @@ def load_task(path: Path) -> TaskFile:
     import yaml
 
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"task file {path} is not UTF-8 text (byte {exc.start})", hint="save it as UTF-8"
+        ) from exc
     except OSError as exc:
         raise UsageError(f"cannot read task file {path}: {exc.strerror or exc}") from exc
     try:

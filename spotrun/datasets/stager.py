@@ -316,12 +316,27 @@ class _ShardStager(_Stager):
 
     def _stage_shard(self, shard: Shard) -> None:
         written: list[str] = []
+        try:
+            self._stage_shard_checked(shard, written)
+        except BaseException as exc:
+            remove_files(self.layout.dest, written)  # nothing half-checked stays behind
+            if isinstance(exc, OSError):
+                raise DataError(
+                    f"shard {shard.name} of {self.source.uri}: cannot write "
+                    f"{exc.filename or 'its files'}: {exc.strerror or exc}"
+                ) from exc
+            raise
+
+    def _stage_shard_checked(self, shard: Shard, written: list[str]) -> None:
         problem: str | None = None
         for attempt in (1, 2):
             if self.cancelled.is_set():
                 return
             got = Extracted()
-            problem = self._attempt(shard, got)
+            try:
+                problem = self._attempt(shard, got)
+            finally:
+                written += got.names
             if problem is None:
                 kept = set(got.names)
                 remove_files(self.layout.dest, [n for n in written if n not in kept])
@@ -336,11 +351,10 @@ class _ShardStager(_Stager):
                     },
                 )
                 self.tracker.item_done(refetched=attempt > 1)
+                written.clear()  # in place and marked: kept
                 return
-            written += got.names
             if attempt == 1:
                 self.log(f"shard {shard.name}: {problem}; fetching it again")
-        remove_files(self.layout.dest, written)
         raise DataError(
             f"shard {shard.name} of {self.source.uri} failed its check twice: {problem}",
             hint="the object in S3 does not match its manifest; push the data set again "
@@ -408,7 +422,13 @@ class _FileStager(_Stager):
     def _stage_object(self, info: ObjectInfo) -> None:
         rel = self._rel(info)
         target = safe_join(self.layout.dest, str(rel), what="the key's file path")
-        self.dirs.ensure(target.parent)
+        try:
+            self.dirs.ensure(target.parent)
+        except OSError as exc:
+            raise DataError(
+                f"{self.store.where}/{info.key}: cannot make folder {target.parent}: "
+                f"{exc.strerror or exc} (another key is a file of that name)"
+            ) from exc
         tmp = target.with_name(f".{target.name}.part")
         md5 = info.etag if _MD5.match(info.etag) else None
         problem: str | None = None
@@ -436,6 +456,11 @@ class _FileStager(_Stager):
                 if self.cancelled.is_set():
                     raise _Cancelled() from exc
                 problem = str(exc)
+            except OSError as exc:  # e.g. a key that is a file where another needs a folder
+                tmp.unlink(missing_ok=True)
+                raise DataError(
+                    f"{self.store.where}/{info.key}: cannot write {target}: {exc.strerror or exc}"
+                ) from exc
             self.tracker.undo(counted[0])
             if attempt == 1:
                 self.log(f"{rel}: {problem}; fetching it again")
