@@ -45,6 +45,7 @@ from spotrun.remote.job import JobDriver, JobStatus
 from spotrun.remote.jobprep import pull_outputs, setup_failure
 from spotrun.runs import RunState
 from spotrun.sweep.packs import run_provider
+from spotrun.terminal_text import printable
 
 log = logging.getLogger(__name__)
 
@@ -604,5 +605,5 @@ def _log_tail(path: Path, lines: int) -> str:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
-    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
-    return " | ".join(kept)
+    kept = [printable(line).strip() for line in text.splitlines() if printable(line).strip()]
+    return " | ".join(kept[-lines:])
