@@ -144,3 +144,23 @@ def test_output_names_with_tabs_and_newlines_come_back(tmp_path: Path) -> None:
 
 def test_a_refused_name_is_a_data_error() -> None:
     assert issubclass(UnsafePathError, DataError)
+
+
+def test_data_push_follows_no_link_out_of_the_folder(tmp_path: Path, s3_bucket: Bucket) -> None:
+    bucket, s3 = s3_bucket
+    folder = make_image_folder(tmp_path / "pets", per_class=2, per_class_test=1, size=8).root
+    outside = tmp_path / "private"
+    (outside / "ssh").mkdir(parents=True)
+    (outside / "id_ed25519.png").write_bytes(b"SECRET-KEY-BYTES")
+    (outside / "ssh" / "config.png").write_bytes(b"SECRET-KEY-BYTES")
+    a_class = next(p for p in (folder / "train").iterdir() if p.is_dir())
+    (a_class / "stolen.png").symlink_to(outside / "id_ed25519.png")
+    (folder / "train" / "zz-linked").symlink_to(outside / "ssh")
+    lines: list[str] = []
+    source = parse_s3(f"s3://{bucket}/sets/linked")
+    manifest = push(S3Store(bucket), folder, source, shard_size=10**6, parallel=2, log=lines.append)
+    assert "zz-linked" not in manifest.manifest.classes
+    assert any("skipped 2 symbolic link(s)" in line for line in lines), lines
+    for shard in manifest.manifest.shards:
+        body = s3.get_object(Bucket=bucket, Key=f"sets/linked/{shard.name}")["Body"].read()
+        assert b"SECRET-KEY-BYTES" not in body and b"stolen.png" not in body
