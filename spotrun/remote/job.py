@@ -87,7 +87,7 @@ class JobDriver:
             local = Path(scratch) / ENV_FILE
             fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as fh:
-                json.dump(env, fh)
+                json.dump({key: str(value) for key, value in env.items()}, fh)
             self.runner.put(local, remote)
         return remote
 
