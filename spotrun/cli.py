@@ -21,6 +21,7 @@ from spotrun.errors import SpotrunError, UsageError
 from spotrun.exitcodes import FAILURE, SUCCESS
 from spotrun.runs import RunState
 from spotrun.sweep.cli import sweep_app
+from spotrun.terminal_text import printable
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click_exceptions
@@ -349,7 +350,7 @@ def _follow(ledger: Any, run_id: str) -> int:
                     + (f": {summary}" if summary else "")
                     + f"  cost ${cost:.2f}"
                     + (
-                        f"\n{final.message}"
+                        f"\n{printable(final.message)}"
                         if final.state is not RunState.SUCCEEDED and final.message
                         else ""
                     )
@@ -396,7 +397,7 @@ def list_runs(
             (row["started"] or row["created"] or "").replace("T", " ").rstrip("Z"),
             _fmt_duration(row["duration_s"]),
             _money(row["cost_usd"]) if row["cost_usd"] is not None else "?",
-            _fmt_metrics(row["metrics"]),
+            printable(_fmt_metrics(row["metrics"])),  # the job wrote these
         )
     out.print(table)
 
@@ -436,7 +437,7 @@ def status(
     job = r.spec.job
     what = f"command {job.run!r}" if job is not None and job.run else f"recipe {r.recipe}"
     out.print(f"{r.name} ({r.id})  {what}  on {r.cloud}", markup=False)
-    out.print(f"state     {r.state.value}" + (f"  ({r.message})" if r.message else ""))
+    out.print(f"state     {r.state.value}" + (f"  ({printable(r.message)})" if r.message else ""))
     so_far = "" if r.is_terminal else " so far"
     shown = "? (no prices cached yet)" if st.cost_usd is None else _money(st.cost_usd) + so_far
     out.print(f"duration  {_fmt_duration(r.duration_s())}   cost {shown}")
@@ -459,7 +460,9 @@ def status(
     if st.events:
         out.print("events:")
         for e in st.events[-10:]:
-            out.print(f"  {_fmt_duration(e.at - r.created_at):>7}  {e.kind}: {e.message}")
+            out.print(
+                f"  {_fmt_duration(e.at - r.created_at):>7}  {e.kind}: {printable(e.message)}"
+            )
 
 
 @app.command()

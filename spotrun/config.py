@@ -119,7 +119,9 @@ class Settings(StrictModel):
     home: Path
     default_cloud: CloudName = "local"
     owner: str = Field(default_factory=getpass.getuser)
-    max_cost_usd: float | None = Field(None, gt=0, description="default budget for every launch")
+    max_cost_usd: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="default budget for every launch"
+    )
     heartbeat_timeout_s: float = Field(1800.0, gt=0)
     budget_check_s: float = Field(30.0, gt=0, description="how often a capped run is projected")
     budget_stop_margin_s: float = Field(
@@ -168,27 +170,44 @@ def load_settings(home: Path | None = None) -> Settings:
     config_path = home / "config.toml"
     if config_path.exists():
         try:
-            data = tomllib.loads(config_path.read_text())
+            data = tomllib.loads(config_path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"{config_path} is not UTF-8 text (byte {exc.start})", hint="save it as UTF-8"
+            ) from exc
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise UsageError(f"cannot read {config_path}: {exc}") from exc
+    if "home" in data:
+        raise UsageError(
+            f"{config_path}: 'home' cannot be set in the config file it lives in",
+            hint="set SPOTRUN_HOME to choose another home",
+        )
     try:
         return Settings(home=home, **data)
     except ValidationError as exc:
         raise UsageError(f"{config_path}: {describe_validation_error(exc)}") from exc
 
 
+# Bounds on counts that drive work or money, so that a typo (gpus: 80000) is refused at launch.
+MAX_GPUS_PER_NODE = 64  # the largest instances have 8-16
+MAX_NODES = 1024
+MAX_DISK_GB = 65536  # EBS volumes end at 64 TiB
+
+
 class Resources(StrictModel):
     """What a job needs from an instance."""
 
-    gpus: int = Field(0, ge=0, description="GPUs per node")
+    gpus: int = Field(0, ge=0, le=MAX_GPUS_PER_NODE, description="GPUs per node")
     gpu_model: str | None = Field(None, description="e.g. A100, H100, L4 (case-insensitive)")
     gpu_memory_gb: float | None = Field(None, gt=0, description="at least this much per GPU")
     instance_type: str | None = None
     region: str | None = None
     zone: str | None = None
     spot: bool = True
-    disk_gb: int | None = Field(None, ge=8, description="root volume; None = settings")
-    nodes: int = Field(1, ge=1)
+    disk_gb: int | None = Field(
+        None, ge=8, le=MAX_DISK_GB, description="root volume; None = settings"
+    )
+    nodes: int = Field(1, ge=1, le=MAX_NODES)
 
 
 class LaunchSpec(StrictModel):
@@ -199,8 +218,9 @@ class LaunchSpec(StrictModel):
     resources: Resources = Field(default_factory=Resources)
     name: str | None = None
     cloud: CloudName = "local"
-    max_cost_usd: float | None = Field(None, gt=0)
-    max_hours: float | None = Field(None, gt=0)
+    # finite: `inf` or 1e400 is no cap, and a cap that is no cap is refused
+    max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_hours: float | None = Field(None, gt=0, allow_inf_nan=False)
     job: JobSpec | None = Field(None, description="what runs; None: the recipe, as stored before")
 
     def job_spec(self) -> JobSpec:

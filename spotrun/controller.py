@@ -27,7 +27,13 @@ from spotrun.datasets.attach import (
 )
 from spotrun.datasets.cache_zone import prefer_cache_zone
 from spotrun.datasets.record import StagingWatch
-from spotrun.errors import CapacityError, RemoteError, SpotrunError, StateError
+from spotrun.errors import (
+    CapacityError,
+    LedgerBusyError,
+    RemoteError,
+    SpotrunError,
+    StateError,
+)
 from spotrun.exitcodes import CHECKPOINTED
 from spotrun.ledger import Ledger, RunRecord
 from spotrun.metrics import MetricsTail
@@ -39,6 +45,7 @@ from spotrun.remote.job import JobDriver, JobStatus
 from spotrun.remote.jobprep import pull_outputs, setup_failure
 from spotrun.runs import RunState
 from spotrun.sweep.packs import run_provider
+from spotrun.terminal_text import printable
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +115,9 @@ class RunController:
                 run = self._stop(run, why) if run.stop_requested else steps[run.state](run)
             except StateError:
                 run = self.ledger.get_run(self.run_id)  # another process moved it; look again
+                continue
+            except LedgerBusyError as exc:  # transient: the job goes on; try the step again
+                print(f"ledger busy, trying again: {exc.user_message()}", flush=True)
                 continue
             except SpotrunError as exc:
                 recovered = self.recovery.lost(self.ledger.get_run(self.run_id), exc)
@@ -595,5 +605,5 @@ def _log_tail(path: Path, lines: int) -> str:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
-    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
-    return " | ".join(kept)
+    kept = [printable(line).strip() for line in text.splitlines() if printable(line).strip()]
+    return " | ".join(kept[-lines:])

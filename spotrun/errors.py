@@ -40,6 +40,11 @@ class LedgerError(SpotrunError):
     """The local state under SPOTRUN_HOME cannot be read or written."""
 
 
+class LedgerBusyError(LedgerError):
+    """Another process kept the ledger locked past the wait's bound: transient, never a
+    reason to tear a run down (spotrun.ledger waits, the controller tries its step again)."""
+
+
 class CloudError(SpotrunError):
     """The cloud refused or failed a request."""
 
@@ -66,3 +71,8 @@ class DataError(SpotrunError):
 
 class TrainingError(SpotrunError):
     """The trainer cannot continue: a bad method combination, an incompatible checkpoint."""
+
+
+class UnsafePathError(DataError):
+    """A name from outside data (a bucket key, a manifest, a tar member, an instance's file
+    listing) would land outside the folder it belongs in."""

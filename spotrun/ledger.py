@@ -22,11 +22,78 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.config import LaunchSpec, Settings
-from spotrun.errors import LedgerError, NotFoundError, UsageError
+from spotrun.errors import LedgerBusyError, LedgerError, NotFoundError, UsageError
 from spotrun.runs import TERMINAL, RunState, check_transition
 
 SCHEMA_VERSION = 3
 APP_ID = "spotrun-ledger"
+# A busy ledger (another process holds its write lock: a long CLI write, a backup, a user's
+# sqlite3 shell) is transient. Each statement waits BUSY_WAIT_S inside SQLite, and is tried
+# again until BUSY_BOUND_S have passed; only then is it a LedgerBusyError. No run is torn down
+# for it (the controller retries its step).
+BUSY_WAIT_S = 5.0
+BUSY_BOUND_S = 600.0
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    text = str(exc)
+    return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
+def _damaged(where: str, exc: sqlite3.DatabaseError) -> LedgerError:
+    return LedgerError(
+        f"{where} is not a readable spotrun ledger: it is damaged ({exc})",
+        hint=f"move it aside (mv {where} {where}.bad) and spotrun starts a new one; "
+        f"`sqlite3 {where}.bad .recover` may save what it held",
+    )
+
+
+class _BusyRetryConnection(sqlite3.Connection):
+    """The ledger's connection: the one place that waits out a busy database.
+
+    A statement outside a transaction (autocommit, BEGIN) or a COMMIT that meets a lock held by
+    another process is tried again, with a bound; a statement inside an open transaction is
+    not (this connection holds the write lock there, and a retry could not be correct)."""
+
+    bound_s: float = BUSY_BOUND_S
+    where: str = "the ledger"  # its path, for messages
+
+    def _retrying(self, sql: str, call: Callable[[], sqlite3.Cursor]) -> sqlite3.Cursor:
+        retriable = not self.in_transaction or sql.lstrip().upper().startswith("COMMIT")
+        deadline = time.monotonic() + self.bound_s
+        while True:
+            try:
+                return call()
+            except sqlite3.OperationalError as exc:
+                if _is_damage(exc):
+                    raise _damaged(self.where, exc) from exc
+                if not (retriable and _is_busy(exc)):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise LedgerBusyError(
+                        f"the ledger stayed locked by another process for over "
+                        f"{self.bound_s:.0f} s ({exc})",
+                        hint="find the process holding it (fuser ledger.db) and let it finish",
+                    ) from exc
+            except sqlite3.DatabaseError as exc:
+                if _is_damage(exc):
+                    raise _damaged(self.where, exc) from exc
+                raise
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return self._retrying(
+            sql, lambda: super(_BusyRetryConnection, self).execute(sql, parameters)
+        )
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        rows = list(parameters)  # an iterator could not be read twice
+        return self._retrying(sql, lambda: super(_BusyRetryConnection, self).executemany(sql, rows))
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -314,13 +381,23 @@ class Ledger:
         self.clock = clock  # stamps every time the ledger records (a fixed one for imports, tests)
         self.path = settings.ledger_path
         _ensure_writable_home(settings.home)
+        _keep_private(self.path)
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._db = sqlite3.connect(
+                self.path,
+                timeout=BUSY_WAIT_S,
+                isolation_level=None,
+                factory=_BusyRetryConnection,
+            )
             self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA busy_timeout = 30000")
+            self._db.where = str(self.path)
+            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_WAIT_S * 1000)}")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
+            _keep_private(self.path)  # the -wal and -shm SQLite just made
+        except LedgerError:
+            raise
         except sqlite3.OperationalError as exc:
             if "readonly" in str(exc) or "unable to open" in str(exc):
                 raise LedgerError(
@@ -357,7 +434,15 @@ class Ledger:
                         f"{self.path} is an SQLite file but not a spotrun ledger",
                         hint="point SPOTRUN_HOME elsewhere or move the file aside",
                     )
-                version = int(rows.get("schema_version", "0"))
+                try:
+                    version = int(rows.get("schema_version", "0"))
+                except ValueError:
+                    raise LedgerError(
+                        f"{self.path} has a schema version that is not a number "
+                        f"({rows.get('schema_version')!r})",
+                        hint=f"move it aside (mv {self.path} {self.path}.bad) and spotrun "
+                        "starts a new one",
+                    ) from None
                 if version > SCHEMA_VERSION:
                     raise LedgerError(
                         f"{self.path} was written by a newer spotrun (ledger schema v{version}; "
@@ -834,9 +919,26 @@ def _run_from_row(row: sqlite3.Row) -> RunRecord:
     )
 
 
+def _keep_private(db_path: Path) -> None:
+    """The ledger holds what runs were given (a resume needs its --env values): 0600, with its
+    -wal and -shm, made so before SQLite writes a byte (an older ledger is tightened here)."""
+    try:
+        os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT, 0o600))
+        for path in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+            if path.exists() and path.stat().st_mode & 0o077:
+                os.chmod(path, 0o600)
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot make the ledger at {db_path} private: {exc.strerror or exc}",
+            hint="fix its permissions or set SPOTRUN_HOME to a folder you own",
+        ) from exc
+
+
 def _ensure_writable_home(home: Path) -> None:
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if home.stat().st_uid == os.getuid() and home.stat().st_mode & 0o077:
+            os.chmod(home, 0o700)  # run folders, logs and the ledger: the user's alone
         (home / "runs").mkdir(exist_ok=True)
     except OSError as exc:
         raise LedgerError(

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from spotrun.config import MAX_DISK_GB, MAX_GPUS_PER_NODE, MAX_NODES
 from spotrun.errors import UsageError
 
 
@@ -30,13 +31,15 @@ class TaskModel(BaseModel):
 
 
 class TaskResources(TaskModel):
-    gpus: int | None = Field(None, ge=0)
+    gpus: int | None = Field(None, ge=0, le=MAX_GPUS_PER_NODE)
     gpu_model: str | None = None
     instance_type: str | None = None
     region: str | None = None
     spot: bool = True
-    disk_gb: int | None = Field(None, ge=8)
-    nodes: int | None = Field(None, ge=1, description="instances run together (torchrun)")
+    disk_gb: int | None = Field(None, ge=8, le=MAX_DISK_GB)
+    nodes: int | None = Field(
+        None, ge=1, le=MAX_NODES, description="instances run together (torchrun)"
+    )
 
     def as_flags(self) -> dict[str, object]:
         """The keys that were given, in Resources' vocabulary."""
@@ -53,8 +56,8 @@ class TaskFile(TaskModel):
     outputs: list[str] = Field(default_factory=list)
     checkpoint_dir: str | None = None
     data: str | None = None
-    max_cost: float | None = Field(None, gt=0)
-    max_hours: float | None = Field(None, gt=0)
+    max_cost: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_hours: float | None = Field(None, gt=0, allow_inf_nan=False)
 
     @field_validator("run")
     @classmethod
@@ -92,7 +95,11 @@ def load_task(path: Path) -> TaskFile:
     import yaml
 
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"task file {path} is not UTF-8 text (byte {exc.start})", hint="save it as UTF-8"
+        ) from exc
     except OSError as exc:
         raise UsageError(f"cannot read task file {path}: {exc.strerror or exc}") from exc
     try:

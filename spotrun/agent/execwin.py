@@ -1,7 +1,7 @@
 """`spotrun exec`: another command in a new window of a live run's tmux session.
 
-The window runs the command with bash in the job's folder and the session's environment (the
-run's variables), copies its output to `exec/<window>.log` in the run folder and records its
+The window runs the command with bash in the job's folder and the run's variables (read from its
+0600 env file), copies its output to `exec/<window>.log` in the run folder and records its
 exit code in `exec/<window>.exit`, so the caller can follow it and report how it ended.
 """
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from pathlib import Path
 
 from spotrun.agent.session import new_window, session_exists
-from spotrun.agent.wrapper import JOB_FILE
+from spotrun.agent.wrapper import ENV_FILE, JOB_FILE
 
 EXEC_DIR = "exec"
 
@@ -39,7 +40,11 @@ def start_exec(session: str, run_dir: Path, command: str) -> dict[str, object]:
         f"{{ {command}\n}} 2>&1 | tee -a {q(str(log))}; code=${{PIPESTATUS[0]}}; "
         f"echo $code > {q(str(done))}.tmp && mv {q(str(done))}.tmp {q(str(done))}"
     )
-    new_window(session, window, shlex.join(["bash", "-c", script]), _job_cwd(run_dir))
+    argv = ["bash", "-c", script]
+    if (run_dir / ENV_FILE).exists():  # the run's variables, read from its 0600 file
+        agent = [sys.executable, "-m", "spotrun", "agent", "with-env"]
+        argv = [*agent, "--env-file", str(run_dir / ENV_FILE), "--", *argv]
+    new_window(session, window, shlex.join(argv), _job_cwd(run_dir))
     return {"window": window, "log": str(log)}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import signal
 import sys
@@ -17,7 +18,14 @@ from pathlib import Path
 from spotrun.agent.execwin import exec_status, start_exec
 from spotrun.agent.session import kill_session, session_exists, start_session
 from spotrun.agent.watcher import HEARTBEAT_FILE
-from spotrun.agent.wrapper import EXIT_FILE, JOB_FILE, Setup, run_wrapped, signal_job
+from spotrun.agent.wrapper import (
+    EXIT_FILE,
+    JOB_FILE,
+    Setup,
+    read_env_file,
+    run_wrapped,
+    signal_job,
+)
 
 
 def _read_json(path: Path) -> dict[str, object] | None:
@@ -49,11 +57,11 @@ def start_job(
     session: str,
     run_dir: Path,
     argv: list[str],
-    env: dict[str, str],
     options: list[str] | None = None,
     cwd: str | None = None,
 ) -> dict[str, object]:
-    """Start the wrapper (with its `options`: --cwd, --setup, --checkpoint-dir) in tmux."""
+    """Start the wrapper (with its `options`: --cwd, --setup, --checkpoint-dir, --env-file) in
+    tmux. The job's environment is in the env file, never on tmux's command line."""
     if session_exists(session):
         return {"session": session, "started": False}
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -62,7 +70,7 @@ def start_job(
     (run_dir / EXIT_FILE).unlink(missing_ok=True)
     wrapper = [sys.executable, "-m", "spotrun", "agent", "wrap", "--run-dir", str(run_dir)]
     command = shlex.join([*wrapper, *(options or []), "--", *argv])
-    start_session(session, command, cwd or str(run_dir), env)
+    start_session(session, command, cwd or str(run_dir))
     return {"session": session, "started": True}
 
 
@@ -106,7 +114,7 @@ def main(argv: list[str]) -> int:
         p.add_argument("--session", required=True)
         p.add_argument("--run-dir", required=True, type=Path)
         if op == "start":
-            p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+            p.add_argument("--env-file", type=Path, default=None, help="the job's env (0600)")
             p.add_argument("--wrap", action="append", default=[], metavar="OPTION")
             p.add_argument("argv", nargs=argparse.REMAINDER)
         if op == "stop":
@@ -115,12 +123,16 @@ def main(argv: list[str]) -> int:
             p.add_argument("--command", required=True)
         if op == "exec-status":
             p.add_argument("--window", required=True)
+    with_env = sub.add_parser("with-env", help="run a command with the job's environment")
+    with_env.add_argument("--env-file", required=True, type=Path)
+    with_env.add_argument("argv", nargs=argparse.REMAINDER)
     wrap = sub.add_parser("wrap")
     wrap.add_argument("--run-dir", required=True, type=Path)
     wrap.add_argument("--cwd", type=Path, default=None)
     wrap.add_argument("--setup", type=Path, default=None, help="a bash script run once first")
     wrap.add_argument("--checkpoint-dir", type=Path, default=None)
     wrap.add_argument("--data", default=None, help="the job's data set (SPOTRUN_DATA_DIR)")
+    wrap.add_argument("--env-file", type=Path, default=None, help="the job's env (JSON, 0600)")
     wrap.add_argument("argv", nargs=argparse.REMAINDER)
     stage = sub.add_parser("stage", help="put a data set in place; its path to --path-file")
     stage.add_argument("--run-dir", required=True, type=Path)
@@ -128,7 +140,12 @@ def main(argv: list[str]) -> int:
     stage.add_argument("--path-file", required=True, type=Path)
     args = parser.parse_args(argv)
 
+    if args.op == "with-env":  # an exec window: the run's variables, from the file
+        argv = _strip_dashes(args.argv)
+        os.execvpe(argv[0], argv, {**os.environ, **read_env_file(args.env_file)})
     if args.op == "wrap":
+        if args.env_file is not None:  # every phase (setup, data, run) sees it
+            os.environ.update(read_env_file(args.env_file))
         setup = None
         if args.setup is not None:
             setup = Setup(args.setup, args.run_dir / ".setup-done")
@@ -143,11 +160,9 @@ def main(argv: list[str]) -> int:
     if args.op == "stage":
         return stage_data(args.run_dir, args.data, args.path_file)
     if args.op == "start":
-        env = dict(item.split("=", 1) for item in args.env)
         cwd = next((o.split("=", 1)[1] for o in args.wrap if o.startswith("--cwd=")), None)
-        result = start_job(
-            args.session, args.run_dir, _strip_dashes(args.argv), env, args.wrap, cwd
-        )
+        wrap = args.wrap + ([f"--env-file={args.env_file}"] if args.env_file else [])
+        result = start_job(args.session, args.run_dir, _strip_dashes(args.argv), wrap, cwd)
     elif args.op == "status":
         result = job_status(args.session, args.run_dir)
     elif args.op == "exec":

@@ -40,7 +40,10 @@ def session_exists(name: str) -> bool:
         return False
 
 
-def start_session(name: str, command: str, cwd: str, env: dict[str, str]) -> None:
+def start_session(name: str, command: str, cwd: str) -> None:
+    """A detached session running `command`. No environment is given here: `new-session -e`
+    puts values on tmux's command line, readable by every user (the wrapper reads an env
+    file instead)."""
     # tmux makes its socket folder itself only when it picks the path; with -S we make it.
     socket_path().parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     _server().new_session(
@@ -48,7 +51,6 @@ def start_session(name: str, command: str, cwd: str, env: dict[str, str]) -> Non
         window_name="job",
         window_command=command,
         start_directory=cwd,
-        environment=env or None,
         attach=False,
         x=200,
         y=50,

@@ -30,6 +30,10 @@ from types import FrameType
 from typing import BinaryIO
 
 JOB_FILE = "job.json"
+# The job's environment on its machine: a file only the job's user can read (0600), never an
+# argv (the agent's, tmux's): values such as API keys must not be readable in /proc by every
+# user. A dot file: the run-folder sync leaves it on the instance.
+ENV_FILE = ".job-env.json"
 EXIT_FILE = "exit.json"
 LOG_FILE = "job.log"
 SETUP_LOG_FILE = "setup.log"
@@ -355,3 +359,13 @@ def _data_phase(wrapper: _Wrapper, data: str, log: BinaryIO) -> str | int:
             code = 1
     _emit([log], f"spotrun: staging the data set {data} failed (exit code {code})\n".encode())
     return code
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """The job's environment (ENV_FILE): a JSON object of strings."""
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        raise ValueError(f"{path} is not a JSON object of strings")
+    return data

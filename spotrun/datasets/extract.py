@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from spotrun.datasets.manifest import Checksum
+from spotrun.errors import UnsafePathError
+from spotrun.safe_paths import plain_relpath
 
 READ_BYTES = 1 << 20
 BLOCK = tarfile.BLOCKSIZE  # 512: tar headers and the padding of file data
@@ -93,11 +95,13 @@ class HashingReader:
 
 
 def safe_member_name(name: str, split: str) -> str:
-    """`name` if it is a plain relative path inside `split`/ (no empty, '.' or '..' part),
-    else ShardContentError."""
+    """`name` if it is a plain relative path inside `split`/ (spotrun.safe_paths), else
+    ShardContentError (a shard that holds one is fetched again, then refused)."""
+    try:
+        plain_relpath(name, what="member")
+    except UnsafePathError as exc:
+        raise ShardContentError(exc.message) from exc
     parts = name.split("/")
-    if name.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise ShardContentError(f"member '{name}' is not a plain relative path")
     if parts[0] != split or len(parts) < 2:
         raise ShardContentError(f"member '{name}' is outside the shard's split folder {split}/")
     return name
@@ -254,7 +258,13 @@ def extract_shard(
                         pending["path"] = data.rstrip(b"\0").decode("utf-8", "surrogateescape")
                     continue  # a global header ('g') sets nothing spotrun reads
                 name = pending.pop("path", info.name)
-                size = int(pending.pop("size", info.size))
+                try:
+                    size = int(pending.pop("size", info.size))
+                except ValueError:
+                    what = f"member '{name}' has a pax size that is not a number"
+                    raise ShardContentError(what) from None
+                if size < 0:
+                    raise ShardContentError(f"member '{name}' has a negative size")
                 pending.clear()
                 if info.type == tarfile.DIRTYPE:
                     blocks.skip(size + _padded(size))
@@ -262,10 +272,15 @@ def extract_shard(
                 if info.type not in tarfile.REGULAR_TYPES or info.type == tarfile.GNUTYPE_SPARSE:
                     raise ShardContentError(f"member '{name}' is not a regular file")
             rel = safe_member_name(name, split)
-            dirs.ensure(f"{root}/{rel.rpartition('/')[0]}")
             into.names.append(rel)
-            # os.open/os.write: no buffered file object per file (ImageNet has 1.3 M)
-            fd = os.open(f"{root}/{rel}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                dirs.ensure(f"{root}/{rel.rpartition('/')[0]}")
+                # os.open/os.write: no buffered file object per file (ImageNet has 1.3 M)
+                fd = os.open(f"{root}/{rel}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+                raise ShardContentError(
+                    f"member '{rel}' clashes with a file or folder of the same name"
+                ) from exc
             try:
                 blocks.write_to(fd, size)
             finally:
@@ -273,7 +288,7 @@ def extract_shard(
             blocks.skip(_padded(size))
             into.files += 1
             into.content_bytes += size
-    except tarfile.TarError as exc:
+    except (tarfile.TarError, UnicodeError) as exc:
         raise ShardContentError(f"not a readable tar stream ({exc})") from exc
     reader.drain()
     return into
@@ -283,5 +298,5 @@ def remove_files(dest: Path, names: list[str]) -> None:
     for name in names:
         try:
             os.unlink(dest / name)
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            continue  # never written, or a folder a later member made

@@ -30,7 +30,8 @@ from pydantic import (
 )
 
 from spotrun.config import describe_validation_error
-from spotrun.errors import UsageError
+from spotrun.errors import UnsafePathError, UsageError
+from spotrun.safe_paths import plain_folder_name, plain_relpath
 
 MANIFEST_NAME = "manifest.json"
 FORMAT: Literal["spotrun-shards/2"] = "spotrun-shards/2"  # what a push writes
@@ -41,6 +42,15 @@ BLOCK_BYTES = 4096
 _SHARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.tar$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CRC32 = re.compile(r"^[0-9a-f]{8}$")
+
+
+def _folder_name(value: str, what: str) -> str:
+    """A split becomes a folder of the staged set: a plain visible name (spotrun.safe_paths),
+    so a shard can never write into the stager's own state folder and forge its markers."""
+    try:
+        return plain_folder_name(value, what=what)
+    except UnsafePathError as exc:
+        raise ValueError(exc.user_message()) from exc
 
 
 class _Strict(BaseModel):
@@ -64,6 +74,11 @@ class Shard(_Strict):
         if not _SHARD_NAME.match(value):
             raise ValueError(f"'{value}' is not a plain shard file name (NAME.tar)")
         return value
+
+    @field_validator("split")
+    @classmethod
+    def _plain_split(cls, value: str) -> str:
+        return _folder_name(value, "split")
 
     @field_validator("sha256")
     @classmethod
@@ -102,6 +117,23 @@ class Manifest(_Strict):
     classes: list[str] = Field(description="the training split's class folders, in label order")
     eval_split: str = Field(description="val or test")
     shards: list[Shard]
+
+    @field_validator("eval_split")
+    @classmethod
+    def _plain_eval_split(cls, value: str) -> str:
+        return _folder_name(value, "eval_split")
+
+    @field_validator("classes")
+    @classmethod
+    def _plain_classes(cls, value: list[str]) -> list[str]:
+        for name in value:
+            try:
+                plain_relpath(name, what="class")
+            except UnsafePathError as exc:
+                raise ValueError(exc.message) from exc
+            if "/" in name or name.startswith("."):
+                raise ValueError(f"class {name!r} is not one visible folder name")
+        return value
 
     @field_validator("shards")
     @classmethod

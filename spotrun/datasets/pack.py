@@ -85,15 +85,33 @@ class PlannedShard:
     members: tuple[Member, ...]
 
 
-def _split_members(root: Path, split: str) -> list[Member]:
+def _classes(split_dir: Path, skipped: list[str]) -> list[str]:
+    """The split's class folders, less those that are symbolic links (into `skipped`): a link
+    could carry a folder from anywhere on this machine into the bucket."""
+    names = []
+    for name in class_names(split_dir):
+        if (split_dir / name).is_symlink():
+            skipped.append(f"{split_dir.name}/{name}/")
+        else:
+            names.append(name)
+    return names
+
+
+def _split_members(root: Path, split: str, skipped: list[str]) -> list[Member]:
     members = []
-    for name in class_names(root / split):
+    for name in _classes(root / split, skipped):
         with os.scandir(root / split / name) as entries:
             for entry in sorted(entries, key=lambda e: e.name):
-                if entry.is_file(follow_symlinks=True) and is_image_name(entry.name):
+                if not is_image_name(entry.name):
+                    continue
+                if entry.is_symlink():  # never followed, as the workdir push does not
+                    skipped.append(f"{split}/{name}/{entry.name}")
+                elif entry.is_file(follow_symlinks=False):
                     members.append(
                         Member(
-                            f"{split}/{name}/{entry.name}", Path(entry.path), entry.stat().st_size
+                            f"{split}/{name}/{entry.name}",
+                            Path(entry.path),
+                            entry.stat(follow_symlinks=False).st_size,
                         )
                     )
     if not members:
@@ -101,13 +119,24 @@ def _split_members(root: Path, split: str) -> list[Member]:
     return members
 
 
-def plan_shards(root: Path, shard_size: int) -> tuple[list[str], str, list[PlannedShard]]:
-    """(train classes, evaluation split, shards) for the ImageFolder at `root`."""
+def plan_shards(
+    root: Path, shard_size: int, skipped: list[str] | None = None
+) -> tuple[list[str], str, list[PlannedShard]]:
+    """(train classes, evaluation split, shards) for the ImageFolder at `root`; the symbolic
+    links it leaves out go to `skipped`."""
+    skipped = [] if skipped is None else skipped
     if not root.is_dir():
         raise UsageError(f"{root} is not a folder", hint=f"expected {IMAGE_FOLDER_LAYOUT}")
     if not (root / TRAIN_SPLIT).is_dir():
         raise UsageError(f"{root} has no train/ folder", hint=f"expected {IMAGE_FOLDER_LAYOUT}")
     splits = [TRAIN_SPLIT] + [s for s in EVAL_SPLITS if (root / s).is_dir()]
+    linked = [s for s in splits if (root / s).is_symlink()]
+    if linked:
+        raise UsageError(
+            f"{root / linked[0]} is a symbolic link; spotrun does not follow links out of the "
+            "data folder",
+            hint="copy the split into the folder",
+        )
     if len(splits) == 1:
         raise UsageError(
             f"{root} has train/ but neither val/ nor test/", hint=f"expected {IMAGE_FOLDER_LAYOUT}"
@@ -117,14 +146,14 @@ def plan_shards(root: Path, shard_size: int) -> tuple[list[str], str, list[Plann
         current: list[Member] = []
         filled = 0
         count = 0
-        for member in _split_members(root, split):
+        for member in _split_members(root, split, skipped):
             if current and filled + member.tar_bytes > shard_size:
                 shards.append(PlannedShard(f"{split}-{count:05d}.tar", split, tuple(current)))
                 current, filled, count = [], 0, count + 1
             current.append(member)
             filled += member.tar_bytes
         shards.append(PlannedShard(f"{split}-{count:05d}.tar", split, tuple(current)))
-    return class_names(root / TRAIN_SPLIT), splits[1], shards
+    return _classes(root / TRAIN_SPLIT, []), splits[1], shards
 
 
 class _HashingFile:
@@ -193,7 +222,14 @@ def push(
 ) -> PushResult:
     """Pack `folder` into shards under `dest`, upload them, then the manifest."""
     started = time.monotonic()
-    classes, eval_split, planned = plan_shards(folder, shard_size)
+    skipped: list[str] = []
+    classes, eval_split, planned = plan_shards(folder, shard_size, skipped)
+    if skipped:
+        log(
+            f"skipped {len(skipped)} symbolic link(s) (not followed out of the data folder): "
+            + ", ".join(skipped[:5])
+            + (", ..." if len(skipped) > 5 else "")
+        )
     total = sum(m.size for p in planned for m in p.members)
     log(
         f"pushing {folder} to {dest.uri}: {sum(len(p.members) for p in planned):,} files, "

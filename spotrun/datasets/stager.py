@@ -51,6 +51,7 @@ from spotrun.datasets.parts import OrderedParts, split_ranges
 from spotrun.datasets.progress import StagingStatus, Tracker, fmt_bytes
 from spotrun.datasets.spec import S3Data
 from spotrun.errors import DataError, UsageError
+from spotrun.safe_paths import plain_relpath, safe_join
 from spotrun.train.data.source import EVAL_SPLITS, TRAIN_SPLIT
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
@@ -315,12 +316,27 @@ class _ShardStager(_Stager):
 
     def _stage_shard(self, shard: Shard) -> None:
         written: list[str] = []
+        try:
+            self._stage_shard_checked(shard, written)
+        except BaseException as exc:
+            remove_files(self.layout.dest, written)  # nothing half-checked stays behind
+            if isinstance(exc, OSError):
+                raise DataError(
+                    f"shard {shard.name} of {self.source.uri}: cannot write "
+                    f"{exc.filename or 'its files'}: {exc.strerror or exc}"
+                ) from exc
+            raise
+
+    def _stage_shard_checked(self, shard: Shard, written: list[str]) -> None:
         problem: str | None = None
         for attempt in (1, 2):
             if self.cancelled.is_set():
                 return
             got = Extracted()
-            problem = self._attempt(shard, got)
+            try:
+                problem = self._attempt(shard, got)
+            finally:
+                written += got.names
             if problem is None:
                 kept = set(got.names)
                 remove_files(self.layout.dest, [n for n in written if n not in kept])
@@ -335,11 +351,10 @@ class _ShardStager(_Stager):
                     },
                 )
                 self.tracker.item_done(refetched=attempt > 1)
+                written.clear()  # in place and marked: kept
                 return
-            written += got.names
             if attempt == 1:
                 self.log(f"shard {shard.name}: {problem}; fetching it again")
-        remove_files(self.layout.dest, written)
         raise DataError(
             f"shard {shard.name} of {self.source.uri} failed its check twice: {problem}",
             hint="the object in S3 does not match its manifest; push the data set again "
@@ -387,8 +402,7 @@ class _FileStager(_Stager):
             parts = PurePosixPath(rel).parts
             if not rel or rel.endswith("/") or parts[0] == STATE_DIR:
                 continue
-            if any(p in ("", ".", "..") for p in parts):
-                raise DataError(f"{self.store.where}/{info.key}: not a plain file path")
+            plain_relpath(rel, what=f"{self.store.where}/{info.key}: the key's file path")
             objects.append(info)
         if not objects:
             raise UsageError(
@@ -407,8 +421,14 @@ class _FileStager(_Stager):
 
     def _stage_object(self, info: ObjectInfo) -> None:
         rel = self._rel(info)
-        target = self.layout.dest / rel
-        self.dirs.ensure(target.parent)
+        target = safe_join(self.layout.dest, str(rel), what="the key's file path")
+        try:
+            self.dirs.ensure(target.parent)
+        except OSError as exc:
+            raise DataError(
+                f"{self.store.where}/{info.key}: cannot make folder {target.parent}: "
+                f"{exc.strerror or exc} (another key is a file of that name)"
+            ) from exc
         tmp = target.with_name(f".{target.name}.part")
         md5 = info.etag if _MD5.match(info.etag) else None
         problem: str | None = None
@@ -436,6 +456,11 @@ class _FileStager(_Stager):
                 if self.cancelled.is_set():
                     raise _Cancelled() from exc
                 problem = str(exc)
+            except OSError as exc:  # e.g. a key that is a file where another needs a folder
+                tmp.unlink(missing_ok=True)
+                raise DataError(
+                    f"{self.store.where}/{info.key}: cannot write {target}: {exc.strerror or exc}"
+                ) from exc
             self.tracker.undo(counted[0])
             if attempt == 1:
                 self.log(f"{rel}: {problem}; fetching it again")

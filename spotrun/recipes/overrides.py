@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
+import re
 import types
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -28,11 +30,42 @@ def apply_overrides(obj: M, items: list[str], *, what: str = "recipe") -> M:
         path = key.split(".")
         annotation = _annotation_at(type(obj), path, what)
         annotations[key] = annotation
+        _check_bounds(key, raw, annotation)
         _assign(data, path, _coerce(raw, annotation))
     try:
         return type(obj).model_validate(data)
     except ValidationError as exc:
         raise UsageError(_explain(exc, items, annotations)) from exc
+
+
+# Counts that drive work: a value past these is a typo, not a plan (epochs=1e23 would train
+# until stopped). Every other integer key is bounded by MAX_COUNT.
+COUNT_LIMITS = {"epochs": 100_000, "grace_epochs": 100_000}
+MAX_COUNT = 1_000_000_000
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+
+
+def _check_bounds(key: str, raw: str, annotation: Any) -> None:
+    """An integer key takes a plain integer within its bound; a number key a finite one."""
+    text = raw.strip()
+    base = _unwrap_optional(annotation)
+    if _is_optional(annotation) and text.lower() in ("null", "none", ""):
+        return
+    if base is int:
+        if not _INTEGER.match(text):
+            raise UsageError(f"--set {key}: expected an integer, got '{raw}'")
+        limit = COUNT_LIMITS.get(key.rsplit(".", 1)[-1], MAX_COUNT)
+        if abs(int(text)) > limit:
+            raise UsageError(
+                f"--set {key}={text}: more than {limit:,}, the most spotrun accepts there"
+            )
+    elif base is float:
+        try:
+            value = float(text)
+        except ValueError:
+            return  # the model's own check names the type
+        if not math.isfinite(value):
+            raise UsageError(f"--set {key}: expected a finite number, got '{raw}'")
 
 
 def _annotation_at(model: type[BaseModel], path: list[str], what: str) -> Any:

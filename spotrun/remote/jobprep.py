@@ -22,6 +22,7 @@ from spotrun.agent.wrapper import CHECKPOINTS
 from spotrun.cloud.base import Runner
 from spotrun.jobspec import JobSpec
 from spotrun.remote.push import push_workdir
+from spotrun.terminal_text import printable
 from spotrun.workdir import WorkFile, list_files
 
 WORKDIR = "workdir"
@@ -118,6 +119,7 @@ def setup_failure(local_run_dir: Path, code: int, lines: int = 5) -> str:
         text = (local_run_dir / "setup.log").read_text(errors="replace")
     except OSError:
         text = ""
-    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    kept = [printable(line).strip() for line in text.splitlines() if printable(line).strip()]
+    kept = kept[-lines:]
     what = f"setup failed with exit code {code}"
     return f"{what}: {' | '.join(kept)}" if kept else what

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from spotrun.cloud.base import Runner
 from spotrun.errors import RemoteError
+from spotrun.safe_paths import safe_join
 
 STATE_FILE = ".sync.json"
 APPEND_ONLY_SUFFIXES = (".log", ".jsonl")
@@ -52,7 +53,7 @@ def list_remote(runner: Runner, remote_dir: str) -> list[RemoteFile] | None:
     """The run folder's files, or None when the folder does not exist (yet)."""
     command = (
         f"cd {shlex.quote(remote_dir)} 2>/dev/null || exit 3; "
-        "find . -type f -printf '%P\\t%s\\t%T@\\n'"
+        "find . -type f -printf '%P\\0%s\\0%T@\\0'"
     )
     result = runner.run(command, timeout_s=120)
     if result.exit_code == 3:
@@ -71,13 +72,16 @@ def list_remote(runner: Runner, remote_dir: str) -> list[RemoteFile] | None:
 
 
 def _parse_listing(stdout: str) -> list[RemoteFile]:
+    """`find -printf '%P\\0%s\\0%T@\\0'` output: NUL-separated, since a file name may hold
+    any byte but NUL (a tab or newline in a name must not drop or split it)."""
+    fields = stdout.split("\0")
     files = []
-    for line in stdout.splitlines():
-        parts = line.split("\t")
-        if len(parts) != 3:
-            continue
-        path, size, mtime = parts
-        files.append(RemoteFile(path, int(size), float(mtime)))
+    for i in range(0, len(fields) - 2, 3):
+        path, size, mtime = fields[i : i + 3]
+        try:
+            files.append(RemoteFile(path, int(size), float(mtime)))
+        except ValueError:
+            raise RemoteError(f"the instance's file listing is garbled near {path!r}") from None
     return files
 
 
@@ -89,7 +93,7 @@ def list_remote_paths(runner: Runner, base: str, paths: list[str]) -> list[Remot
         f"cd {shlex.quote(base)} 2>/dev/null || exit 0; "
         # ./ first: a path that starts with '-' must not read as an option of find
         f"find {' '.join(shlex.quote('./' + p) for p in paths)} -type f "
-        "-printf '%p\\t%s\\t%T@\\n' 2>/dev/null; exit 0"
+        "-printf '%p\\0%s\\0%T@\\0' 2>/dev/null; exit 0"
     )
     result = runner.run(command, timeout_s=120).check(f"listing outputs in {base}")
     return [
@@ -147,9 +151,7 @@ def _pull_listed(
     fetched: list[str] = []
     appended = whole = unchanged = 0
     for item in listing:
-        if ".." in Path(item.path).parts or item.path.startswith("/"):
-            raise RemoteError(f"refusing to sync a path outside the run folder: {item.path!r}")
-        target = target_dir / item.path
+        target = safe_join(target_dir, item.path, what="file listed by the instance")
         key = key_prefix + item.path
         have = target.stat().st_size if target.exists() else -1
         before = state.get(key)

@@ -60,7 +60,7 @@ class SweepSpec(StrictModel):
     gpus_per_trial: int = Field(0, ge=0)
     resources: dict[str, Any] = Field(default_factory=dict, description="launch resource flags")
     cloud: CloudName = "local"
-    max_cost_usd: float | None = Field(None, gt=0)
+    max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
     early_stop: EarlyStop = "none"
     grace_epochs: int = Field(1, ge=1, description="ASHA: epochs every trial gets")
     reduction_factor: int = Field(3, ge=2, description="ASHA: keep 1 in this many per rung")

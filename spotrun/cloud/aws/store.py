@@ -28,6 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.errors import CloudError, UsageError
+from spotrun.safe_paths import safe_join
 
 STATE_FILE = ".store.json"
 EXIT_FILE = "exit.json"  # written by the job wrapper when the job ends
@@ -116,9 +117,9 @@ def pull(s3: Any, bucket: str, run_id: str, local_dir: Path, region: str) -> lis
         objects = [obj for page in pages for obj in page.get("Contents", [])]
     for obj in objects:
         rel = obj["Key"][len(prefix) :]
-        if not rel or ".." in Path(rel).parts:
+        if not rel or rel.endswith("/"):
             continue
-        target = local_dir / rel
+        target = safe_join(local_dir, rel, what=f"stored file s3://{bucket}/{obj['Key']}")
         if target.exists():
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
