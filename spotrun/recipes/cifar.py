@@ -97,8 +97,8 @@ def cifar10_fast() -> Recipe:
             "label_smoothing": {"smoothing": 0.2},
             # Both help on CPUs with AVX-512 BF16 (about 4x on the 2-core test machine) and on
             # tensor-core GPUs.
-            "channels_last": {},
-            "mixed_precision": {"precision": "bf16"},
+            "channels_last": {"when": "auto"},  # NHWC only where it helps on the device
+            "mixed_precision": {"precision": "auto"},  # bf16 / fp16 / fp32 by the device
             # Averaged weights for evaluation, from 30% of training: 0.9 per update every 5 steps.
             "ema": {"decay": 0.9, "update_every": 5, "start_frac": 0.3},
             "tta": {"flips": True, "translate": 0},  # average with the mirror image
