@@ -67,8 +67,8 @@ def _fast_resnet(depth: int, *, epochs: int, result: str) -> Recipe:
     return Recipe(
         name=f"resnet{depth}-fast",
         description=f"ImageNet, ResNet-{depth}: progressive resizing 128 -> 224 px with a 256 "
-        "px final test, warmup + cosine decay, label smoothing, BlurPool, EMA, bf16, "
-        "channels_last",
+        "px final test, warmup + cosine decay, label smoothing, BlurPool, EMA, mixed "
+        "precision (auto: bf16 on compute capability >= 8.0, fp16 on V100/T4) and channels_last",
         result=result,
         measured_with="not yet measured (no GPU lent so far): python bench/gpu_benchmark.py "
         "measures images/s at each progressive size on synthetic data on an NVIDIA GPU; "
