@@ -37,8 +37,10 @@ sys.path.insert(0, str(REPO))
 from spotrun.recipes import Recipe, get_recipe  # noqa: E402
 from spotrun.train.build import build_trainer, make_optimizer, seed_everything  # noqa: E402
 from spotrun.train.callbacks import Callback  # noqa: E402
+from spotrun.train.device import detect_capabilities  # noqa: E402
 from spotrun.train.events import Event  # noqa: E402
 from spotrun.train.methods import build_methods  # noqa: E402
+from spotrun.train.methods.auto import resolve_methods  # noqa: E402
 from spotrun.train.methods.progressive_resizing import bucket_sizes  # noqa: E402
 from spotrun.train.models import build_model  # noqa: E402
 from spotrun.train.state import State  # noqa: E402
@@ -327,6 +329,16 @@ def device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (dry run)"
 
 
+def print_auto_choices(device: torch.device) -> None:
+    """What `auto` picks for each recipe on this device, and why (the trainer's own rule)."""
+    caps = detect_capabilities(str(device))
+    print(f"device: {caps.line()}")
+    for name in ("cifar10-fast", "resnet50-fast"):
+        recipe = get_recipe(name, data_here=False)
+        chosen = resolve_methods(recipe.methods, caps).choices
+        print(f"  {name}: " + "; ".join(c.line() for c in chosen))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the CIFAR-10 images")
@@ -360,6 +372,7 @@ def main() -> None:
         )
     cuda = torch.version.cuda or "none"
     print(f"{device_name(device)}; torch {torch.__version__}, CUDA {cuda}")
+    print_auto_choices(device)
     started = time.perf_counter()
     if not args.skip_cifar:
         if not args.data.exists():

@@ -40,6 +40,7 @@ from spotrun.recipes import Recipe, Target, check_recipe, get_recipe, recipe_nam
 from spotrun.remote.job import JobDriver
 from spotrun.runs import RunState
 from spotrun.train.data.source import pin_data_paths
+from spotrun.train.device_record import read_record
 from spotrun.waiting import WaitTimeout, wait_until
 
 
@@ -314,7 +315,14 @@ def run_summary(ledger: Ledger, run: RunRecord) -> dict[str, Any]:
         "message": run.message,
         "sweep_id": run.sweep_id,
         "staging": _staging(run),
+        "device": _device(run),
     }
+
+
+def _device(run: RunRecord) -> dict[str, Any] | None:
+    """The device the run trained on and what auto chose there (device.json), None if none."""
+    record = read_record(run.run_dir)
+    return None if record is None else record.to_dict()
 
 
 def _staging(run: RunRecord) -> dict[str, Any] | None:

@@ -445,6 +445,8 @@ def status(
         out.print(f"metrics   {_fmt_metrics(r.last_metrics)}")
     if summary.get("staging"):
         out.print(f"staging   {summary['staging']['line']}")
+    if summary.get("device"):
+        out.print(f"device    {summary['device']['line']}", markup=False)
     out.print(f"run dir   {r.run_dir}")
     out.print("history:")
     for t in st.transitions:

@@ -46,6 +46,7 @@ from spotrun.remote.jobprep import pull_outputs, setup_failure
 from spotrun.runs import RunState
 from spotrun.sweep.packs import run_provider
 from spotrun.terminal_text import printable
+from spotrun.train.device_record import DeviceWatch
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class RunController:
         self._budget_stop_at: int | None = None
         self._budget_said = False
         self.staging = StagingWatch(run.run_dir)  # remote data sets: staging.json -> events
+        self.devices = DeviceWatch(run.run_dir)  # device.json -> events (_device_events)
         self.recovery = Recovery(ledger, self.provider, run_id)  # spot interruptions
         # --nodes N: torchrun across N instances (spotrun.cluster_control)
         self.cluster = ClusterSteps(self) if run.spec.resources.nodes > 1 else None
@@ -322,6 +324,7 @@ class RunController:
             self._pull_metrics(run)
             for line in self.staging.poll():
                 self.ledger.add_event(run.id, "staging", line)
+            self._device_events(run)
             if time.monotonic() - self._cost_recorded_at >= COST_REFRESH_S:
                 self.record_cost(run)
             over_budget = self._check_budget(run)
@@ -448,6 +451,11 @@ class RunController:
                     run.id, "sync", f"{len(fetched)} file(s) from the durable store"
                 )
 
+    def _device_events(self, run: RunRecord) -> None:
+        """What the trainer chose for its device, and why (device.json): an event per start."""
+        for line in self.devices.poll():
+            self.ledger.add_event(run.id, "device", line)
+
     def _pull_metrics(self, run: RunRecord) -> None:
         new = self.metrics.read_new()
         if new:
@@ -466,6 +474,7 @@ class RunController:
         self._pull_metrics(run)
         for line in self.staging.poll():
             self.ledger.add_event(run.id, "staging", line)
+        self._device_events(run)
         self._teardown(run, "job finished")
         code = self._exit_code(run)
         if code == 0:

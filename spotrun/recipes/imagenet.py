@@ -67,8 +67,8 @@ def _fast_resnet(depth: int, *, epochs: int, result: str) -> Recipe:
     return Recipe(
         name=f"resnet{depth}-fast",
         description=f"ImageNet, ResNet-{depth}: progressive resizing 128 -> 224 px with a 256 "
-        "px final test, warmup + cosine decay, label smoothing, BlurPool, EMA, bf16, "
-        "channels_last",
+        "px final test, warmup + cosine decay, label smoothing, BlurPool, EMA, mixed "
+        "precision (auto: bf16 on compute capability >= 8.0, fp16 on V100/T4) and channels_last",
         result=result,
         measured_with="not yet measured (no GPU lent so far): python bench/gpu_benchmark.py "
         "measures images/s at each progressive size on synthetic data on an NVIDIA GPU; "
@@ -112,8 +112,8 @@ def _fast_resnet(depth: int, *, epochs: int, result: str) -> Recipe:
             "zero_init_residual": {},
             "no_decay_norm_bias": {},
             "label_smoothing": {"smoothing": 0.1},
-            "channels_last": {},
-            "mixed_precision": {"precision": "bf16"},
+            "channels_last": {"when": "auto"},  # NHWC only where it helps on the device
+            "mixed_precision": {"precision": "auto"},  # bf16 / fp16 / fp32 by the device
             # Half-life of 100 steps, updated every 20 (Composer's mild recipe): 0.5^(20/100).
             "ema": {"decay": 0.87, "update_every": 20},
         },

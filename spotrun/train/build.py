@@ -17,8 +17,11 @@ from spotrun.exitcodes import CHECKPOINTED
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
 from spotrun.train.data.loading import load_data
+from spotrun.train.device import capabilities_of
+from spotrun.train.device_record import write_record
 from spotrun.train.distributed import LaunchEnv, init_process_group, leave_process_group
 from spotrun.train.methods import build_methods
+from spotrun.train.methods.auto import ResolvedMethods, resolve_methods
 from spotrun.train.models import build_model
 from spotrun.train.trainer import FitResult, Trainer
 
@@ -65,15 +68,27 @@ def build_trainer(
     launch: LaunchEnv | None = None,
     extra_callbacks: list[Callback] | None = None,
 ) -> Trainer:
+    trainer, _ = build_trainer_on_device(recipe, run_dir, launch, extra_callbacks)
+    return trainer
+
+
+def build_trainer_on_device(
+    recipe: Recipe,
+    run_dir: Path,
+    launch: LaunchEnv | None = None,
+    extra_callbacks: list[Callback] | None = None,
+) -> tuple[Trainer, ResolvedMethods]:
+    """The trainer, and what the recipe's `auto` methods became on this device (and why)."""
     launch = launch or LaunchEnv()
     if recipe.threads is not None:
         torch.set_num_threads(recipe.threads)
     device = launch.device()
+    resolved = resolve_methods(recipe.methods, capabilities_of(device))
     # Every rank builds the same initial model from the same seed (DDP also broadcasts it).
     seed_everything(recipe.seed)
     # Batches are assembled and augmented where the model trains (a cached set on the GPU).
     train, test = load_data(recipe, rank=launch.rank, world_size=launch.world_size, device=device)
-    algorithms = build_methods(recipe.methods)
+    algorithms = build_methods(resolved.methods)
     model = build_model(recipe.model, recipe.num_classes, **recipe.model_options).to(device)
     optimizer = make_optimizer(model, recipe)
     trainer = Trainer(
@@ -98,7 +113,7 @@ def build_trainer(
         # Each rank its own random streams (MixUp pairs, CutOut boxes, dropped blocks), so
         # ranks do not repeat each other's augmentation. Checkpoints keep every rank's state.
         seed_everything(recipe.seed * 1_000_003 + launch.rank)
-    return trainer
+    return trainer, resolved
 
 
 def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None) -> FitResult:
@@ -115,9 +130,13 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
     try:
         # Built first: a method that does not fit the model is refused before anything is
         # written.
-        trainer = build_trainer(recipe, run_dir, launch)
+        trainer, resolved = build_trainer_on_device(recipe, run_dir, launch)
         if launch.rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
+            caps = capabilities_of(trainer.state.device)
+            choices = [c.to_dict() for c in resolved.choices]
+            record = write_record(run_dir, caps.line(), caps.to_dict(), choices)
+            print(f"device {record.line()}", flush=True)
             recipe_json = json.dumps(recipe.model_dump(mode="json"), indent=2)
             (run_dir / RECIPE_FILE).write_text(recipe_json)
             ranks = f" on {launch.world_size} processes" if launch.distributed else ""

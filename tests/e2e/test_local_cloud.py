@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from spotrun.train.device import cpu_capabilities
 from tests.conftest import Env
 from tests.helpers import wait_for
 
@@ -24,7 +25,9 @@ def _run(env: Env, ref: str) -> dict:
 
 def test_launch_digits_fast_end_to_end(env: Env) -> None:
     # How long this takes is measured by bench/local_launch.py, not asserted here.
-    proc = env.cli("launch", "digits-fast", timeout=300)
+    # precision=auto: the trainer decides from this machine's CPU and says so (device.json)
+    auto = ("--set", 'methods.mixed_precision={"precision": "auto"}')
+    proc = env.cli("launch", "digits-fast", *auto, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "succeeded" in proc.stdout
 
@@ -59,6 +62,15 @@ def test_launch_digits_fast_end_to_end(env: Env) -> None:
     ]
     (instance,) = status["instances"]
     assert instance["state"] == "terminated" and instance["terminated_at"] > instance["launched_at"]
+    # what auto chose on this CPU, from its real flags: in status, its events and the job log
+    native = bool(cpu_capabilities().cpu_bf16)
+    device = status["device"]
+    (precision,) = [c for c in device["choices"] if c["method"] == "mixed_precision"]
+    assert (precision["asked"], precision["use"]) == ("auto", "bf16" if native else "fp32")
+    assert device["capabilities"]["kind"] == "cpu"
+    assert [e["message"] for e in status["events"] if e["kind"] == "device"] == [device["line"]]
+    assert f"device    {device['line']}" in env.cli("status", run["name"], check=True).stdout
+    assert f"device {device['line']}" in (run_dir / "job.log").read_text()
     (line,) = status["cost_lines"]
     assert line["usd"] == 0.0 and line["unit"] == "instance-s" and line["quantity"] > 1.0
 

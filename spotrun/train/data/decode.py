@@ -112,13 +112,25 @@ def crop_box(
 def decode_random_crop(
     path: ImageRef, size: int, scale: tuple[float, float], rng: np.random.Generator
 ) -> np.ndarray:
-    """A random-resized-crop of the image at size x size (the ImageNet training transform)."""
-    height, width = image_size(path)
-    left, top, w, h = crop_box(width, height, scale, rng)
-    # Ask libjpeg for the smallest scale at which the box still covers size x size pixels.
-    draft = (math.ceil(width * size / w), math.ceil(height * size / h))
-    image = _open(path, draft=draft)
-    sx, sy = image.width / width, image.height / height
-    box = (left * sx, top * sy, (left + w) * sx, (top + h) * sy)
-    resized = image.resize((size, size), Image.Resampling.BILINEAR, box=box, reducing_gap=None)
+    """A random-resized-crop of the image at size x size (the ImageNet training transform).
+
+    The file is opened once: the header gives the size, the crop box sets the draft scale,
+    and an RGB JPEG is resized straight from its reduced-scale decode (no full-image copy).
+    """
+    try:
+        with Image.open(_stream(path)) as image:
+            width, height = image.size
+            left, top, w, h = crop_box(width, height, scale, rng)
+            if image.format == "JPEG":
+                # The smallest libjpeg scale (1/2, 1/4, 1/8) at which the box still covers
+                # size x size pixels.
+                image.draft("RGB", (math.ceil(width * size / w), math.ceil(height * size / h)))
+            sx, sy = image.width / width, image.height / height
+            box = (left * sx, top * sy, (left + w) * sx, (top + h) * sy)
+            rgb = image if image.mode == "RGB" else image.convert("RGB")
+            resized = rgb.resize(
+                (size, size), Image.Resampling.BILINEAR, box=box, reducing_gap=None
+            )
+    except (OSError, UnidentifiedImageError, ValueError) as exc:
+        raise DecodeError(f"cannot decode {ref_name(path)}: {exc}") from exc
     return to_chw(resized)

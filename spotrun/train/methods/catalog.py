@@ -147,8 +147,10 @@ class GradClippingOptions(StrictModel):
 
 
 class MixedPrecisionOptions(StrictModel):
-    precision: Literal["bf16", "fp16"] = Field(
-        "bf16", description="bf16: autocast on CPU or GPU; fp16: GPU only, with a grad scaler"
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = Field(
+        "auto",
+        description="auto: what the device computes fast (spotrun/train/device.py); bf16: "
+        "autocast on CPU or GPU; fp16: GPU only, with a grad scaler; fp32: no autocast",
     )
     init_scale: float = Field(2.0**16, gt=0, description="fp16: first loss scale")
     growth_interval: int = Field(2000, ge=1, description="fp16: steps between scale increases")
@@ -166,7 +168,16 @@ class TtaOptions(StrictModel):
     translate: int = Field(0, ge=0, le=8, description="also shift by this many pixels")
 
 
+class ChannelsLastOptions(StrictModel):
+    when: Literal["auto", "always"] = Field(
+        "auto", description="auto: only where NHWC helps on the device; always: everywhere"
+    )
+
+
 class CompileOptions(StrictModel):
+    when: Literal["auto", "always"] = Field(
+        "auto", description="auto: only where compiling helps on the device; always: everywhere"
+    )
     backend: str = Field("inductor", description="torch.compile backend")
     mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"
     dynamic: bool | None = Field(None, description="None: torch decides")
@@ -344,7 +355,7 @@ CATALOG: list[MethodInfo] = [
     _m(
         "channels_last",
         "NHWC memory format for convolutions (faster on tensor cores)",
-        NoOptions,
+        ChannelsLastOptions,
         "channels_last:ChannelsLast",
         "apply_channels_last",
     ),
@@ -365,7 +376,7 @@ CATALOG: list[MethodInfo] = [
     ),
     _m(
         "mixed_precision",
-        "bf16 autocast (CPU/GPU); fp16 with a grad scaler (GPU)",
+        "autocast: auto picks bf16, fp16 (with a grad scaler) or fp32 from the device",
         MixedPrecisionOptions,
         "mixed_precision:MixedPrecision",
         "autocast_context",

@@ -1,4 +1,9 @@
-"""channels_last: store image tensors as NHWC, the layout GPU conv kernels prefer."""
+"""channels_last: store image tensors as NHWC, the layout GPU conv kernels prefer.
+
+when=auto is decided from the device (spotrun.train.methods.auto): `spotrun train` leaves the
+method out where NHWC does not help; an algorithm given auto directly decides at INIT, knowing
+only the device (it takes the run as fp32 there).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,10 @@ import torch
 from torch import nn
 
 from spotrun.train.algorithm import AlgorithmBase
+from spotrun.train.device import capabilities_of
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import NoOptions
+from spotrun.train.methods.auto import resolve_one
+from spotrun.train.methods.catalog import ChannelsLastOptions
 from spotrun.train.state import State
 
 
@@ -29,12 +36,19 @@ class ChannelsLast(AlgorithmBase):
     name = "channels_last"
     events = frozenset({Event.INIT, Event.AFTER_DATALOADER, Event.EVAL_BEFORE_FORWARD})
 
-    def __init__(self, options: NoOptions) -> None:
+    def __init__(self, options: ChannelsLastOptions) -> None:
         self.o = options
+        self.on = options.when == "always"
 
     def apply(self, event: Event, state: State) -> None:
         if event is Event.INIT:
-            apply_channels_last(state.model)
+            if self.o.when == "auto":
+                choice = resolve_one(self.name, self.o.model_dump(), capabilities_of(state.device))
+                self.on = choice.use == "on"
+            if self.on:
+                apply_channels_last(state.model)
+        elif not self.on:
+            return
         elif event is Event.AFTER_DATALOADER:
             assert state.inputs is not None
             state.inputs = to_channels_last(state.inputs)

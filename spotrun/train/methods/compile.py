@@ -1,4 +1,8 @@
-"""torch.compile as an opt-in: fused kernels for the model's forward and backward passes."""
+"""torch.compile as an opt-in: fused kernels for the model's forward and backward passes.
+
+when=auto compiles only where it helps on the device (spotrun.train.device.decide_compile: CUDA
+GPUs of compute capability 7.0 and up); when=always compiles everywhere.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ import torch
 from torch import nn
 
 from spotrun.train.algorithm import AlgorithmBase
+from spotrun.train.device import capabilities_of
 from spotrun.train.events import Event
+from spotrun.train.methods.auto import resolve_one
 from spotrun.train.methods.catalog import CompileOptions
 from spotrun.train.state import State
 
@@ -48,6 +54,10 @@ class Compile(AlgorithmBase):
     def apply(self, event: Event, state: State) -> None:
         if hasattr(state.model, "_orig_mod"):
             return  # already compiled (fit called twice)
+        if self.o.when == "auto":
+            choice = resolve_one(self.name, self.o.model_dump(), capabilities_of(state.device))
+            if choice.use == "off":
+                return
         state.model = compile_model(
             state.model,
             backend=self.o.backend,

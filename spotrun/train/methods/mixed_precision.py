@@ -2,6 +2,8 @@
 
 bf16 autocast works on CPUs and GPUs and needs no loss scaling (bf16 has float32's range).
 fp16 autocast is for GPUs; its narrow range needs a grad scaler, whose state is checkpointed.
+precision=auto is decided from the device (spotrun.train.methods.auto): `spotrun train` resolves
+it before the method is built; an algorithm given auto directly decides at INIT.
 """
 
 from __future__ import annotations
@@ -12,13 +14,18 @@ import torch
 
 from spotrun.errors import UsageError
 from spotrun.train.algorithm import AlgorithmBase
+from spotrun.train.device import capabilities_of
 from spotrun.train.events import Event
+from spotrun.train.methods.auto import resolve_one
 from spotrun.train.methods.catalog import MixedPrecisionOptions
 from spotrun.train.state import State
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # fp16 is refused elsewhere: CPUs run it slowly, and bf16 does the job there without a scaler.
 FP16_DEVICES = frozenset({"cuda"})
+SCALER_EVENTS = frozenset(
+    {Event.BEFORE_BACKWARD, Event.AFTER_BACKWARD, Event.BEFORE_OPTIMIZER_STEP}
+)
 
 
 def autocast_context(
@@ -50,29 +57,31 @@ class MixedPrecision(AlgorithmBase):
 
     def __init__(self, options: MixedPrecisionOptions) -> None:
         self.o = options
+        self.precision: str = options.precision  # "auto" until INIT decides
         self.scaler: torch.amp.GradScaler | None = None
         self._active: torch.autocast | None = None
         self.events = frozenset(
             {Event.BEFORE_FORWARD, Event.AFTER_LOSS}
             | ({Event.EVAL_BEFORE_FORWARD, Event.EVAL_AFTER_FORWARD} if options.eval else set())
-            | (
-                {
-                    Event.INIT,
-                    Event.BEFORE_BACKWARD,
-                    Event.AFTER_BACKWARD,
-                    Event.BEFORE_OPTIMIZER_STEP,
-                }
-                if options.precision == "fp16"
-                else set()
-            )
+            | ({Event.INIT, *SCALER_EVENTS} if options.precision in ("fp16", "auto") else set())
         )
+
+    def match(self, event: Event, state: State) -> bool:
+        if event not in self.events:
+            return False
+        if event is Event.INIT:
+            return True
+        if self.precision == "fp32":
+            return False  # chosen by auto or by the recipe: autocast stays off
+        return self.scaler is not None or event not in SCALER_EVENTS
 
     def apply(self, event: Event, state: State) -> None:
         if event is Event.INIT:
             self._init(state)
         elif event in (Event.BEFORE_FORWARD, Event.EVAL_BEFORE_FORWARD):
             self._leave()
-            self._active = autocast_context(state.device.type, self.o.precision)
+            precision: Literal["bf16", "fp16"] = "fp16" if self.precision == "fp16" else "bf16"
+            self._active = autocast_context(state.device.type, precision)
             self._active.__enter__()
         elif event in (Event.AFTER_LOSS, Event.EVAL_AFTER_FORWARD):
             self._leave()
@@ -80,11 +89,14 @@ class MixedPrecision(AlgorithmBase):
             self._scaled(event, state)
 
     def _init(self, state: State) -> None:
-        if self.o.precision == "fp16":
+        if self.precision == "auto":
+            caps = capabilities_of(state.device)
+            self.precision = resolve_one(self.name, self.o.model_dump(), caps).use
+        if self.precision == "fp16":
             if state.device.type not in FP16_DEVICES:
                 raise UsageError(
                     f"fp16 mixed precision needs a CUDA GPU; this run is on {state.device.type}",
-                    hint="use --set methods.mixed_precision.precision=bf16",
+                    hint="use --set methods.mixed_precision.precision=auto (it picks bf16 or fp32)",
                 )
             self.scaler = make_grad_scaler(
                 state.device.type,

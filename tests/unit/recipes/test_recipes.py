@@ -248,7 +248,7 @@ def test_show_lists_every_method_with_all_options_in_application_order() -> None
     assert names[:2] == ["warmup_decay", "blurpool"] and names[-1] == "ema"
     assert set(names) == set(get_recipe("resnet50-fast", data_here=False).methods)
     # defaults are filled in: what is printed is what would run
-    assert "mixed_precision       precision=bf16 init_scale=65536" in text
+    assert "mixed_precision       precision=auto init_scale=65536" in text
     assert "unmeasured" in text
 
 

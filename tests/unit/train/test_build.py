@@ -23,9 +23,9 @@ SURGERY = [
     'methods.blurpool={"min_channels": 1}',
     "methods.concat_pooling={}",
     "methods.no_decay_norm_bias={}",
-    "methods.channels_last={}",
+    'methods.channels_last={"when": "always"}',
     'methods.ema={"decay": 0.9}',
-    'methods.compile={"backend": "eager"}',
+    'methods.compile={"backend": "eager", "when": "always"}',
 ]
 
 

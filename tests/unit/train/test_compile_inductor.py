@@ -27,7 +27,7 @@ pytestmark = [
 
 
 def test_inductor_resume_matches_uninterrupted(tmp_path: Path) -> None:
-    methods = {"compile": {"backend": "inductor"}}
+    methods = {"compile": {"backend": "inductor", "when": "always"}}
     straight = make_trainer(methods, tmp_path / "a")
     straight.fit()
     make_trainer(methods, tmp_path / "b", callbacks=[StopAt(7)]).fit()

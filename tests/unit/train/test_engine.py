@@ -75,7 +75,12 @@ def test_catalog_is_complete_and_described() -> None:
 
 
 def test_methods_apply_in_catalog_order_reversed_after(tmp_path: Path) -> None:
-    methods = {"label_smoothing": {}, "mixed_precision": {}, "mixup": {}, "ema": {}}
+    methods = {
+        "label_smoothing": {},
+        "mixed_precision": {"precision": "bf16"},
+        "mixup": {},
+        "ema": {},
+    }
     trainer = make_trainer(methods, None, epochs=1)
     assert [a.name for a in trainer.engine.algorithms] == [
         "mixup",
@@ -107,7 +112,7 @@ def test_methods_apply_in_catalog_order_reversed_after(tmp_path: Path) -> None:
 
 def test_batch_pipeline_runs_in_catalog_order() -> None:
     methods = {
-        "channels_last": {},
+        "channels_last": {"when": "always"},
         "cutmix": {},
         "selective_backprop": {"start_frac": 0.0, "interval": 1},
         "progressive_resizing": {"size_multiple": 2},

@@ -50,7 +50,7 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
     "cutout": {"cutout": {}},
     "colout": {"colout": {}},
     "label_smoothing": {"label_smoothing": {}},
-    "channels_last": {"channels_last": {}},
+    "channels_last": {"channels_last": {"when": "always"}},
     "sam": {"sam": {"interval": 2}},
     "grad_clipping": {"grad_clipping": {"threshold": 0.5}},
     "grad_clipping_value": {"grad_clipping": {"mode": "value", "threshold": 0.01}},
@@ -59,7 +59,7 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
     "tta": {"tta": {"translate": 1}},
     # The eager backend runs dynamo's tracing and graph breaks without compiling kernels, so
     # the wrapping, unwrapping and checkpointing are what is tested, with bitwise results.
-    "compile": {"compile": {"backend": "eager"}},
+    "compile": {"compile": {"backend": "eager", "when": "always"}},
     "everything_compatible": {
         "one_cycle": {},
         "blurpool": {"min_channels": 1},
@@ -70,10 +70,10 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
         "selective_backprop": {"start_frac": 0.3, "interval": 3},
         "cutmix": {},
         "label_smoothing": {},
-        "channels_last": {},
+        "channels_last": {"when": "always"},
         "sam": {"interval": 2},
         "grad_clipping": {},
-        "mixed_precision": {},
+        "mixed_precision": {"precision": "bf16"},
         "ema": {"decay": 0.8},
         "tta": {},
     },

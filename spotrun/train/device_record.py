@@ -1,0 +1,79 @@
+"""device.json in a run folder: the device a run trained on and what auto chose there, and why.
+
+The trainer writes it at start (rank 0; again after a resume, perhaps on another instance);
+the run folder syncs back whole, so `spotrun status` and the controller's events read it here.
+No torch: status reads it without importing the trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEVICE_FILE = "device.json"
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    device: str  # the capabilities' line: "cpu AMD EPYC (AVX2; no avx512_bf16/amx_bf16)"
+    capabilities: dict[str, Any]
+    choices: list[dict[str, str]]  # MethodChoice.to_dict() of each device-aware method
+    written_at: float
+
+    def line(self) -> str:
+        """One line: the device, then each choice with its reason."""
+        chosen = "; ".join(f"{c['method']} {c['use']} ({c['reason']})" for c in self.choices)
+        return f"{self.device}: {chosen}" if chosen else self.device
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "capabilities": self.capabilities,
+            "choices": self.choices,
+            "written_at": self.written_at,
+            "line": self.line(),
+        }
+
+
+def write_record(
+    run_dir: Path, device: str, capabilities: dict[str, Any], choices: list[dict[str, str]]
+) -> DeviceRecord:
+    record = DeviceRecord(device, capabilities, choices, time.time())
+    path = run_dir / DEVICE_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record.to_dict(), indent=2) + "\n")
+    os.replace(tmp, path)  # a reader never sees half a file
+    return record
+
+
+def read_record(run_dir: Path) -> DeviceRecord | None:
+    """The run's device record, or None if it has none yet (or it is unreadable)."""
+    try:
+        data = json.loads((run_dir / DEVICE_FILE).read_text())
+        return DeviceRecord(
+            str(data["device"]),
+            dict(data["capabilities"]),
+            [dict(c) for c in data["choices"]],
+            float(data["written_at"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class DeviceWatch:
+    """Turns each new device.json (first start, a resume elsewhere) into one event line."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._told: float | None = None
+
+    def poll(self) -> list[str]:
+        record = read_record(self.run_dir)
+        if record is None or record.written_at == self._told:
+            return []
+        self._told = record.written_at
+        return [record.line()]
