@@ -188,12 +188,14 @@ class GPT(nn.Module):
         *,
         temperature: float = 1.0,
         top_k: int | None = None,
+        vocab: int | None = None,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """`idx` (B, T) extended by `tokens` sampled tokens (context cut to block_size)."""
+        """`idx` (B, T) extended by `tokens` sampled tokens (context cut to block_size); `vocab`
+        limits sampling to the first ids (a tokenizer smaller than the output layer)."""
         for _ in range(tokens):
             context = idx[:, -self.block_size :]
-            logits = self.logits(context)[:, -1, :] / max(temperature, 1e-6)
+            logits = self.logits(context)[:, -1, :vocab] / max(temperature, 1e-6)
             if top_k is not None:
                 kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
                 logits = logits.masked_fill(logits < kth, float("-inf"))
