@@ -822,6 +822,27 @@ def train(
     raise typer.Exit(SUCCESS)
 
 
+# -------------------------------------------------------------------- sample
+@app.command()
+def sample(
+    run: str = typer.Argument(..., help="run name, a unique prefix of its id, or a run folder"),
+    prompt: str = typer.Option("", "--prompt", help="text to continue (default: a new line)"),
+    tokens: int = typer.Option(200, "--tokens", min=1, help="tokens to generate"),
+    temperature: float = typer.Option(0.8, "--temperature", min=0.0),
+    top_k: int | None = typer.Option(None, "--top-k", min=1, help="sample among the k likeliest"),
+    seed: int = typer.Option(0, "--seed", help="the sampling seed"),
+) -> None:
+    """Text from a language-model run's newest checkpoint."""
+    from spotrun.train.sample import sample_text  # torch: imported only when sampling
+
+    folder = Path(run)
+    run_dir = folder if folder.is_dir() else api.run_status(api.open_ledger(), run).run.run_dir
+    text = sample_text(
+        run_dir, prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed
+    )
+    print(text, flush=True)
+
+
 # ---------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> None:
     code = _run(argv)

@@ -13,7 +13,8 @@ from spotrun.recipes.cifar import cifar10_baseline, cifar10_fast
 from spotrun.recipes.digits import digits_fast
 from spotrun.recipes.imagenet import resnet50_baseline, resnet50_fast, resnet101_fast
 from spotrun.recipes.overrides import apply_overrides
-from spotrun.train.data.source import check_data
+from spotrun.recipes.shakespeare import shakespeare_baseline, shakespeare_fast
+from spotrun.train.data.source import check_data, check_text_file
 from spotrun.train.methods.catalog import validate_methods
 from spotrun.train.models import check_model_name
 
@@ -24,6 +25,8 @@ _FACTORIES: dict[str, Callable[[], Recipe]] = {
     "resnet50-baseline": resnet50_baseline,
     "resnet50-fast": resnet50_fast,
     "resnet101-fast": resnet101_fast,
+    "shakespeare-baseline": shakespeare_baseline,
+    "shakespeare-fast": shakespeare_fast,
 }
 
 
@@ -61,6 +64,8 @@ def check_recipe(recipe: Recipe, *, data_here: bool = True) -> None:
     validate_methods(recipe.methods)
     if is_remote(recipe.data):  # s3:// or snapshot:, checked at launch, staged by the job
         parse_data(recipe.data)
+    elif data_here and recipe.text is not None:
+        check_text_file(recipe.data, load_settings().data_path)
     elif data_here and recipe.data != "digits":
         check_data(recipe.data, load_settings().data_path)
 

@@ -47,6 +47,20 @@ class Augment(StrictModel):
         return self
 
 
+class Text(StrictModel):
+    """A language-model task: `data` is a UTF-8 text file, cut into token windows."""
+
+    tokenizer: Literal["char", "byte"] = Field(
+        "char", description="char: the file's own characters; byte: UTF-8 bytes (256 ids)"
+    )
+    block_size: int = Field(256, ge=2, description="tokens of context per training window")
+    steps_per_epoch: int = Field(100, ge=1, description="random-window batches per epoch")
+    val_fraction: float = Field(0.1, gt=0, lt=1, description="last fraction of chars held out")
+    eval_tokens: int | None = Field(
+        None, ge=2, description="evaluate on the first this many validation tokens; None = all"
+    )
+
+
 class Recipe(StrictModel):
     name: str
     description: str = Field(description="one line: what it trains and how")
@@ -86,6 +100,9 @@ class Recipe(StrictModel):
         "ImageNet's, or none (pixels only scaled to 0..1)",
     )
     augment: Augment = Field(default_factory=Augment)
+    text: Text | None = Field(
+        None, description="set for a language model: data is a text file, num_classes its vocab"
+    )
 
     model: str
     model_options: dict[str, Any] = Field(default_factory=dict)

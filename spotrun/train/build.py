@@ -17,12 +17,14 @@ from spotrun.exitcodes import CHECKPOINTED
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
 from spotrun.train.data.loading import load_data
+from spotrun.train.data.text import EvalWindows
 from spotrun.train.device import capabilities_of
 from spotrun.train.device_record import write_record
 from spotrun.train.distributed import LaunchEnv, init_process_group, leave_process_group
 from spotrun.train.methods import build_methods
 from spotrun.train.methods.auto import ResolvedMethods, resolve_methods
 from spotrun.train.models import build_model
+from spotrun.train.text_metrics import TextMetrics
 from spotrun.train.trainer import FitResult, Trainer
 
 CHECKPOINT_DIR = "checkpoints"
@@ -89,6 +91,9 @@ def build_trainer_on_device(
     # Batches are assembled and augmented where the model trains (a cached set on the GPU).
     train, test = load_data(recipe, rank=launch.rank, world_size=launch.world_size, device=device)
     algorithms = build_methods(resolved.methods)
+    if recipe.text is not None:
+        assert isinstance(test, EvalWindows)
+        algorithms.append(TextMetrics(test.tokens_per_char))
     model = build_model(recipe.model, recipe.num_classes, **recipe.model_options).to(device)
     optimizer = make_optimizer(model, recipe)
     trainer = Trainer(

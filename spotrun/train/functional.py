@@ -16,6 +16,7 @@ from spotrun.train.methods.concat_pooling import AdaptiveConcatPool2d, apply_con
 from spotrun.train.methods.cutmix import cutmix_batch
 from spotrun.train.methods.cutout import cutout_batch
 from spotrun.train.methods.ema import ema_copy, ema_update
+from spotrun.train.methods.gpt_surgery import tie_weights
 from spotrun.train.methods.grad_clipping import clip_gradients
 from spotrun.train.methods.label_smoothing import smooth_labels
 from spotrun.train.methods.layer_freezing import freeze_layers, frozen_fraction
@@ -32,20 +33,35 @@ from spotrun.train.methods.schedules import (
     warmup_decay_lr,
 )
 from spotrun.train.methods.selective_backprop import per_example_loss, select_hardest
+from spotrun.train.methods.seq_len_warmup import truncate_sequences, warmup_seq_len
 from spotrun.train.methods.stochastic_depth import apply_stochastic_depth
 from spotrun.train.methods.tta import tta_logits, tta_views
 from spotrun.train.methods.zero_init_residual import zero_init_residual
 from spotrun.train.models.base import stochastic_residual
+from spotrun.train.models.transformer_ops import (
+    alibi_bias,
+    alibi_slopes,
+    apply_rotary,
+    causal_attention,
+    qk_normalize,
+    rms_norm,
+    rotary_tables,
+    swiglu,
+)
 
 __all__ = [
     "AdaptiveConcatPool2d",
+    "alibi_bias",
+    "alibi_slopes",
     "apply_blurpool",
     "apply_channels_last",
     "apply_concat_pooling",
     "apply_patch_whitening",
+    "apply_rotary",
     "apply_stochastic_depth",
     "autocast_context",
     "blur_2d",
+    "causal_attention",
     "clip_gradients",
     "colout_batch",
     "compile_model",
@@ -64,7 +80,10 @@ __all__ = [
     "patch_whitening_weights",
     "per_example_loss",
     "progressive_size",
+    "qk_normalize",
     "resize_batch",
+    "rms_norm",
+    "rotary_tables",
     "sam_perturb",
     "sam_restore",
     "select_hardest",
@@ -72,9 +91,13 @@ __all__ = [
     "split_no_decay",
     "step_decay_lr",
     "stochastic_residual",
+    "swiglu",
+    "tie_weights",
     "to_channels_last",
+    "truncate_sequences",
     "tta_logits",
     "tta_views",
     "warmup_decay_lr",
+    "warmup_seq_len",
     "zero_init_residual",
 ]

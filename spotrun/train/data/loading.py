@@ -31,6 +31,10 @@ def load_data(
     """
     import torch
 
+    if recipe.text is not None:
+        from spotrun.train.data.text import text_data
+
+        return text_data(recipe, rank=rank, world_size=world_size)
     if recipe.data == "digits":
         from spotrun.train.data.digits import load_digits_split
 

@@ -237,6 +237,21 @@ def check_data(spec: str, data_dir: Path) -> None:
     resolve_data(spec, data_dir)
 
 
+def resolve_text_file(spec: str, data_dir: Path) -> Path:
+    """A language-model recipe's text file: `spec` as a path, else that name in the data folder."""
+    for path in (Path(spec).expanduser(), data_dir / spec):
+        if path.is_file():
+            return path
+    raise UsageError(
+        f"text data '{spec}': no such file, here or in the data folder {data_dir}",
+        hint="give a UTF-8 .txt file: --set data=path/to/text.txt",
+    )
+
+
+def check_text_file(spec: str, data_dir: Path) -> None:
+    resolve_text_file(spec, data_dir)
+
+
 def pin_data_paths(overrides: list[str]) -> list[str]:
     """`overrides` with a relative `data=PATH` made absolute against this process's folder.
 

@@ -184,6 +184,21 @@ class CompileOptions(StrictModel):
     fullgraph: bool = False
 
 
+# Language-model methods (GPT): options.
+class RotaryOptions(StrictModel):
+    base: float = Field(10_000.0, gt=1, description="wavelength base of the rotation angles")
+
+
+class RmsNormOptions(StrictModel):
+    eps: float = Field(1e-6, gt=0, description="added to the mean square before 1/sqrt")
+
+
+class SeqLenWarmupOptions(StrictModel):
+    min_len: int = Field(16, ge=1, description="tokens per window at the start")
+    duration_frac: float = Field(0.3, gt=0, le=1, description="progress at which full length")
+    multiple: int = Field(8, ge=1, description="lengths are multiples of this (few shapes)")
+
+
 # ------------------------------------------------------------------ catalog
 @dataclass(frozen=True)
 class MethodInfo:
@@ -397,6 +412,68 @@ CATALOG: list[MethodInfo] = [
         "tta:TestTimeAugmentation",
         "tta_logits",
     ),
+    # Language-model methods (need model=gpt): surgery at INIT, then the batch change.
+    _m(
+        "rotary",
+        "rotary position embeddings: positions rotate queries and keys, no position table",
+        RotaryOptions,
+        "gpt_surgery:Rotary",
+        "rotary_tables",
+        "apply_rotary",
+        conflicts=("alibi",),
+    ),
+    _m(
+        "alibi",
+        "ALiBi: a linear distance penalty on attention scores instead of position embeddings",
+        NoOptions,
+        "gpt_surgery:Alibi",
+        "alibi_bias",
+        "alibi_slopes",
+        conflicts=("rotary",),
+    ),
+    _m(
+        "rms_norm",
+        "RMSNorm in place of LayerNorm: no mean, no bias, one reduction",
+        RmsNormOptions,
+        "gpt_surgery:RmsNorm",
+        "rms_norm",
+    ),
+    _m(
+        "swiglu",
+        "gated SwiGLU MLP in place of GELU, at the same parameter count",
+        NoOptions,
+        "gpt_surgery:SwiGlu",
+        "swiglu",
+    ),
+    _m(
+        "qk_norm",
+        "RMS-normalise queries and keys per head (bounded attention logits)",
+        NoOptions,
+        "gpt_surgery:QkNorm",
+        "qk_normalize",
+    ),
+    _m(
+        "weight_tying",
+        "the output layer shares the token embedding matrix",
+        NoOptions,
+        "gpt_surgery:WeightTying",
+        "tie_weights",
+    ),
+    _m(
+        "fused_attention",
+        "attention through F.scaled_dot_product_attention (fused kernel)",
+        NoOptions,
+        "gpt_surgery:FusedAttention",
+        "causal_attention",
+    ),
+    _m(
+        "seq_len_warmup",
+        "train on short windows first, growing linearly to the full block_size",
+        SeqLenWarmupOptions,
+        "seq_len_warmup:SeqLenWarmup",
+        "warmup_seq_len",
+        "truncate_sequences",
+    ),
     _m(
         "compile",
         "torch.compile the model (opt-in; the first steps pay for compiling)",
@@ -407,6 +484,19 @@ CATALOG: list[MethodInfo] = [
 ]
 
 METHODS: dict[str, MethodInfo] = {m.name: m for m in CATALOG}
+# The methods that need model=gpt (tested on a tiny GPT, not on the tiny image task).
+LANGUAGE_METHODS = frozenset(
+    {
+        "rotary",
+        "alibi",
+        "rms_norm",
+        "swiglu",
+        "qk_norm",
+        "weight_tying",
+        "fused_attention",
+        "seq_len_warmup",
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ MODELS: dict[str, str] = {
     "resnet101": "spotrun.train.models.resnet:resnet101",
     "cifar-fastnet": "spotrun.train.models.fastnet:fast_cifar_net",
     "small-resnet": "spotrun.train.models.small:SmallResNet",
+    "gpt": "spotrun.train.models.gpt:gpt",
 }
 
 

@@ -1,0 +1,137 @@
+"""shakespeare-fast against shakespeare-baseline: time to the baseline's final validation loss
+on tiny Shakespeare (character level), on this machine's CPU, 3 seeds each, side by side.
+
+    python bench/shakespeare_time_to_loss.py --data ../shared/data/tinyshakespeare.txt
+
+Both recipes run exactly as shipped (they are sized for one CPU thread), interleaved: one
+baseline beside one fast run of the same seed, one torch thread each, so both see the same
+background load. The target is the median final validation loss (test_loss, nats per
+character) of the baseline runs; each run's time to it is the trainer's elapsed_s (training
+plus the evaluations before it) at its first evaluation at or below it. --ladder adds one run
+per method: the baseline with that method alone switched on (seed 0), to show what each buys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _env import GLIBC_TUNABLES, with_malloc_settings  # noqa: E402
+from _runs import REPO, Job, Outcome, fmt_s, load_average, median_or_none, run_jobs  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
+BASELINE, FAST = "shakespeare-baseline", "shakespeare-fast"
+LADDER = ("rotary", "rms_norm", "swiglu", "qk_norm", "weight_tying", "fused_attention",
+          "seq_len_warmup", "alibi")  # fmt: skip
+QUICK = ("epochs=1", "text.steps_per_epoch=4", "text.eval_tokens=1024")
+
+
+def cpu_line() -> str:
+    """The CPU model and the vector flags that matter for fp32 matmuls."""
+    model, flags = platform.processor() or "unknown CPU", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:
+        pass
+    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
+    have = [f for f in wanted if f in flags] or ["flags unknown"]
+    return f"{model}; {', '.join(have)}; no {', '.join(f for f in wanted if f not in flags)}"
+
+
+def losses(o: Outcome) -> list[tuple[float, float]]:
+    return [(float(r["elapsed_s"]), float(r["test_loss"])) for r in o.rows]
+
+
+def time_to(o: Outcome, target: float) -> float | None:
+    return next((t for t, loss in losses(o) if loss <= target), None)
+
+
+def final_loss(o: Outcome) -> float:
+    return losses(o)[-1][1] if o.rows else float("nan")
+
+
+def jobs(data: Path, seeds: int, quick: bool, ladder: bool) -> list[Job]:
+    common = (f"data={data}", "threads=1", *(QUICK if quick else ()))
+    out = []
+    for seed in range(seeds):  # interleaved: baseline s, fast s, baseline s+1, ...
+        out.append(Job(BASELINE, BASELINE, common, seed))
+        out.append(Job(FAST, FAST, common, seed))
+    if ladder:
+        for method in LADDER:
+            out.append(Job(f"+{method}", BASELINE, (*common, f"methods.{method}={{}}"), 0))
+    return out
+
+
+def report(outcomes: list[Outcome]) -> None:
+    base = [o for o in outcomes if o.job.label == BASELINE]
+    target = statistics.median(final_loss(o) for o in base)
+    print(f"\ntarget: the baseline's median final validation loss, {target:.4f} nats/char")
+    print("\n| run | seed | s to target (elapsed_s) | final val loss | final s | wall s |")
+    print("|---|--:|--:|--:|--:|--:|")
+    for o in outcomes:
+        end = losses(o)[-1][0] if o.rows else float("nan")
+        print(f"| {o.job.label} | {o.job.seed} | {fmt_s(time_to(o, target))} | "
+              f"{final_loss(o):.4f} | {end:.1f} | {o.wall_s:.0f} |")  # fmt: skip
+    medians: dict[str, Any] = {}
+    for label in (BASELINE, FAST):
+        mine = [o for o in outcomes if o.job.label == label]
+        medians[label] = median_or_none([time_to(o, target) for o in mine])
+        finals = [final_loss(o) for o in mine]
+        print(f"{label}: median {fmt_s(medians[label])} to target; final loss median "
+              f"{statistics.median(finals):.4f} ({min(finals):.4f}-{max(finals):.4f})")  # fmt: skip
+    b, f = medians[BASELINE], medians[FAST]
+    if b is not None and f is not None:
+        print(f"\n{FAST} reaches the target {b / f:.2f}x sooner than {BASELINE} (medians)")
+    else:
+        print("\nno ratio: a run missed the target (a median over misses would flatter)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="tinyshakespeare.txt")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--parallel", type=int, default=2, help="runs at a time")
+    parser.add_argument("--ladder", action="store_true", help="also the baseline + each method")
+    parser.add_argument("--quick", action="store_true", help="a few steps: a smoke run")
+    args = parser.parse_args()
+    if not args.data.is_file():
+        sys.exit(f"no text at {args.data}: pass --data PATH (tinyshakespeare.txt)")
+    with_malloc_settings()
+    home = Path(tempfile.mkdtemp(prefix="spotrun-bench-home-"))
+    todo = jobs(args.data.resolve(), args.seeds, args.quick, args.ladder)
+    print(f"CPU: {cpu_line()}")
+    print(f"load average before: {load_average()}; GLIBC_TUNABLES={GLIBC_TUNABLES}; "
+          f"1 torch thread per run, {args.parallel} at a time, fp32")  # fmt: skip
+    for job in todo[:2]:
+        sets = " ".join(f"--set '{s}'" for s in (f"seed={job.seed}", *job.overrides))
+        print(f"{job.label}: spotrun train {job.recipe} --run-dir DIR {sets}")
+
+    def progress(job: Job, row: dict[str, Any]) -> None:
+        print(f"  [{job.label} s{job.seed}] epoch {row['epoch']}: val loss "
+              f"{float(row['test_loss']):.4f}  elapsed {float(row['elapsed_s']):.1f} s", flush=True)  # fmt: skip
+
+    try:
+        outcomes = run_jobs(todo, parallel=args.parallel, home=home, on_row=progress)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    report(outcomes)
+    print(f"CPU: {cpu_line()}\nload average after: {load_average()}")
+    if not all(o.exit_code == 0 for o in outcomes):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Token data for language models: a text file, tokenised, split, and cut into windows.
+
+* Tokenisation: `char` (the sorted set of characters in the file, as nanoGPT's
+  shakespeare_char) or `byte` (UTF-8 bytes, 256 ids, any text).
+* Split: contiguous; the last `val_fraction` of the characters is held out for validation.
+* Training batches: `batch_size` windows of block_size + 1 tokens at random offsets, drawn from
+  a generator seeded by (seed, epoch, rank). Its state at any batch is a function of those and
+  the batch index, which the trainer checkpoints, so a resumed run draws exactly the windows
+  the uninterrupted one would have; an "epoch" is `steps_per_epoch` such batches.
+* Evaluation: the validation split cut into consecutive non-overlapping windows (the same every
+  time), so validation loss is comparable across runs and steps.
+
+Inputs are (B, T) token ids; targets are the next tokens flattened to (B*T,), matching the GPT
+model's flattened logits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import torch
+
+from spotrun.config import load_settings
+from spotrun.errors import UsageError
+from spotrun.train.data.source import resolve_text_file
+
+if TYPE_CHECKING:
+    from spotrun.recipes.base import Recipe
+
+TokenizerName = Literal["char", "byte"]
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """Text <-> token ids; `chars` is the char vocabulary (None for bytes)."""
+
+    kind: TokenizerName
+    chars: str | None = None
+
+    @classmethod
+    def fit(cls, kind: TokenizerName, text: str) -> Tokenizer:
+        return cls(kind, "".join(sorted(set(text))) if kind == "char" else None)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars) if self.chars is not None else 256
+
+    def encode(self, text: str) -> torch.Tensor:
+        if self.chars is None:
+            return torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8).long()
+        index = {c: i for i, c in enumerate(self.chars)}
+        unknown = sorted(set(text) - index.keys())
+        if unknown:
+            raise UsageError(
+                f"text has characters outside the vocabulary: {''.join(unknown[:10])!r}",
+                hint="use the byte tokenizer (--set text.tokenizer=byte) for arbitrary text",
+            )
+        return torch.tensor([index[c] for c in text], dtype=torch.long)
+
+    def decode(self, ids: list[int]) -> str:
+        if self.chars is None:
+            return bytes(i for i in ids if 0 <= i < 256).decode("utf-8", errors="replace")
+        return "".join(self.chars[i] for i in ids if 0 <= i < len(self.chars))
+
+
+def read_text(path: Path) -> str:
+    if not path.is_file():
+        raise UsageError(f"text data '{path}': no such file", hint="give a UTF-8 .txt file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{path} is not UTF-8 text ({exc})", hint="give a UTF-8 .txt file"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class TextSplit:
+    tokenizer: Tokenizer
+    train: torch.Tensor  # token ids, 1-D
+    val: torch.Tensor
+    val_chars: int  # characters in the validation text (for nats per character)
+
+
+def split_text(text: str, kind: TokenizerName, val_fraction: float = 0.1) -> TextSplit:
+    """Tokenise `text`; the last `val_fraction` of its characters is the validation split."""
+    cut = int(len(text) * (1.0 - val_fraction))
+    tokenizer = Tokenizer.fit(kind, text)
+    return TextSplit(
+        tokenizer, tokenizer.encode(text[:cut]), tokenizer.encode(text[cut:]), len(text) - cut
+    )
+
+
+class TextWindows:
+    """Training batches: random windows, `steps` per epoch, order fixed by (seed, epoch, rank)."""
+
+    def __init__(
+        self,
+        tokens: torch.Tensor,
+        *,
+        block_size: int,
+        batch_size: int,
+        steps: int,
+        seed: int = 0,
+        rank: int = 0,
+    ) -> None:
+        if len(tokens) < block_size + 2:
+            raise UsageError(
+                f"the training text has {len(tokens)} tokens, fewer than block_size + 2",
+                hint="use a longer text or a smaller block_size",
+            )
+        self.windows = tokens.unfold(0, block_size + 1, 1)  # a view: no copy per window
+        self.batch_size = batch_size
+        self.steps = steps
+        self.seed = seed
+        self.rank = rank
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def offsets(self, epoch: int) -> torch.Tensor:
+        """(steps, batch_size) window starts of `epoch` for this rank."""
+        gen = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) * 1009 + self.rank)
+        return torch.randint(len(self.windows), (self.steps, self.batch_size), generator=gen)
+
+    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        offsets = self.offsets(epoch)
+        for i in range(start, self.steps):
+            w = self.windows[offsets[i]]
+            yield w[:, :-1].contiguous(), w[:, 1:].reshape(-1)
+
+
+class EvalWindows:
+    """The validation split as consecutive windows of block_size (this rank's share of them)."""
+
+    def __init__(
+        self,
+        tokens: torch.Tensor,
+        *,
+        block_size: int,
+        batch_size: int,
+        chars: int,
+        max_tokens: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        # Tokens per character of the whole split: nats/char = nats/token * tokens/char.
+        self.tokens_per_char = len(tokens) / max(1, chars)
+        if max_tokens is not None:
+            tokens = tokens[: max_tokens + 1]
+        count = (len(tokens) - 1) // block_size
+        if count < 1:
+            raise UsageError(
+                f"the validation text has {len(tokens)} tokens, fewer than block_size + 1",
+                hint="use a longer text, a larger val_fraction or a smaller block_size",
+            )
+        starts = torch.arange(count) * block_size
+        self.inputs = torch.stack([tokens[s : s + block_size] for s in starts.tolist()])
+        self.targets = torch.stack([tokens[s + 1 : s + 1 + block_size] for s in starts.tolist()])
+        self.inputs, self.targets = self.inputs[rank::world_size], self.targets[rank::world_size]
+        self.batch_size = batch_size
+
+    def __len__(self) -> int:
+        return -(-len(self.inputs) // self.batch_size)
+
+    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for i in range(start * self.batch_size, len(self.inputs), self.batch_size):
+            j = i + self.batch_size
+            yield self.inputs[i:j], self.targets[i:j].reshape(-1)
+
+
+def text_data(
+    recipe: Recipe, *, rank: int = 0, world_size: int = 1
+) -> tuple[TextWindows, EvalWindows]:
+    """Train and eval sources of a language-model recipe (its `text` settings, its data file)."""
+    text = recipe.text
+    assert text is not None
+    path = resolve_text_file(recipe.data, load_settings().data_path)
+    split = split_text(read_text(path), text.tokenizer, text.val_fraction)
+    if split.tokenizer.vocab_size > recipe.num_classes:
+        raise UsageError(
+            f"{recipe.data} has {split.tokenizer.vocab_size} distinct tokens; the model's "
+            f"vocabulary (num_classes) is {recipe.num_classes}",
+            hint=f"--set num_classes={split.tokenizer.vocab_size}",
+        )
+    train = TextWindows(
+        split.train,
+        block_size=text.block_size,
+        batch_size=recipe.batch_size,
+        steps=text.steps_per_epoch,
+        seed=recipe.seed,
+        rank=rank,
+    )
+    evaluation = EvalWindows(
+        split.val,
+        block_size=text.block_size,
+        batch_size=recipe.eval_batch_size or recipe.batch_size,
+        chars=split.val_chars,
+        max_tokens=text.eval_tokens,
+        rank=rank,
+        world_size=world_size,
+    )
+    return train, evaluation

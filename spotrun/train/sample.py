@@ -1,0 +1,102 @@
+"""Text from a language-model run: the model of its newest checkpoint, continuing a prompt.
+
+The run folder holds what is needed: recipe.json (model, methods, tokenizer, data) and
+checkpoints/. The model is rebuilt as the trainer built it (the methods' INIT surgery
+included) so the checkpoint's weights fit it; a char tokenizer is rebuilt from the recipe's
+text file (its vocabulary is the file's characters), a byte tokenizer needs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from spotrun.config import load_settings
+from spotrun.errors import TrainingError, UsageError
+from spotrun.recipes.base import Recipe
+from spotrun.train.algorithm import Engine
+from spotrun.train.build import CHECKPOINT_DIR, RECIPE_FILE
+from spotrun.train.checkpoint import Checkpointer
+from spotrun.train.data.source import resolve_text_file
+from spotrun.train.data.text import Tokenizer, read_text
+from spotrun.train.events import Event
+from spotrun.train.methods import build_methods
+from spotrun.train.models import build_model
+from spotrun.train.models.gpt import GPT
+from spotrun.train.state import State
+
+
+def load_run_recipe(run_dir: Path) -> Recipe:
+    path = run_dir / RECIPE_FILE
+    if not path.is_file():
+        raise UsageError(
+            f"{run_dir} has no {RECIPE_FILE}", hint="give a run that has started training"
+        )
+    recipe = Recipe.model_validate(json.loads(path.read_text()))
+    if recipe.text is None:
+        raise UsageError(
+            f"run recipe {recipe.name} is not a language model",
+            hint="sample from a run of a text recipe (shakespeare-fast, ...)",
+        )
+    return recipe
+
+
+def run_tokenizer(recipe: Recipe) -> Tokenizer:
+    assert recipe.text is not None
+    if recipe.text.tokenizer == "byte":
+        return Tokenizer("byte")
+    path = resolve_text_file(recipe.data, load_settings().data_path)
+    return Tokenizer.fit("char", read_text(path))
+
+
+def load_model(run_dir: Path, recipe: Recipe) -> GPT:
+    """The run's model with its newest readable checkpoint's weights, in eval mode."""
+    loaded = Checkpointer(run_dir / CHECKPOINT_DIR).load_latest(map_location="cpu")
+    if loaded is None:
+        raise TrainingError(
+            f"{run_dir} has no checkpoint yet", hint="wait for the first epoch to end"
+        )
+    model = build_model(recipe.model, recipe.num_classes, **recipe.model_options)
+    if not isinstance(model, GPT):
+        raise UsageError(f"run model {recipe.model} is not a GPT", hint="sample from a text run")
+    # The trainer's INIT: the methods' model surgery, so the checkpoint meets the same model.
+    state = State(
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.0),
+        loss_fn=torch.nn.functional.cross_entropy,
+        max_epochs=1,
+        steps_per_epoch=1,
+    )
+    Engine(build_methods(recipe.methods)).run(Event.INIT, state)
+    model.load_state_dict(loaded.payload["model"])
+    return model.eval()
+
+
+def sample_text(
+    run_dir: Path,
+    *,
+    prompt: str = "",
+    tokens: int = 200,
+    temperature: float = 0.8,
+    top_k: int | None = None,
+    seed: int = 0,
+) -> str:
+    """The prompt and `tokens` sampled tokens after it, decoded."""
+    recipe = load_run_recipe(run_dir)
+    tokenizer = run_tokenizer(recipe)
+    model = load_model(run_dir, recipe)
+    start = prompt or "\n"
+    idx = tokenizer.encode(start).view(1, -1)
+    generator = torch.Generator().manual_seed(seed)
+    out = model.generate(
+        idx,
+        tokens,
+        temperature=temperature,
+        top_k=top_k,
+        vocab=tokenizer.vocab_size,
+        generator=generator,
+    )
+    text = tokenizer.decode(out[0].tolist())
+    return text if prompt else text[len(start) :]
