@@ -14,13 +14,13 @@ import time
 from typing import Any
 
 from spotrun.cloud.base import Instance, Provider
-from spotrun.config import Settings
+from spotrun.core.config import Settings
+from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.datasets.cache_zone import CACHE_ROLE
 from spotrun.datasets.placement import COPY_ENV, snapshot_placement
 from spotrun.datasets.snapshot_mount import CACHE_VOLUME_ENV, VOLUME_ENV
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data
-from spotrun.errors import SpotrunError, UsageError
-from spotrun.ledger import InstanceRecord, Ledger, RunRecord
+from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
 
 DATA_ROLE = "data"
 VOLUME_ROLES = (DATA_ROLE, CACHE_ROLE)

@@ -10,7 +10,7 @@ the other zones only when that zone has no capacity; the run's events say which 
 from __future__ import annotations
 
 from spotrun.cloud.base import Offer
-from spotrun.ledger import Ledger, RunRecord
+from spotrun.store.ledger import Ledger, RunRecord
 
 CACHE_ROLE = "data-cache"  # the spotrun:role tag and ledger role of a cache volume
 

@@ -1,4 +1,7 @@
-"""What `spotrun data push|ls` and a launch with remote data ask of S3 (through spotrun.api)."""
+"""What `spotrun data push|ls` and a launch with remote data ask of S3.
+
+Called through spotrun.service.runs.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spotrun.core.errors import UsageError
 from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
 from spotrun.datasets.pack import PushResult, push
 from spotrun.datasets.spec import S3_FORM, S3Data, parse_s3
-from spotrun.errors import UsageError
 
 
 def _s3(text: str) -> S3Data:

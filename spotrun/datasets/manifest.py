@@ -29,8 +29,8 @@ from pydantic import (
     model_validator,
 )
 
-from spotrun.config import describe_validation_error
-from spotrun.errors import UsageError
+from spotrun.core.config import describe_validation_error
+from spotrun.core.errors import UsageError
 
 MANIFEST_NAME = "manifest.json"
 FORMAT: Literal["spotrun-shards/2"] = "spotrun-shards/2"  # what a push writes

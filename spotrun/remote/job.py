@@ -11,7 +11,7 @@ import shlex
 from dataclasses import dataclass
 
 from spotrun.cloud.base import Runner
-from spotrun.errors import RemoteError
+from spotrun.core.errors import RemoteError
 
 
 @dataclass(frozen=True)

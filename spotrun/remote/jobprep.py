@@ -20,9 +20,9 @@ from pathlib import Path
 
 from spotrun.agent.wrapper import CHECKPOINTS
 from spotrun.cloud.base import Runner
-from spotrun.jobspec import JobSpec
+from spotrun.core.jobspec import JobSpec
+from spotrun.jobs.workdir import WorkFile, list_files
 from spotrun.remote.push import push_workdir
-from spotrun.workdir import WorkFile, list_files
 
 WORKDIR = "workdir"
 SETUP_SCRIPT = "setup.sh"

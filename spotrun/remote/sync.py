@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from spotrun.cloud.base import Runner
-from spotrun.errors import RemoteError
+from spotrun.core.errors import RemoteError
 
 STATE_FILE = ".sync.json"
 APPEND_ONLY_SUFFIXES = (".log", ".jsonl")

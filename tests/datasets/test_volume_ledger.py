@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 from spotrun.cloud.base import Instance
-from spotrun.config import LaunchSpec, load_settings
+from spotrun.core.config import LaunchSpec, load_settings
 from spotrun.datasets.attach import _record_volume, mark_data_volumes_deleted
-from spotrun.ledger import InstanceRecord, Ledger
+from spotrun.store.ledger import InstanceRecord, Ledger
 
 
 def _instance(run_id: str, instance_id: str, zone: str) -> Instance:

@@ -12,16 +12,16 @@ import pytest
 import torch
 
 from spotrun.cloud.base import Offer
-from spotrun.config import LaunchSpec, load_settings
-from spotrun.errors import CapacityError
-from spotrun.ledger import InstanceRecord, Ledger
-from spotrun.recovery import (
+from spotrun.control.recovery import (
     Recovery,
     checkpoint_is_complete,
     newest_complete_checkpoint,
     read_notice,
     truncate_metrics,
 )
+from spotrun.core.config import LaunchSpec, load_settings
+from spotrun.core.errors import CapacityError
+from spotrun.store.ledger import InstanceRecord, Ledger
 
 
 def _save(folder: Path, step: int) -> Path:

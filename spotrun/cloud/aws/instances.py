@@ -20,7 +20,7 @@ from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.cloud.aws.network import TAG_RUN, tag_specs
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Instance, Offer
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 
 LIVE_STATES = ("pending", "running")
 ALL_STATES = ("pending", "running", "shutting-down", "terminated", "stopping", "stopped")

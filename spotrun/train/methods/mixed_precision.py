@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import torch
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
 from spotrun.train.methods.catalog import MixedPrecisionOptions

@@ -1,0 +1,1 @@
+"""The library surface the CLI calls (spotrun.api re-exports it)."""
