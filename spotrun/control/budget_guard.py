@@ -16,8 +16,9 @@ from spotrun.cloud.base import Offer
 from spotrun.core.errors import UsageError
 from spotrun.cost import budget
 from spotrun.cost import rules as cost
-from spotrun.cost.bills import bill_run, volumes_of
+from spotrun.cost.bills import bill_run
 from spotrun.cost.ebs_prices import gb_month_usd
+from spotrun.cost.instance_bills import volumes_of
 from spotrun.cost.prices import PriceBook
 from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
 

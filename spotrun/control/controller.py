@@ -17,7 +17,13 @@ from spotrun.agent.session import session_name
 from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
 from spotrun.control import budget_guard, cluster
+from spotrun.control.cache_zone import prefer_cache_zone
 from spotrun.control.cluster_steps import ClusterSteps
+from spotrun.control.data_volumes import (
+    attach_data_cache,
+    attach_snapshot_data,
+    mark_data_volumes_deleted,
+)
 from spotrun.control.instance_records import to_record
 from spotrun.control.metrics import MetricsTail
 from spotrun.control.recovery import Reach, Recovery
@@ -27,12 +33,6 @@ from spotrun.core.runstates import RunState
 from spotrun.cost.bills import bill_run
 from spotrun.cost.budget import Action
 from spotrun.cost.prices import PriceBook, PriceSource
-from spotrun.datasets.attach import (
-    attach_data_cache,
-    attach_snapshot_data,
-    mark_data_volumes_deleted,
-)
-from spotrun.datasets.cache_zone import prefer_cache_zone
 from spotrun.datasets.record import StagingWatch
 from spotrun.launch.plan import planned_gpus
 from spotrun.remote.job import JobDriver, JobStatus

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import shlex
 import time
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -35,13 +33,13 @@ from spotrun.cloud.base import Instance, Offer, Provider, Runner
 from spotrun.control.cluster import node_dirs
 from spotrun.control.instance_records import to_record
 from spotrun.core.errors import CapacityError, RemoteError, SpotrunError
+from spotrun.core.rundir import newest_complete_checkpoint
 from spotrun.core.runstates import RunState
 from spotrun.cost import budget
 from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 METRICS_FILE = "metrics.jsonl"
 RECIPE_FILE = "recipe.json"
 DOOMED = "doomed"  # key in an instance record's details: why it no longer counts
@@ -86,34 +84,6 @@ def read_notice(run_dir: Path) -> Notice | None:
 
 def is_spot_reclaim(reason: str | None) -> bool:
     return bool(reason) and "Spot" in str(reason)
-
-
-def checkpoint_is_complete(path: Path) -> bool:
-    """A torch checkpoint (a zip archive) reads back whole: every member's CRC matches."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return archive.testzip() is None
-    except (OSError, zipfile.BadZipFile, EOFError, ValueError):
-        return False
-
-
-def newest_complete_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
-    """The newest checkpoint of the run folder that is complete, and its step."""
-    folder = run_dir / "checkpoints"
-    if not folder.is_dir():
-        return None
-    found = sorted(
-        (p for p in folder.iterdir() if CHECKPOINT_NAME.match(p.name)),
-        key=lambda p: p.name,
-        reverse=True,
-    )
-    for path in found:
-        if checkpoint_is_complete(path):
-            match = CHECKPOINT_NAME.match(path.name)
-            assert match is not None
-            return path, int(match.group(1))
-        log.warning("checkpoint %s is incomplete; looking at the one before it", path.name)
-    return None
 
 
 def truncate_metrics(path: Path, step: int) -> None:

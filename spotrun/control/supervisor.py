@@ -149,11 +149,9 @@ def _await_run(cloud: str) -> str | None:
     return line
 
 
-def ensure_supervised(ledger: Ledger) -> list[str]:
-    """Start a supervisor for every live run that has none; returns the run ids restarted."""
-    from spotrun.sweep.supervisor import ensure_sweeps_supervised
-
-    live_sweeps = ensure_sweeps_supervised(ledger)  # a live sweep drives its own trials
+def ensure_supervised(ledger: Ledger, live_sweeps: set[str]) -> list[str]:
+    """Start a supervisor for every live run that has none, except the trials of the sweeps
+    in `live_sweeps` (a live sweep drives its own trials); returns the run ids restarted."""
     restarted = []
     for run in ledger.active_runs():
         if run.sweep_id in live_sweeps:

@@ -8,18 +8,16 @@ without that list an instance is billed one root gp3 volume of the run's disk si
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
-from spotrun.core.config import Settings
 from spotrun.core.errors import PricingError
 from spotrun.cost import rules as cost
-from spotrun.cost.ebs_prices import gb_month_usd
+from spotrun.cost.instance_bills import bill_instance, usage_of
 from spotrun.cost.prices import PriceBook
-from spotrun.store.ledger import CostLine, InstanceRecord, Ledger, RunRecord
-
-MARKETS: tuple[cost.Market, ...] = ("spot", "on-demand", "local")
+from spotrun.cost.shared_instances import seat_bill
+from spotrun.store.ledger import CostLine, Ledger, RunRecord
 
 
 @dataclass(frozen=True)
@@ -79,73 +77,10 @@ class RunBill:
         return [line for b in self.bills for line in cost.cost_lines(self.run.id, b)]
 
 
-def volumes_of(
-    record: InstanceRecord, run: RunRecord, settings: Settings
-) -> tuple[cost.Volume, ...]:
-    if record.market == "local":
-        return ()
-    listed = record.details.get("volumes")
-    if listed is None:
-        size = run.spec.resources.disk_gb or settings.aws.root_volume_gb
-        return (cost.Volume(size_gb=size),)
-    try:
-        return tuple(_volume(v) for v in listed)
-    except (TypeError, KeyError, ValueError) as exc:
-        raise PricingError(
-            f"instance {record.id} has a malformed volume list in the ledger ({exc}): {listed!r}"
-        ) from exc
-
-
-def _volume(item: dict[str, Any]) -> cost.Volume:
-    def second(key: str) -> int | None:
-        value = item.get(key)
-        return None if value is None else cost.whole_second(float(value))
-
-    return cost.Volume(
-        size_gb=int(item["size_gb"]),
-        volume_type=str(item.get("type", "gp3")),
-        created_at=second("created_at"),
-        deleted_at=second("deleted_at"),
-    )
-
-
-def usage_of(
-    record: InstanceRecord, run: RunRecord, settings: Settings, now: float
-) -> cost.Usage | None:
-    """The instance's usage, or None if it never launched (nothing to bill)."""
-    if record.launched_at is None:
-        return None
-    if record.market not in MARKETS:
-        raise PricingError(f"instance {record.id} has an unknown market '{record.market}'")
-    ended = record.terminated_at is not None or run.is_terminal
-    if record.terminated_at is not None:
-        end = record.terminated_at
-    elif run.is_terminal and run.ended_at is not None:
-        end = run.ended_at  # the run ended without the instance's own end being recorded
-    else:
-        end = now
-    start = cost.whole_second(record.launched_at)
-    if record.market != "local" and not record.region:
-        raise PricingError(f"instance {record.id} has no region in the ledger; cannot price it")
-    return cost.Usage(
-        instance_id=record.id,
-        instance_type=record.instance_type,
-        region=record.region or "local",
-        zone=record.zone or "",
-        market=record.market,  # narrowed to a Market by the check above
-        start=start,
-        end=max(start, cost.whole_second(end)),
-        ending=cost.ending_of(record.end_reason, ended=ended),
-        volumes=volumes_of(record, run, settings),
-    )
-
-
 def bill_run(
     ledger: Ledger, run: RunRecord, book: PriceBook, *, now: float, offline: bool = False
 ) -> RunBill:
     """Price every instance of `run`; live ones up to `now`. PricingError names what is missing."""
-    from spotrun.cost.shared_instances import seat_bill
-
     bills: list[cost.Bill] = []
     for record in ledger.instances(run.id):
         shared = seat_bill(ledger, record, run, book, now=now, offline=offline)
@@ -155,27 +90,19 @@ def bill_run(
         usage = usage_of(record, run, ledger.settings, now)
         if usage is None:
             continue
-        bills.append(_bill_instance(record, usage, book, offline))
+        bills.append(bill_instance(record, usage, book, offline))
     return RunBill(run, tuple(bills), now)
 
 
-def _bill_instance(
-    record: InstanceRecord, usage: cost.Usage, book: PriceBook, offline: bool
-) -> cost.Bill:
-    if usage.market == "local":
-        return cost.bill(usage, history=None, on_demand_rate=None, storage_price=gb_month_usd)
-    history = None
-    needs_history = usage.market == "spot" and not usage.interrupted_free
-    if needs_history:
-        billed_end = usage.start + cost.billed_seconds(usage)
-        history = book.spot_history(
-            record.provider,
-            usage.region,
-            usage.zone,
-            usage.instance_type,
-            usage.start,
-            max(usage.end, billed_end),
-            offline=offline,
-        )
-    rate = book.on_demand(record.provider, usage.region, usage.instance_type, offline=offline)
-    return cost.bill(usage, history=history, on_demand_rate=rate, storage_price=gb_month_usd)
+def run_cost(ledger: Ledger, run: RunRecord, now: float | None = None) -> Fraction | None:
+    """What the run cost, or has cost so far while it runs (priced from the ledger alone, up to
+    now, with the last cached price taken to hold since the supervisor last fetched prices).
+    None when it cannot be priced from what the ledger holds."""
+    lines = ledger.cost_lines(run.id)
+    if run.is_terminal and lines:
+        return sum((line.amount for line in lines), Fraction(0))
+    try:
+        bill = bill_run(ledger, run, PriceBook(ledger), now=now or time.time(), offline=True)
+    except PricingError:
+        return sum((line.amount for line in lines), Fraction(0)) if lines else None
+    return bill.total

@@ -336,9 +336,10 @@ class SharedBill(Bill):
 
     In each span the tenant pays `share` of everything the whole instance accrues then (its
     compute at the prices in force, its volumes); spotrun.cost.shared_instances makes the
-    spans so that every second of the instance's bill is split equally between the runs on it in that second,
-    and the tenants' parts add up to the whole bill exactly. `usage` is the tenant's seat (its
-    own time on the instance); `billed_s` its share of the instance's billed seconds.
+    spans so that every second of the instance's bill is split equally between the runs on it
+    in that second, and the tenants' parts add up to the whole bill exactly. `usage` is the
+    tenant's seat (its own time on the instance); `billed_s` its share of the instance's
+    billed seconds.
     """
 
     whole: Bill | None = None

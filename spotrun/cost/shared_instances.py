@@ -12,8 +12,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 from spotrun.cost import rules as cost
+from spotrun.cost.instance_bills import bill_instance
 from spotrun.cost.prices import PriceBook
 from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
+from spotrun.store.sweeps import SweepStore
 
 
 def split(start: int, end: int, stays: list[tuple[str, int, int]]) -> dict[str, list[cost.Span]]:
@@ -56,9 +58,6 @@ def seat_bill(
     offline: bool,
 ) -> cost.SharedBill | None:
     """The bill of a trial's seat on a pack instance, or None if `record` is no seat."""
-    from spotrun.cost.bills import _bill_instance
-    from spotrun.store.sweeps import SweepStore
-
     store = SweepStore(ledger)
     stay = store.stay_by_seat(record.id)
     if stay is None:
@@ -94,7 +93,7 @@ def seat_bill(
         region=inst.region,
         zone=inst.zone,
     )
-    whole = _bill_instance(holder, whole_usage, book, offline)
+    whole = bill_instance(holder, whole_usage, book, offline)
     stays = [
         (
             s.seat_id,

@@ -1,1 +1,2 @@
-"""The library surface the CLI calls (spotrun.api re-exports it)."""
+"""The library surface the CLI calls, and scripts can: runs (launch, status, stop, cost), sweeps,
+datasets."""

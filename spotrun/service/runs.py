@@ -30,18 +30,19 @@ from spotrun.core.config import (
     describe_validation_error,
     load_settings,
 )
-from spotrun.core.errors import NotFoundError, PricingError, SpotrunError, StateError, UsageError
+from spotrun.core.errors import NotFoundError, SpotrunError, StateError, UsageError
 from spotrun.core.jobspec import JobSpec
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.cost import reports
-from spotrun.cost.bills import RunBill, bill_run
+from spotrun.cost.bills import RunBill, bill_run, run_cost
 from spotrun.cost.prices import PriceBook, PriceSource, SourceFactory
 from spotrun.jobs import own_command as ownjob
 from spotrun.launch.plan import Plan, make_plan
 from spotrun.recipes import Recipe, Target, check_recipe, get_recipe, recipe_names
 from spotrun.remote.job import JobDriver
 from spotrun.store.ledger import CostLine, InstanceRecord, Ledger, RunEvent, RunRecord, Transition
+from spotrun.sweep.supervisor import ensure_sweeps_supervised
 from spotrun.train.data.source import pin_data_paths
 
 
@@ -49,7 +50,8 @@ def open_ledger(settings: Settings | None = None, *, reconcile: bool = True) -> 
     """Open the ledger; by default also restart supervisors of live runs that lost theirs."""
     ledger = Ledger(settings or load_settings())
     if reconcile:
-        supervisor.ensure_supervised(ledger)
+        live_sweeps = ensure_sweeps_supervised(ledger)  # sweeps first: they drive their trials
+        supervisor.ensure_supervised(ledger, live_sweeps)
     return ledger
 
 
@@ -332,20 +334,6 @@ def _staging_summary(run: RunRecord) -> Any:
     from spotrun.datasets.record import summary
 
     return summary(run.run_dir)
-
-
-def run_cost(ledger: Ledger, run: RunRecord, now: float | None = None) -> Fraction | None:
-    """What the run cost, or has cost so far while it runs (priced from the ledger alone, up to
-    now, with the last cached price taken to hold since the supervisor last fetched prices).
-    None when it cannot be priced from what the ledger holds."""
-    lines = ledger.cost_lines(run.id)
-    if run.is_terminal and lines:
-        return sum((line.amount for line in lines), Fraction(0))
-    try:
-        bill = bill_run(ledger, run, PriceBook(ledger), now=now or time.time(), offline=True)
-    except PricingError:
-        return sum((line.amount for line in lines), Fraction(0)) if lines else None
-    return bill.total
 
 
 def _as_float(amount: Fraction | None) -> float | None:
@@ -684,7 +672,7 @@ def check_remote_data(
         return
     spec = parse_data(data)
     if isinstance(spec, S3Data):
-        from spotrun.datasets.commands import check_s3_data
+        from spotrun.service.datasets import check_s3_data
 
         check_s3_data(data)
     elif isinstance(spec, SnapshotData):
@@ -724,8 +712,8 @@ def data_push(
     folder: Path, dest: str, *, shard_size: str = "256MB", parallel: int = 8, log: Any = print
 ) -> Any:
     """Pack an ImageFolder into tar shards plus a manifest under an s3:// prefix."""
-    from spotrun.datasets.commands import push_folder
     from spotrun.datasets.pack import parse_size
+    from spotrun.service.datasets import push_folder
 
     size = parse_size(shard_size)
     if parallel < 1:
@@ -735,7 +723,7 @@ def data_push(
 
 def data_list(where: str | None, settings: Settings) -> list[dict[str, Any]]:
     """The data sets pushed at or under `where` (default: the configured aws.bucket)."""
-    from spotrun.datasets.commands import list_sets
+    from spotrun.service.datasets import list_sets
 
     if where is None:
         if not settings.aws.bucket:

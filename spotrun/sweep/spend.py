@@ -8,6 +8,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from spotrun.cost import budget
+from spotrun.cost.bills import run_cost
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepStore
 from spotrun.sweep.planner import SweepPlan
@@ -32,8 +33,6 @@ def sweep_spend(
 ) -> tuple[Fraction, list[budget.LiveInstance]]:
     """The sweep's spend so far (its trials' bills, packed shares included) and every instance
     of it that bills now, at its price now."""
-    from spotrun.service.runs import run_cost
-
     assert sweep.plan is not None
     plan = SweepPlan.from_dict(sweep.plan)
     spent = Fraction(0)

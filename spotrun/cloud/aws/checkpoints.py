@@ -28,6 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.core.errors import CloudError, UsageError
+from spotrun.core.rundir import CHECKPOINT_NAME, checkpoint_is_complete
 
 STATE_FILE = ".store.json"
 EXIT_FILE = "exit.json"  # written by the job wrapper when the job ends
@@ -151,8 +152,6 @@ class Fetched:
 
 def stored_checkpoints(s3: Any, bucket: str, run_id: str, region: str) -> list[tuple[str, int]]:
     """The run's checkpoints in the store, newest first: (file name, step)."""
-    from spotrun.control.recovery import CHECKPOINT_NAME
-
     prefix = run_prefix(run_id) + DURABLE[0]
     with aws_call("s3", "ListObjectsV2", region):
         pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
@@ -171,8 +170,6 @@ def fetch_checkpoint(
     """On a replacement instance: download the newest stored checkpoint of step `at_least` or
     later that reads back whole into run_dir/checkpoints/ (an incomplete one, e.g. an upload
     cut by the reclaim, is skipped for the one before it)."""
-    from spotrun.control.recovery import checkpoint_is_complete
-
     folder = run_dir / DURABLE[0]
     folder.mkdir(parents=True, exist_ok=True)
     incomplete = []

@@ -12,7 +12,7 @@ from spotrun.recipes import get_recipe
 from spotrun.train.data.loading import load_data
 from spotrun.train.data.source import resolve_data
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 ARCHIVE = REPO.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 

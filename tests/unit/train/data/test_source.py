@@ -16,7 +16,7 @@ from tests.conftest import Env
 from tests.e2e.test_bad_input import assert_one_line_error
 from tests.unit.train.data.images import CLASSES, make_cifar_batches, make_image_folder, tar_folder
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def test_digits_needs_no_folder(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ import time
 from typing import Any
 
 from spotrun.cloud.base import Instance, Provider
+from spotrun.control.cache_zone import CACHE_ROLE
 from spotrun.core.config import Settings
 from spotrun.core.errors import SpotrunError, UsageError
-from spotrun.datasets.cache_zone import CACHE_ROLE
 from spotrun.datasets.placement import COPY_ENV, snapshot_placement
 from spotrun.datasets.snapshot_mount import CACHE_VOLUME_ENV, VOLUME_ENV
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data
