@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/interruption_recovery.py [--only NAME] [--repeats 1]
 
-Runs every scenario of tests/spotlab.py (digits-fast, 8 epochs, on the lab's EC2 whose
+Runs every scenario of spotlab/spot.py (digits-fast, 8 epochs, on the lab's EC2 whose
 instances are real SSH hosts with an IMDSv2 endpoint each) and prints, per scenario: the outcome
 (run succeeded, final metrics bit-equal to an uninterrupted run's, each evaluation once, nothing
 left running, every instance in the ledger and its cost), the seconds from the fault (notice or
@@ -28,9 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests import spotlab  # noqa: E402
+from spotlab import Lab  # noqa: E402
+from spotlab import spot as spotlab  # noqa: E402
 from tests.conftest import Env  # noqa: E402
-from tests.lab import Lab  # noqa: E402
 
 
 def make_env(root: Path, lab: Lab) -> Env:

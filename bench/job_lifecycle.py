@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.lab import Lab  # noqa: E402
+from spotlab import Lab  # noqa: E402
 
 PHASES = ["launch", "request", "ssh_ready", "provision", "run", "sync", "terminate", "return"]
 TARGET_S = 6.0

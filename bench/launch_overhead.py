@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.lab import Lab  # noqa: E402
+from spotlab import Lab  # noqa: E402
 
 JOB = ["--set", "epochs=1", "--set", "checkpoint_every_steps=1"]
 FIRST_CKPT = "checkpoints/ckpt-000000001.pt"

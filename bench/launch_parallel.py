@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.lab import Lab  # noqa: E402
+from spotlab import Lab  # noqa: E402
 
 JOB = ["--set", "epochs=400"]  # long enough that every job is still running when measured
 
@@ -66,8 +66,8 @@ def end_runs(home: Path, lab: Lab) -> None:
 
 LIBRARY_LAUNCH = """
 import sys
-from spotrun import api
-from spotrun.config import load_settings
+from spotrun.service import runs as api
+from spotrun.core.config import load_settings
 settings = load_settings()
 ledger = api.open_ledger(settings, reconcile=False)
 for _ in range(int(sys.argv[1])):
@@ -86,7 +86,7 @@ def one_round(
     if via == "cli":  # N `spotrun launch -d` processes at once, as a shell loop with & makes
         argv = [sys.executable, "-m", "spotrun", "launch", "digits-fast", "--cloud", "aws", "-d"]
         commands = [[*argv, *JOB] for _ in range(count)]
-    else:  # one Python process launching N runs through spotrun.api, as a script would
+    else:  # one Python process launching N runs through spotrun.service.runs, as a script would
         commands = [[sys.executable, "-c", LIBRARY_LAUNCH, str(count)]]
     procs = [
         subprocess.Popen(
@@ -187,7 +187,7 @@ def main() -> None:
     print(
         f"\nmedian time until every run is running: 1 run {single:.2f} s; {args.runs} runs at "
         f"once from {args.runs} CLI processes {many:.2f} s, ratio {many / single:.2f} "
-        f"(target <= 2); {args.runs} runs from one process (spotrun.api) {from_one:.2f} s, "
+        f"(target <= 2); {args.runs} runs from one process (spotrun.service.runs) {from_one:.2f} s, "
         f"ratio {from_one / single:.2f}"
     )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")

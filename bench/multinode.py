@@ -35,7 +35,7 @@ from typing import TypeVar
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.lab import Lab  # noqa: E402
+from spotlab import Lab  # noqa: E402
 
 T = TypeVar("T")
 JOB = ["epochs=8", "threads=1", "model_options.width=64", "checkpoint_every_steps=1"]

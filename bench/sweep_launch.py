@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.launch_parallel import busy_cpu_s, end_runs, one_round  # noqa: E402
-from tests.lab import Lab  # noqa: E402
+from spotlab import Lab  # noqa: E402
 
 JOB = ["--set", "epochs=400", "--set", "threads=1"]
 # The lab's 30 s SSH wait is sized for tests; 32 hosts answering on 2 shared cores can take

@@ -1,4 +1,4 @@
-"""Print the README's worked cost example, every number computed by spotrun.cost.
+"""Print the README's worked cost example, every number computed by spotrun.cost.rules.
 
     python scripts/cost_example.py
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spotrun import cost  # noqa: E402
-from spotrun.ebs_prices import gb_month_usd  # noqa: E402
+from spotrun.cost import rules as cost  # noqa: E402
+from spotrun.cost.ebs_prices import gb_month_usd  # noqa: E402
 
 TYPE, REGION, ZONE = "g5.xlarge", "us-east-1", "us-east-1a"
 ON_DEMAND = Fraction("1.006")  # g5.xlarge on demand, Linux, us-east-1, USD/h

@@ -23,11 +23,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from spotrun.config import load_settings  # noqa: E402
-from spotrun.cost import MINIMUM_BILLED_S, format_usd, whole_second  # noqa: E402
-from spotrun.ledger import Ledger  # noqa: E402
-from tests.lab import Lab  # noqa: E402
-from tests.lab.lab import ZONES  # noqa: E402
+from spotlab import Lab  # noqa: E402
+from spotlab.lab import ZONES  # noqa: E402
+from spotrun.core.config import load_settings  # noqa: E402
+from spotrun.cost.rules import MINIMUM_BILLED_S, format_usd, whole_second  # noqa: E402
+from spotrun.store.ledger import Ledger  # noqa: E402
 
 TYPE = "c6i.large"
 STEPS = [(-3600.0, 18.0), (8.0, 54.0), (20.0, 36.0)]  # (seconds from launch, USD/h)

@@ -128,4 +128,4 @@ def env(tmp_path: Path) -> Iterator[Env]:
         shutil.rmtree(tmux_dir, ignore_errors=True)
 
 
-from tests.lab.fixtures import aws_env, lab, make_lab  # noqa: E402,F401  (the lab, for every test)
+from spotlab.fixtures import aws_env, lab, make_lab  # noqa: E402,F401  (the lab, for every test)

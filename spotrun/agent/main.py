@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from spotrun.agent.execwin import exec_status, start_exec
+from spotrun.agent.exec_window import exec_status, start_exec
 from spotrun.agent.session import kill_session, session_exists, start_session
 from spotrun.agent.watcher import HEARTBEAT_FILE
 from spotrun.agent.wrapper import (
@@ -92,9 +92,9 @@ def stop_job(session: str, run_dir: Path, grace_s: float) -> dict[str, object]:
 def stage_data(run_dir: Path, data: str, path_file: Path) -> int:
     """A task's data set in place on this machine (staged from S3, or its snapshot volume
     mounted): its folder written to `path_file`; a clear message and the error's code if not."""
-    from spotrun.config import load_settings
+    from spotrun.core.config import load_settings
+    from spotrun.core.errors import SpotrunError
     from spotrun.datasets.prepare import local_data
-    from spotrun.errors import SpotrunError
 
     try:
         where = local_data(data, load_settings().home, run_dir)

@@ -103,8 +103,8 @@ class Watcher:
         from boto3.exceptions import S3UploadFailedError
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from spotrun.cloud.aws import store
-        from spotrun.errors import CloudError
+        from spotrun.cloud.aws import checkpoints as store
+        from spotrun.core.errors import CloudError
 
         try:
             s3 = store._client(cfg.region)
@@ -241,7 +241,7 @@ def main(argv: list[str]) -> int:
     )
     url = args.metadata_url
     if not url:
-        from spotrun.config import load_settings
+        from spotrun.core.config import load_settings
 
         url = load_settings().aws.metadata_url
     config = WatchConfig(

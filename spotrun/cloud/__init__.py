@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 
 if TYPE_CHECKING:
     from spotrun.cloud.base import Provider
-    from spotrun.config import Settings
+    from spotrun.core.config import Settings
 
 CLOUDS = ("local", "aws")
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from spotrun.config import Resources
-from spotrun.errors import RemoteError
+from spotrun.core.config import Resources
+from spotrun.core.errors import RemoteError
 
 Market = Literal["spot", "on-demand", "local"]
 

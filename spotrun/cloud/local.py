@@ -18,8 +18,8 @@ import time
 
 from spotrun.agent.session import kill_session, session_name
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
-from spotrun.config import Resources, Settings
-from spotrun.errors import UsageError
+from spotrun.core.config import Resources, Settings
+from spotrun.core.errors import UsageError
 from spotrun.remote.local import LocalRunner
 
 

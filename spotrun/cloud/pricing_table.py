@@ -1,6 +1,6 @@
 """The on-demand price table spotrun ships, for when the Pricing API cannot be asked.
 
-It states its own date (spotrun/data/on_demand_prices.json); `spotrun prices` says under its
+It states its own date (spotrun/cloud/on_demand_prices.json); `spotrun prices` says under its
 table whether the on-demand column came from the Pricing API or from this table.
 """
 
@@ -28,7 +28,7 @@ class OnDemandTable:
 
 @lru_cache(maxsize=1)
 def shipped_table() -> OnDemandTable:
-    text = resources.files("spotrun").joinpath("data/on_demand_prices.json").read_text()
+    text = resources.files("spotrun.cloud").joinpath("on_demand_prices.json").read_text()
     data = json.loads(text)
     return OnDemandTable(
         as_of=str(data["as_of"]),

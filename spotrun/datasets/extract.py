@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
+from spotrun.core.errors import UnsafePathError
 from spotrun.datasets.manifest import Checksum
-from spotrun.errors import UnsafePathError
 from spotrun.safe_paths import plain_relpath
 
 READ_BYTES = 1 << 20

@@ -17,10 +17,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from spotrun.core.errors import DataError
+from spotrun.core.waiting import Backoff, wait_until
 from spotrun.datasets.layout import StageLayout
 from spotrun.datasets.manifest import Manifest, Shard
-from spotrun.errors import DataError
-from spotrun.waiting import Backoff, wait_until
 
 # How long the loader waits for one shard before it gives up: staging moves at least tens of
 # MB/s, and a shard is at most a few GB.

@@ -20,8 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from spotrun.core.errors import UsageError
 from spotrun.datasets.spec import S3Data
-from spotrun.errors import UsageError
 
 STATE_DIR = ".spotrun-stage"
 

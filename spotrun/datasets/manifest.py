@@ -29,8 +29,8 @@ from pydantic import (
     model_validator,
 )
 
-from spotrun.config import describe_validation_error
-from spotrun.errors import UnsafePathError, UsageError
+from spotrun.core.config import describe_validation_error
+from spotrun.core.errors import UnsafePathError, UsageError
 from spotrun.safe_paths import plain_folder_name, plain_relpath
 
 MANIFEST_NAME = "manifest.json"

@@ -21,11 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from spotrun.core.errors import UsageError
 from spotrun.datasets.manifest import MANIFEST_NAME, Manifest, Shard
 from spotrun.datasets.objects import ObjectStore
 from spotrun.datasets.progress import fmt_bytes, fmt_rate
 from spotrun.datasets.spec import S3Data
-from spotrun.errors import UsageError
 from spotrun.train.data.source import (
     EVAL_SPLITS,
     IMAGE_FOLDER_LAYOUT,

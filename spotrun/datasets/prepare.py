@@ -80,12 +80,12 @@ def stage_s3_streaming(
     (LOCAL_RANK 0) stages; the node's other ranks wait for its evaluation split, then follow
     its markers (spotrun.datasets.feed)."""
     from spotrun.cloud.aws.datasets import S3Store
+    from spotrun.core.errors import UsageError
     from spotrun.datasets.feed import ShardFeed
     from spotrun.datasets.layout import StageLayout
     from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
     from spotrun.datasets.roots import stage_root
     from spotrun.datasets.stager import stage
-    from spotrun.errors import UsageError
 
     stager = os.environ.get("LOCAL_RANK", "0") == "0"
     lead = os.environ.get("RANK", "0") == "0"

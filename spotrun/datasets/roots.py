@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from spotrun.core.errors import DataError
 from spotrun.datasets.snapshot_mount import CACHE_VOLUME_ENV
-from spotrun.errors import DataError
 
 STAGE_ROOT_ENV = "SPOTRUN_STAGE_ROOT"
 INSTANCE_STORE_MODEL = "Instance Storage"

@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from spotrun.core.errors import DataError
 from spotrun.datasets.spec import SnapshotData
-from spotrun.errors import DataError
 
 MOUNT_ROOT = Path("/mnt/spotrun-data")
 CACHE_MOUNT_ROOT = Path("/mnt/spotrun-cache")

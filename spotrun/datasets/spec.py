@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 
 S3_SCHEME = "s3://"
 SNAPSHOT_SCHEME = "snapshot:"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
-from spotrun.config import load_settings
+from spotrun.core.config import load_settings
+from spotrun.core.errors import NotFoundError
 from spotrun.datasets.spec import is_remote, parse_data
-from spotrun.errors import NotFoundError
 from spotrun.recipes.base import Recipe, Target
 from spotrun.recipes.cifar import cifar10_baseline, cifar10_fast
 from spotrun.recipes.digits import digits_fast

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from spotrun.config import Resources, StrictModel
+from spotrun.core.config import Resources, StrictModel
 
 
 class Target(StrictModel):

@@ -7,7 +7,7 @@ bench/cifar10_time_to_accuracy.py, which runs both side by side on the same mach
 
 from __future__ import annotations
 
-from spotrun.config import Resources
+from spotrun.core.config import Resources
 from spotrun.recipes.base import Augment, Recipe, Target
 
 # DAWNBench's CIFAR-10 target, and the one airbench's records are measured to.

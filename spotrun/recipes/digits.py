@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spotrun.config import Resources
+from spotrun.core.config import Resources
 from spotrun.recipes.base import Recipe, Target
 
 

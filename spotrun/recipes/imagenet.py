@@ -9,7 +9,7 @@ progressive size on synthetic data when a GPU machine is at hand.
 
 from __future__ import annotations
 
-from spotrun.config import Resources
+from spotrun.core.config import Resources
 from spotrun.recipes.base import Augment, Recipe, Target
 
 # Top-1 on the 50,000 validation images: MLPerf's ResNet-50 target, and about what a 90-epoch

@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 
 M = TypeVar("M", bound=BaseModel)
 

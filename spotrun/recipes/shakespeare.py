@@ -8,7 +8,7 @@ bench/shakespeare_time_to_loss.py, which runs both side by side on the same mach
 
 from __future__ import annotations
 
-from spotrun.config import Resources
+from spotrun.core.config import Resources
 from spotrun.recipes.base import Recipe, Target, Text
 
 SHAKESPEARE_VOCAB = 65  # distinct characters in tinyshakespeare.txt

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from spotrun.agent.wrapper import ENV_FILE
 from spotrun.cloud.base import Runner
-from spotrun.errors import RemoteError
+from spotrun.core.errors import RemoteError
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from spotrun.agent.wrapper import CHECKPOINTS
 from spotrun.cloud.base import Runner
-from spotrun.jobspec import JobSpec
+from spotrun.core.jobspec import JobSpec
+from spotrun.jobs.workdir import WorkFile, list_files
 from spotrun.remote.push import push_workdir
 from spotrun.terminal_text import printable
-from spotrun.workdir import WorkFile, list_files
 
 WORKDIR = "workdir"
 SETUP_SCRIPT = "setup.sh"

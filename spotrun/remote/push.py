@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotrun.cloud.base import Runner
-from spotrun.errors import RemoteError
-from spotrun.workdir import Entry, Manifest, WorkFile, manifest, write_archive
+from spotrun.core.errors import RemoteError
+from spotrun.jobs.workdir import Entry, Manifest, WorkFile, manifest, write_archive
 
 MANIFEST = ".push-manifest.json"  # a dot file: run-folder syncs leave it alone
 _SEPARATOR = "--spotrun-workdir--"

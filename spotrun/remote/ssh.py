@@ -19,7 +19,7 @@ from pathlib import Path
 import paramiko
 
 from spotrun.cloud.base import CommandResult
-from spotrun.errors import RemoteError
+from spotrun.core.errors import RemoteError
 
 _EOF_WAIT_S = 2.0  # after the exit status, how long stragglers of output may take
 _CHUNK = 1 << 16

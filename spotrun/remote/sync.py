@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from spotrun.cloud.base import Runner
-from spotrun.errors import RemoteError
+from spotrun.core.errors import RemoteError
 from spotrun.safe_paths import safe_join
 
 STATE_FILE = ".sync.json"

@@ -1,7 +1,7 @@
 """A sweep's leaderboard: its trials ranked by the metric, with hyperparameters, time, cost and
 cost to target; as rows for a table, JSON, CSV, and a PNG of metric against cost.
 
-Cost and time come from the cost report of the sweep's runs (spotrun.api.cost_report), so a
+Cost and time come from the cost report of the sweep's runs (spotrun.service.runs.cost_report), so a
 leaderboard and `spotrun cost --sweep` always agree.
 """
 
@@ -14,11 +14,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from spotrun.errors import UsageError
-from spotrun.ledger import Ledger, RunRecord
-from spotrun.metrics import read_all
-from spotrun.reports import Row
-from spotrun.sweep.store import SweepRecord, SweepStore, TrialRecord, TrialStatus
+from spotrun.control.metrics import read_all
+from spotrun.core.errors import UsageError
+from spotrun.cost.reports import Row
+from spotrun.store.ledger import Ledger, RunRecord
+from spotrun.store.sweeps import SweepRecord, SweepStore, TrialRecord, TrialStatus
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def _status(trial: TrialRecord, run: RunRecord | None) -> str:
 
 def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None) -> list[Entry]:
     """Every trial of the sweep, best first; trials without a value of the metric last."""
-    from spotrun import api
+    from spotrun.service import runs as api
 
     store = SweepStore(ledger)
     trials = store.trials(sweep.id)

@@ -10,7 +10,7 @@ with CUDA_VISIBLE_DEVICES naming its GPUs. The sweep supervisor terminates the i
 no trial is left on it and none is to come.
 
 Cost: every second of the instance (its compute and its volume) is split equally between the
-trials on it in that second; spotrun.sweep.shares prices the seats.
+trials on it in that second; spotrun.cost.shared_instances prices the seats.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from pathlib import Path
 from spotrun.agent.session import session_name
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
-from spotrun.config import Resources
-from spotrun.errors import RemoteError, SpotrunError, StateError
-from spotrun.ledger import Ledger, RunRecord
+from spotrun.core.config import Resources
+from spotrun.core.errors import RemoteError, SpotrunError, StateError
+from spotrun.store.ledger import Ledger, RunRecord
+from spotrun.store.sweeps import PackInstance, PackRecord, Stay, SweepRecord, SweepStore
 from spotrun.sweep.planner import SweepPlan
-from spotrun.sweep.store import PackInstance, PackRecord, Stay, SweepRecord, SweepStore
 
 log = logging.getLogger(__name__)
 
@@ -323,8 +323,8 @@ class PackKeeper:
 
     def _reprice(self, pack: PackRecord) -> None:
         """Its trials' cost lines again, now that the instance's end is known."""
-        from spotrun.billing import bill_run
-        from spotrun.pricing import PriceBook, PriceSource
+        from spotrun.cost.bills import bill_run
+        from spotrun.cost.prices import PriceBook, PriceSource
 
         ledger = self.store.ledger
 

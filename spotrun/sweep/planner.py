@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotrun.cloud.base import Offer
-from spotrun.config import Resources
-from spotrun.plan import MAX_FALLBACK_OFFERS, make_plan
+from spotrun.core.config import Resources
+from spotrun.launch.plan import MAX_FALLBACK_OFFERS, make_plan
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import itertools
 import types
 from typing import Any, Union, get_args, get_origin
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.recipes import get_recipe
 from spotrun.recipes.base import Recipe
 from spotrun.recipes.overrides import _annotation_at

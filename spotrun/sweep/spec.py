@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from spotrun.config import NAME_PATTERN, CloudName, StrictModel
-from spotrun.errors import UsageError
+from spotrun.core.config import NAME_PATTERN, CloudName, StrictModel
+from spotrun.core.errors import UsageError
 
 # What the trainer writes to metrics.jsonl at every evaluation (spotrun.train.trainer).
 LOGGED_METRICS = ("train_loss", "test_loss", "test_acc", "lr", "elapsed_s", "step", "epoch")

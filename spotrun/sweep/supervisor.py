@@ -24,18 +24,18 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Literal
 
-from spotrun import budget
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
-from spotrun.config import LaunchSpec, Resources, Settings, load_settings
-from spotrun.errors import SpotrunError, StateError
-from spotrun.ledger import Ledger, RunRecord
-from spotrun.metrics import MetricsTail
+from spotrun.control.metrics import MetricsTail
+from spotrun.control.supervisor import LOCK_FILE, LOG_FILE, _try_lock, lock_is_held
+from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
+from spotrun.core.errors import SpotrunError, StateError
+from spotrun.cost import budget
 from spotrun.recipes import get_recipe
-from spotrun.supervisor import LOCK_FILE, LOG_FILE, _try_lock, lock_is_held
+from spotrun.store.ledger import Ledger, RunRecord
+from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus
 from spotrun.sweep.planner import SweepPlan
 from spotrun.sweep.space import overrides_of
-from spotrun.sweep.store import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class TrialThread(threading.Thread):
         self.provider = provider
 
     def run(self) -> None:
-        from spotrun.controller import RunController
+        from spotrun.control.controller import RunController
         from spotrun.sweep.packs import provider_for_trial
 
         ledger = Ledger(self.settings)
@@ -280,12 +280,12 @@ class SweepSupervisor:
 
     # --------------------------------------------------------------- budget
     def _spend(self) -> tuple[Fraction, list[budget.LiveInstance]]:
-        from spotrun.sweep.money import sweep_spend
+        from spotrun.sweep.spend import sweep_spend
 
         return sweep_spend(self.ledger, self.store, self.sweep)
 
     def _budget_allows_one_more(self) -> bool:
-        from spotrun.sweep.money import next_trial
+        from spotrun.sweep.spend import next_trial
 
         cap = self.spec.max_cost_usd
         if cap is None:

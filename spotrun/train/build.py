@@ -13,7 +13,7 @@ from typing import NoReturn
 import numpy as np
 import torch
 
-from spotrun.exitcodes import CHECKPOINTED
+from spotrun.core.exitcodes import CHECKPOINTED
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
 from spotrun.train.data.loading import load_data
@@ -128,7 +128,7 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
     it joins the process group, and only rank 0 writes files in `run_dir`.
     """
     launch = launch or LaunchEnv.from_environ()
-    from spotrun.cluster import check_node_rank
+    from spotrun.control.cluster import check_node_rank
 
     check_node_rank()  # a multi-node run: rank 0 must be where spotrun looks for checkpoints
     joined = init_process_group(launch)

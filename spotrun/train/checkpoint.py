@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from spotrun.errors import TrainingError
+from spotrun.core.errors import TrainingError
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 
 
 @dataclass(frozen=True)

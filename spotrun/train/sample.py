@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from spotrun.config import load_settings
-from spotrun.errors import TrainingError, UsageError
+from spotrun.core.config import load_settings
+from spotrun.core.errors import TrainingError, UsageError
 from spotrun.recipes.base import Recipe
 from spotrun.train.algorithm import Engine
 from spotrun.train.build import CHECKPOINT_DIR, RECIPE_FILE

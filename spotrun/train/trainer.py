@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from spotrun.errors import TrainingError
+from spotrun.core.errors import TrainingError
 from spotrun.train.algorithm import Algorithm, Engine
 from spotrun.train.callbacks import Callback
 from spotrun.train.checkpoint import Checkpointer, LoadedCheckpoint, rng_state, set_rng_state

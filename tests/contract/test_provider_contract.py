@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from spotlab.fixtures import use_lab
 from spotrun.agent.session import session_name
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import Instance, InstanceRequest, Provider
 from spotrun.cloud.local import LocalProvider
-from spotrun.config import Resources, Settings, load_settings
-from spotrun.ledger import new_run_id
+from spotrun.core.config import Resources, Settings, load_settings
 from spotrun.remote.job import JobDriver
+from spotrun.store.ledger import new_run_id
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.lab.fixtures import use_lab
 
 
 @dataclass

@@ -16,13 +16,13 @@ from typing import Any
 
 from spotrun.cloud.aws import datasets as s3_datasets
 from spotrun.cloud.aws.datasets import S3Store
+from spotrun.core.waiting import wait_until
 from spotrun.recipes import get_recipe
 from spotrun.train.build import build_trainer
 from spotrun.train.callbacks import Callback
 from spotrun.train.distributed import LaunchEnv, init_process_group, leave_process_group
 from spotrun.train.events import Event
 from spotrun.train.state import State
-from spotrun.waiting import wait_until
 
 RECIPE = [
     "model=cifar-fastnet",

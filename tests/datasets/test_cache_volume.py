@@ -21,7 +21,7 @@ from spotrun.cloud.aws.datasets import S3Store
 from spotrun.datasets.pack import push
 from spotrun.datasets.spec import parse_s3
 from tests.datasets.test_snapshot_mount import _can_mount
-from tests.unit.data.images import make_image_folder
+from tests.unit.train.data.images import make_image_folder
 
 VOLUME = "vol-0fedcba9876543210"
 REPO = Path(__file__).resolve().parents[2]

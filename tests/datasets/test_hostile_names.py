@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spotrun.cloud.aws.datasets import S3Store
+from spotrun.core.errors import DataError, UnsafePathError, UsageError
 from spotrun.datasets.manifest import read_manifest
 from spotrun.datasets.pack import push
 from spotrun.datasets.spec import parse_s3
 from spotrun.datasets.stager import StageOptions, stage
-from spotrun.errors import DataError, UnsafePathError, UsageError
 from spotrun.remote.local import LocalRunner
 from spotrun.remote.sync import pull_paths, pull_run_dir
 from spotrun.safe_paths import plain_folder_name, safe_join

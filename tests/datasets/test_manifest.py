@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from spotrun.core.errors import UsageError
 from spotrun.datasets.manifest import read_manifest
-from spotrun.errors import UsageError
 
 SHARD = {
     "name": "train-00000.tar",

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from spotrun.cloud.aws.datasets import S3Store
+from spotrun.core.errors import DataError, UsageError
 from spotrun.datasets.manifest import read_manifest
 from spotrun.datasets.pack import parse_size, push
 from spotrun.datasets.progress import StagingStatus, read_status
 from spotrun.datasets.spec import parse_s3
 from spotrun.datasets.stager import StageOptions, stage
-from spotrun.errors import DataError, UsageError
-from tests.unit.data.images import make_image_folder
+from tests.unit.train.data.images import make_image_folder
 
 Bucket = tuple[str, Any]
 NO_RESERVE = StageOptions(streams=8, reserve_bytes=0, min_part_bytes=4096, log_every_s=0.0)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from spotrun.datasets.snapshot_mount import device_for, is_mounted
-from tests.unit.data.images import make_image_folder
+from tests.unit.train.data.images import make_image_folder
 
 VOLUME = "vol-0123456789abcdef0"
 

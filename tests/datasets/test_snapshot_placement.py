@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from spotlab.lab import FAKE_CREDENTIALS, REGION, MotoServer
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.aws.volumes import type_storage
-from spotrun.config import AwsSettings
+from spotrun.core.config import AwsSettings
 from spotrun.datasets.placement import TypeStorage, snapshot_placement
 from spotrun.datasets.snapshot_copy import copy_to_instance_store
 from spotrun.datasets.spec import parse_snapshot
-from tests.lab.lab import FAKE_CREDENTIALS, REGION, MotoServer
-from tests.unit.data.images import make_image_folder
+from tests.unit.train.data.images import make_image_folder
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spotrun.cloud.aws.datasets import S3Store
+from spotrun.core.errors import DataError
 from spotrun.datasets.extract import (
     DirCache,
     Extracted,
@@ -27,7 +28,6 @@ from spotrun.datasets.extract import (
 from spotrun.datasets.pack import push
 from spotrun.datasets.spec import parse_s3
 from spotrun.datasets.stager import StageOptions, stage
-from spotrun.errors import DataError
 from tests.unit.data.images import make_image_folder
 
 Bucket = tuple[str, Any]

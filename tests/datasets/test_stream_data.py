@@ -20,17 +20,17 @@ import torch
 
 from spotrun.cloud.aws import datasets as s3_datasets
 from spotrun.cloud.aws.datasets import S3Store
+from spotrun.core.errors import UsageError
 from spotrun.datasets.manifest import read_manifest
 from spotrun.datasets.pack import push
 from spotrun.datasets.spec import parse_s3
-from spotrun.errors import UsageError
 from spotrun.recipes import get_recipe
 from spotrun.train.build import build_trainer
 from spotrun.train.callbacks import Callback
 from spotrun.train.events import Event
 from spotrun.train.state import State
 from tests.conftest import REPO
-from tests.unit.data.images import make_image_folder
+from tests.unit.train.data.images import make_image_folder
 
 TINY = [
     "model=cifar-fastnet",

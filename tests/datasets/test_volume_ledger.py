@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 from spotrun.cloud.base import Instance
-from spotrun.config import LaunchSpec, load_settings
-from spotrun.datasets.attach import _record_volume, mark_data_volumes_deleted
-from spotrun.ledger import InstanceRecord, Ledger
+from spotrun.control.data_volumes import _record_volume, mark_data_volumes_deleted
+from spotrun.core.config import LaunchSpec, load_settings
+from spotrun.store.ledger import InstanceRecord, Ledger
 
 
 def _instance(run_id: str, instance_id: str, zone: str) -> Instance:
@@ -54,7 +54,7 @@ def test_a_data_volume_is_listed_moved_and_closed(tmp_path: Path) -> None:
 
 
 def test_cache_volume_size_covers_the_set_and_the_reserve() -> None:
-    from spotrun.datasets.attach import cache_size_gb
+    from spotrun.control.data_volumes import cache_size_gb
 
     assert cache_size_gb(0) == 2
     assert cache_size_gb(1 << 30) == 4  # 1.1 GiB rounds up to 2, plus 2

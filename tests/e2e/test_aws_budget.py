@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from spotrun.config import load_settings
-from spotrun.ledger import Ledger
+from spotlab import Lab
+from spotlab.lab import ZONES
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.lab import Lab
-from tests.lab.lab import ZONES
 
 pytestmark = pytest.mark.slow
 

@@ -12,15 +12,15 @@ from typing import Any
 import boto3
 import pytest
 
-from spotrun import api
-from spotrun.config import load_settings
-from spotrun.errors import UsageError
-from spotrun.ledger import Ledger
+from spotlab import Lab
+from spotlab.lab import FAKE_CREDENTIALS
+from spotrun.core.config import load_settings
+from spotrun.core.errors import UsageError
+from spotrun.service import runs as api
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.lab import Lab
-from tests.lab.lab import FAKE_CREDENTIALS
-from tests.unit.data.images import make_image_folder
+from tests.unit.train.data.images import make_image_folder
 
 pytestmark = pytest.mark.slow
 

@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 
-from spotrun import api
+from spotlab import Lab
+from spotlab.fixtures import use_lab
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
-from spotrun.config import Resources, load_settings
-from spotrun.controller import RunController
-from spotrun.errors import RemoteError
-from spotrun.ledger import Ledger, RunRecord
-from spotrun.runs import RunState
+from spotrun.control.controller import RunController
+from spotrun.core.config import Resources, load_settings
+from spotrun.core.errors import RemoteError
+from spotrun.core.runstates import RunState
+from spotrun.service import runs as api
+from spotrun.store.ledger import Ledger, RunRecord
 from tests.conftest import Env
 from tests.e2e.test_bad_input import assert_one_line_error
-from tests.lab import Lab
-from tests.lab.fixtures import use_lab
 
 CAPACITY_CODES = [
     "InsufficientInstanceCapacity",

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from spotrun import api
+from spotlab import Lab
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
-from spotrun.config import Resources, load_settings
-from spotrun.errors import UsageError
+from spotrun.core.config import Resources, load_settings
+from spotrun.core.errors import UsageError
+from spotrun.service import runs as api
 from tests.conftest import Env
 from tests.e2e.test_bad_input import assert_one_line_error
 from tests.helpers import wait_for
-from tests.lab import Lab
 
 
 def _nothing_made(env: Env, lab: Lab) -> None:

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from spotrun.config import load_settings
-from spotrun.ledger import Ledger
+from spotlab import Lab
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.lab import Lab
 
 pytestmark = pytest.mark.slow
 

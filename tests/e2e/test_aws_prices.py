@@ -1,4 +1,4 @@
-"""The AWS provider as a PriceSource (what spotrun/cost.py integrates) and instance lifetimes
+"""The AWS provider as a PriceSource (what spotrun/cost/rules.py integrates) and instance lifetimes
 as EC2 reports them."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import shutil
 import time
 
+from spotlab import Lab
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
-from spotrun.config import Resources, load_settings
-from spotrun.pricing import PriceSource
+from spotrun.core.config import Resources, load_settings
+from spotrun.cost.prices import PriceSource
 from tests.conftest import Env
-from tests.lab import Lab
 
 
 def test_spot_price_history_is_the_window_with_the_price_in_force(aws_env: Env, lab: Lab) -> None:

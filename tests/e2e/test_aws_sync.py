@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from spotlab import Lab
+from spotlab.hosts import Host
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest, Runner
-from spotrun.config import Resources, load_settings
-from spotrun.errors import RemoteError
+from spotrun.core.config import Resources, load_settings
+from spotrun.core.errors import RemoteError
 from spotrun.remote.sync import pull_run_dir
 from tests.conftest import Env
-from tests.lab import Lab
-from tests.lab.hosts import Host
 
 RUN_ID = "sync00000001"
 

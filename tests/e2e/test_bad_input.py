@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from spotrun.config import LaunchSpec, load_settings
-from spotrun.ledger import Ledger
-from spotrun.runs import RunState
+from spotrun.core.config import LaunchSpec, load_settings
+from spotrun.core.runstates import RunState
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 
 

@@ -1,6 +1,6 @@
 """A replacement fetches the run's newest whole checkpoint from the durable store itself.
 
-`python -m spotrun.cloud.aws.store fetch` is what the controller runs on a replacement
+`python -m spotrun.cloud.aws.checkpoints fetch` is what the controller runs on a replacement
 instance (tests/e2e/test_spot_recovery.py runs it there through the lab); here it runs against
 moto's S3 on this machine: a torn newest upload is skipped for the one before it, and nothing
 older than the step asked for is fetched (the controller pushes its own copy then).
@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from spotrun.cloud.aws import store
-from spotrun.recovery import checkpoint_is_complete
+from spotlab.lab import REGION
+from spotlab.s3bucket import s3_bucket
+from spotrun.cloud.aws import checkpoints as store
+from spotrun.core.rundir import checkpoint_is_complete
 from tests.conftest import REPO
-from tests.lab.lab import REGION
-from tests.s3bucket import s3_bucket
 
 __all__ = ["s3_bucket"]  # a fixture
 
@@ -65,7 +65,7 @@ def test_fetch_command_prints_what_it_put_in_place(
     _store(client, name, tmp_path, 69)
     run_dir = tmp_path / "instance-run"
     proc = subprocess.run(
-        [sys.executable, "-m", "spotrun.cloud.aws.store", "fetch", "--run-dir", str(run_dir)]
+        [sys.executable, "-m", "spotrun.cloud.aws.checkpoints", "fetch", "--run-dir", str(run_dir)]
         + ["--run-id", RUN_ID, "--bucket", name, "--region", REGION, "--at-least", "46"],
         capture_output=True,
         text=True,

@@ -1,5 +1,5 @@
 """`spotrun cost` end to end: the real CLI over a real ledger of runs with instances and price
-histories we construct (tests/costlab.py), primed through a price source we construct."""
+histories we construct (spotlab/costs.py), primed through a price source we construct."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from spotrun import api
-from spotrun.config import load_settings
-from spotrun.cost import AWS_METHOD, LOCAL_METHOD, format_usd, to_cents
-from spotrun.ledger import Ledger
-from spotrun.reports import TARGET_METHOD
-from tests import costlab
+from spotlab import costs as costlab
+from spotlab.costs import EXPECTED
+from spotrun.core.config import load_settings
+from spotrun.cost.reports import TARGET_METHOD
+from spotrun.cost.rules import AWS_METHOD, LOCAL_METHOD, format_usd, to_cents
+from spotrun.service import runs as api
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
-from tests.costlab import EXPECTED
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from spotrun.config import LaunchSpec, load_settings
-from spotrun.ledger import Ledger
+from spotrun.core.config import LaunchSpec, load_settings
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.e2e.test_bad_input import assert_one_line_error
 

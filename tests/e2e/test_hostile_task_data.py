@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from spotrun.config import load_settings
-from spotrun.ledger import Ledger
+from spotlab.lab import FAKE_CREDENTIALS, REGION, MotoServer
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.lab.lab import FAKE_CREDENTIALS, REGION, MotoServer
 from tests.unit.data.images import make_image_folder
 
 pytestmark = pytest.mark.slow

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spotrun.config import LaunchSpec, Resources
-from spotrun.errors import UsageError
+from spotrun.core.config import LaunchSpec, Resources
+from spotrun.core.errors import UsageError
 from spotrun.recipes import get_recipe
 from spotrun.recipes.overrides import COUNT_LIMITS, MAX_COUNT, apply_overrides
 from tests.conftest import Env

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from spotrun.config import load_settings
-from spotrun.ledger import Ledger
+from spotlab import Lab
+from spotlab.fixtures import use_lab
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
 from tests.cluster_cases import BAD
 from tests.conftest import REPO, Env
 from tests.helpers import wait_for
-from tests.lab import Lab
-from tests.lab.fixtures import use_lab
 
 pytestmark = pytest.mark.slow
 
@@ -173,8 +173,8 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
 
 
 def test_bad_cluster_input_is_refused_with_nothing_launched(aws_env: Env, lab: Lab) -> None:
-    from spotrun.api import prepare_launch
-    from spotrun.errors import UsageError
+    from spotrun.core.errors import UsageError
+    from spotrun.service.runs import prepare_launch
 
     lab.front.quotas.values["L-34B43A08"] = 4.0  # standard spot vCPUs: two c6i.large fit
     proc = aws_env.cli("launch", "digits-fast", "--nodes", "0", "--cloud", "aws", "-d")
@@ -199,8 +199,8 @@ def test_the_quota_check_counts_the_vcpus_already_in_use(lab: Lab) -> None:
     from spotrun.cloud.aws.quotas import check_cluster_quota
     from spotrun.cloud.aws.session import AwsClients
     from spotrun.cloud.base import Offer
-    from spotrun.config import AwsSettings
-    from spotrun.errors import UsageError
+    from spotrun.core.config import AwsSettings
+    from spotrun.core.errors import UsageError
 
     lab.front.quotas.values["L-34B43A08"] = 6.0
     spot = {"MarketType": "spot"}
@@ -338,8 +338,8 @@ def _repaired(home: Path, on_node0: Path, node0: str, lost: str, resumes: int) -
 def _attach_check(env: Env, run_id: str, node: int) -> str:
     """Run `attach --node`'s ssh command with `tmux has-session` in place of the attach (no
     terminal here); returns the address it reached."""
-    from spotrun import api
     from spotrun.agent.session import session_name
+    from spotrun.service import runs as api
 
     with Ledger(load_settings(env.home)) as ledger:
         argv = api.attach_command(ledger, run_id, node=node)

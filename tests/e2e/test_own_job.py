@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from spotrun.config import load_settings
-from spotrun.ledger import Ledger
-from spotrun.supervisor import is_supervised
+from spotlab import Lab
+from spotlab.fixtures import lab_root, use_lab
+from spotrun.control.supervisor import is_supervised
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.lab import Lab
-from tests.lab.fixtures import lab_root, use_lab
 
 pytestmark = pytest.mark.slow
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.config import load_settings
-from spotrun.ledger import Ledger
+from spotlab import Lab
+from spotlab.fixtures import use_lab
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.lab import Lab
-from tests.lab.fixtures import use_lab
 
 pytestmark = pytest.mark.slow
 

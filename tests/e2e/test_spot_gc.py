@@ -3,13 +3,13 @@ resources and other owners' resources are left alone."""
 
 from __future__ import annotations
 
-from spotrun import api
+from spotlab import Lab
 from spotrun.cloud.aws import AwsProvider, placement
 from spotrun.cloud.base import InstanceRequest
-from spotrun.config import LaunchSpec, Resources, load_settings
-from spotrun.ledger import Ledger
+from spotrun.core.config import LaunchSpec, Resources, load_settings
+from spotrun.service import runs as api
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
-from tests.lab import Lab
 
 
 def _make(provider: AwsProvider, run_id: str) -> str:

@@ -1,4 +1,4 @@
-"""Fault injection in the lab (scenarios in tests/spotlab.py; the bench prints them all).
+"""Fault injection in the lab (scenarios in spotlab/spot.py; the bench prints them all).
 
 Each scenario asserts what the issue asks: the run completes; its final metrics equal an
 uninterrupted run's bit for bit (digits-fast on the CPU is deterministic); the work lost is
@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from tests import spotlab
+from spotlab import Lab
+from spotlab import spot as spotlab
+from spotlab.fixtures import use_lab
+from spotlab.imds import ROLE_CREDENTIALS
+from spotlab.lab import FAKE_CREDENTIALS
 from tests.conftest import Env
-from tests.lab import Lab
-from tests.lab.fixtures import use_lab
-from tests.lab.imds import ROLE_CREDENTIALS
-from tests.lab.lab import FAKE_CREDENTIALS
 
 pytestmark = pytest.mark.slow
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from spotlab import Lab
 from spotrun.agent.imds import Imds, MetadataError
 from spotrun.agent.watcher import WatchConfig, Watcher
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
-from spotrun.config import Resources, load_settings
+from spotrun.core.config import Resources, load_settings
 from tests.conftest import REPO, Env
 from tests.helpers import wait_for
-from tests.lab import Lab
 
 # A job that checkpoints on SIGTERM and exits 75, as the trainer does.
 JOB = """

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from spotrun.config import load_settings
-from spotrun.errors import UsageError
-from spotrun.sweep.service import prepare_sweep
+from spotrun.core.config import load_settings
+from spotrun.core.errors import UsageError
+from spotrun.service.sweeps import prepare_sweep
 from tests.conftest import Env
 from tests.helpers import wait_for
 

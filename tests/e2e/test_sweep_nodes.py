@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from spotrun.config import load_settings
-from spotrun.errors import UsageError
-from spotrun.ledger import Ledger
-from spotrun.sweep import service
+from spotlab import Lab
+from spotlab.fixtures import use_lab
+from spotrun.core.config import load_settings
+from spotrun.core.errors import UsageError
+from spotrun.service import sweeps as service
+from spotrun.store.ledger import Ledger
 from tests.cluster_cases import BAD
 from tests.conftest import Env
-from tests.lab import Lab
-from tests.lab.fixtures import use_lab
 
 pytestmark = pytest.mark.slow
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from spotrun.config import load_settings
-from spotrun.ledger import Ledger
+from spotlab import Lab
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.lab import Lab
-from tests.unit.data.images import make_image_folder
+from tests.unit.train.data.images import make_image_folder
 
 pytestmark = pytest.mark.slow
 

@@ -11,13 +11,13 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from spotlab import Lab
+from spotlab.fixtures import use_lab
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
-from spotrun.config import Resources, load_settings
+from spotrun.core.config import Resources, load_settings
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.lab import Lab
-from tests.lab.fixtures import use_lab
 
 
 def _ec2(lab: Lab) -> Any:

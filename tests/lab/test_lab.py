@@ -11,12 +11,12 @@ import urllib.request
 import pytest
 from botocore.exceptions import ClientError
 
+from spotlab import Lab
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
-from spotrun.config import Resources, load_settings
+from spotrun.core.config import Resources, load_settings
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.lab import Lab
 
 
 def _imds(url: str, path: str, token: str | None) -> tuple[int, str]:

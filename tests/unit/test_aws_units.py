@@ -13,7 +13,7 @@ from spotrun.cloud.aws.errors import fail_fast, translate, vcpu_quota_name
 from spotrun.cloud.aws.instances import client_token, ended_at
 from spotrun.cloud.base import Offer
 from spotrun.cloud.pricing_table import shipped_table
-from spotrun.errors import CapacityError, CloudError, QuotaError, UsageError
+from spotrun.core.errors import CapacityError, CloudError, QuotaError, UsageError
 from spotrun.remote.provision import code_bundle
 
 
@@ -85,7 +85,7 @@ def test_code_bundle_is_the_package_and_deterministic() -> None:
     with tarfile.open(bundle.path) as tar:
         names = tar.getnames()
         assert {m.mtime for m in tar.getmembers()} == {0}
-    assert "spotrun/provision/provision.sh" in names and "spotrun/cli.py" in names
+    assert "spotrun/provision/provision.sh" in names and "spotrun/cli/main.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     code_bundle.cache_clear()
     assert code_bundle().digest == bundle.digest

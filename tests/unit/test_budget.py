@@ -8,13 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spotrun import budget, cost
-from spotrun.budget import Action, LiveInstance, StopMargin
-from spotrun.budget_guard import check_affordable
 from spotrun.cloud.base import Offer
-from spotrun.cost import Ending, PriceHistory, Usage
-from spotrun.ebs_prices import gb_month_usd
-from spotrun.errors import UsageError
+from spotrun.control.budget_guard import check_affordable
+from spotrun.core.errors import UsageError
+from spotrun.cost import budget
+from spotrun.cost import rules as cost
+from spotrun.cost.budget import Action, LiveInstance, StopMargin
+from spotrun.cost.ebs_prices import gb_month_usd
+from spotrun.cost.rules import Ending, PriceHistory, Usage
 
 T0 = 1_741_597_200  # 2025-03-10 09:00:00 UTC
 MARGIN = StopMargin(checkpoint_s=30, sync_s=60, terminate_s=30)  # 120 s

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from spotrun import cluster
 from spotrun.cloud.aws.instances import Image, run_instances_params
 from spotrun.cloud.aws.offers import InstanceType
 from spotrun.cloud.base import Instance, Offer
-from spotrun.errors import UsageError
+from spotrun.control import cluster
+from spotrun.core.errors import UsageError
 
 
 def _instance(iid: str, private: str, public: str | None = None) -> Instance:

@@ -7,11 +7,11 @@ from fractions import Fraction as F
 
 import pytest
 
-from spotrun import cost
-from spotrun.cost import Ending, PriceHistory, Usage, Volume
-from spotrun.ebs_prices import gb_month_usd
-from spotrun.errors import PricingError
-from tests.prices import utc
+from spotlab.prices import utc
+from spotrun.core.errors import PricingError
+from spotrun.cost import rules as cost
+from spotrun.cost.ebs_prices import gb_month_usd
+from spotrun.cost.rules import Ending, PriceHistory, Usage, Volume
 
 T0 = utc("2025-03-10 09:00:00")
 TYPE, ZONE = "g5.xlarge", "us-east-1a"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.config import load_settings
-from spotrun.errors import LedgerError, PricingError
-from spotrun.ledger import SCHEMA_VERSION, Ledger
-from spotrun.pricing import LOOKBACKS_S, PriceBook, PriceSource, missing_spans
-from tests.prices import ConstructedPrices, utc
+from spotlab.prices import ConstructedPrices, utc
+from spotrun.core.config import load_settings
+from spotrun.core.errors import LedgerError, PricingError
+from spotrun.cost.prices import LOOKBACKS_S, PriceBook, PriceSource, missing_spans
+from spotrun.store.ledger import SCHEMA_VERSION, Ledger
 
 T0 = utc("2025-03-10 09:00:00")
 TYPE, ZONE, REGION = "g5.xlarge", "us-east-1a", "us-east-1"
@@ -114,7 +114,7 @@ def test_without_a_source_only_a_full_cache_will_do(ledger: Ledger) -> None:
 
 
 def test_source_construction_error_is_named(ledger: Ledger) -> None:
-    from spotrun.errors import CloudError
+    from spotrun.core.errors import CloudError
 
     def broken(name: str) -> PriceSource | None:
         raise CloudError("no AWS credentials found")

@@ -7,9 +7,9 @@ from fractions import Fraction as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spotrun import cost
-from spotrun.cost import Ending, PriceHistory, Usage, Volume
-from spotrun.ebs_prices import gb_month_usd
+from spotrun.cost import rules as cost
+from spotrun.cost.ebs_prices import gb_month_usd
+from spotrun.cost.rules import Ending, PriceHistory, Usage, Volume
 
 T0 = 1_741_597_200  # 2025-03-10 09:00:00 UTC
 

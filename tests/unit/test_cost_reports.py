@@ -8,17 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from spotrun import api, reports
-from spotrun.billing import bill_run
-from spotrun.config import LaunchSpec, load_settings
-from spotrun.controller import RunController
-from spotrun.cost import AWS_METHOD, LOCAL_METHOD
-from spotrun.ledger import InstanceRecord, Ledger
-from spotrun.pricing import PriceBook
-from spotrun.runs import RunState
-from tests import costlab
-from tests.costlab import EXPECTED, T0, Clock
-from tests.prices import ConstructedPrices, utc
+from spotlab import costs as costlab
+from spotlab.costs import EXPECTED, T0, Clock
+from spotlab.prices import ConstructedPrices, utc
+from spotrun.control.controller import RunController
+from spotrun.core.config import LaunchSpec, load_settings
+from spotrun.core.runstates import RunState
+from spotrun.cost import reports
+from spotrun.cost.bills import bill_run
+from spotrun.cost.prices import PriceBook
+from spotrun.cost.rules import AWS_METHOD, LOCAL_METHOD
+from spotrun.service import runs as api
+from spotrun.store.ledger import InstanceRecord, Ledger
 
 
 @pytest.fixture
@@ -236,7 +237,7 @@ class RefusingCloud(PricedCloud):
     def spot_price_history(
         self, region: str, zone: str, instance_type: str, start: float, end: float
     ) -> list[tuple[float, float]]:
-        from spotrun.errors import QuotaError
+        from spotrun.core.errors import QuotaError
 
         raise QuotaError("UnauthorizedOperation: ec2:DescribeSpotPriceHistory is not allowed")
 

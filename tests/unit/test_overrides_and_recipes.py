@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from spotrun.errors import NotFoundError, UsageError
+from spotrun.core.errors import NotFoundError, UsageError
 from spotrun.recipes import get_recipe, recipe_names
 
 

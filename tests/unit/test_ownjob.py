@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from spotrun import gitignore
-from spotrun.errors import UsageError
-from spotrun.jobspec import JobSpec, RecipeCall
-from spotrun.ownjob import build_job, parse_envs
+from spotrun.core.errors import UsageError
+from spotrun.core.jobspec import JobSpec, RecipeCall
+from spotrun.jobs import gitignore
+from spotrun.jobs.own_command import build_job, parse_envs
+from spotrun.jobs.taskfile import load_task
+from spotrun.jobs.workdir import check_size, list_files
 from spotrun.remote.jobprep import restore_checkpoints
 from spotrun.remote.local import LocalRunner
 from spotrun.remote.push import push_workdir
-from spotrun.taskfile import load_task
-from spotrun.workdir import check_size, list_files
 from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parents[2]

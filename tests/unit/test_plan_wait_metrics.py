@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 
 from spotrun.cloud.base import Offer
-from spotrun.config import Resources
-from spotrun.errors import UsageError
-from spotrun.metrics import MetricsTail
-from spotrun.plan import make_plan
-from spotrun.waiting import WaitTimeout, wait_until
+from spotrun.control.metrics import MetricsTail
+from spotrun.core.config import Resources
+from spotrun.core.errors import UsageError
+from spotrun.core.waiting import WaitTimeout, wait_until
+from spotrun.launch.plan import make_plan
 
 
 def offer(itype: str, zone: str, gpus: int, price: float, model: str = "A10G") -> Offer:

@@ -12,16 +12,11 @@ import pytest
 import torch
 
 from spotrun.cloud.base import Offer
-from spotrun.config import LaunchSpec, load_settings
-from spotrun.errors import CapacityError
-from spotrun.ledger import InstanceRecord, Ledger
-from spotrun.recovery import (
-    Recovery,
-    checkpoint_is_complete,
-    newest_complete_checkpoint,
-    read_notice,
-    truncate_metrics,
-)
+from spotrun.control.recovery import Recovery, read_notice, truncate_metrics
+from spotrun.core.config import LaunchSpec, load_settings
+from spotrun.core.errors import CapacityError
+from spotrun.core.rundir import checkpoint_is_complete, newest_complete_checkpoint
+from spotrun.store.ledger import InstanceRecord, Ledger
 
 
 def _save(folder: Path, step: int) -> Path:
@@ -107,7 +102,7 @@ def test_replacement_offers_same_offer_first_and_within_budget(tmp_path: Path) -
 
 
 def test_a_replacement_asks_the_cache_volumes_zone_first(tmp_path: Path) -> None:
-    from spotrun.datasets.cache_zone import prefer_cache_zone
+    from spotrun.control.cache_zone import prefer_cache_zone
 
     settings = load_settings(tmp_path)
     offers = [

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.config import LaunchSpec, load_settings
-from spotrun.errors import LedgerError, NotFoundError, StateError, UsageError
-from spotrun.ledger import Ledger
-from spotrun.runs import ALLOWED, TERMINAL, RunState, check_transition
+from spotrun.core.config import LaunchSpec, load_settings
+from spotrun.core.errors import LedgerError, NotFoundError, StateError, UsageError
+from spotrun.core.runstates import ALLOWED, TERMINAL, RunState, check_transition
+from spotrun.store.ledger import Ledger
 
 
 def test_terminal_states_allow_no_move() -> None:
@@ -139,7 +139,7 @@ def test_a_killed_supervisors_lock_counts_as_free_at_once(tmp_path: Path) -> Non
     import subprocess
     import sys
 
-    from spotrun.supervisor import lock_is_held, process_running
+    from spotrun.control.supervisor import lock_is_held, process_running
 
     lock = tmp_path / "supervisor.lock"
     for _ in range(3):

@@ -7,11 +7,11 @@ from fractions import Fraction
 
 import pytest
 
-from spotrun import budget
 from spotrun.cloud.base import Offer
-from spotrun.config import Resources
-from spotrun.sweep.money import next_trial
+from spotrun.core.config import Resources
+from spotrun.cost import budget
 from spotrun.sweep.planner import SweepPlan, plan_sweep
+from spotrun.sweep.spend import next_trial
 
 
 def _offer(kind: str, gpus: int, price: float, zone: str = "us-east-1a") -> Offer:

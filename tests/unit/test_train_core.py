@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from spotrun.errors import TrainingError
+from spotrun.core.errors import TrainingError
 from spotrun.train.algorithm import AlgorithmBase, Engine
 from spotrun.train.checkpoint import Checkpointer
 from spotrun.train.events import Event

@@ -19,8 +19,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from spotrun.cloud.aws.errors import aws_call, error_code
+from spotrun.core.errors import UsageError
 from spotrun.datasets.objects import ObjectInfo, TransferError
-from spotrun.errors import UsageError
 
 CHUNK_BYTES = 1 << 20
 SHA256_METADATA = "sha256"  # x-amz-meta-sha256

@@ -22,7 +22,7 @@ from botocore.exceptions import (
     WaiterError,
 )
 
-from spotrun.errors import CapacityError, CloudError, QuotaError, SpotrunError, UsageError
+from spotrun.core.errors import CapacityError, CloudError, QuotaError, SpotrunError, UsageError
 
 # The request could be filled elsewhere: another zone, another type, later.
 CAPACITY_CODES = frozenset(

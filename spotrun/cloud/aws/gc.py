@@ -16,8 +16,8 @@ from spotrun.cloud.aws.errors import aws_call
 from spotrun.cloud.aws.instances import describe_ids, terminate_ids
 from spotrun.cloud.aws.network import TAG_OWNER, TAG_RUN
 from spotrun.cloud.aws.session import AwsClients
-from spotrun.config import Settings
-from spotrun.errors import CloudError
+from spotrun.core.config import Settings
+from spotrun.core.errors import CloudError
 
 KINDS = (
     "spot-request",

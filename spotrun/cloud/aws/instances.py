@@ -21,8 +21,8 @@ from spotrun.cloud.aws.errors import aws_call, error_code, error_message
 from spotrun.cloud.aws.network import TAG_RUN, tag_specs
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Instance, Offer
-from spotrun.errors import UsageError
-from spotrun.waiting import Backoff, WaitTimeout, wait_until
+from spotrun.core.errors import UsageError
+from spotrun.core.waiting import Backoff, WaitTimeout, wait_until
 
 LIVE_STATES = ("pending", "running")
 ALL_STATES = ("pending", "running", "shutting-down", "terminated", "stopping", "stopped")

@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.cloud.aws.session import AwsClients
-from spotrun.errors import CloudError, UsageError
-from spotrun.waiting import Backoff, WaitTimeout, wait_until
+from spotrun.core.errors import CloudError, UsageError
+from spotrun.core.waiting import Backoff, WaitTimeout, wait_until
 
 TAG_RUN = "spotrun:run-id"
 TAG_OWNER = "spotrun:owner"

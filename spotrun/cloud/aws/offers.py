@@ -19,8 +19,8 @@ from spotrun.cloud.aws.errors import aws_call
 from spotrun.cloud.aws.prices import AwsPrices
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Offer
-from spotrun.config import Resources
-from spotrun.errors import UsageError
+from spotrun.core.config import Resources
+from spotrun.core.errors import UsageError
 
 
 @dataclass(frozen=True)

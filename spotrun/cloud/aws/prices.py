@@ -38,7 +38,7 @@ def _is_linux(product: str) -> bool:
 
 
 class AwsPrices:
-    """Spot and on-demand prices for one account; a spotrun.pricing.PriceSource."""
+    """Spot and on-demand prices for one account; a spotrun.cost.prices.PriceSource."""
 
     def __init__(self, clients: AwsClients, cache_dir: Path) -> None:
         self.clients = clients

@@ -21,8 +21,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spotrun.cloud.aws import checkpoints as store
 from spotrun.cloud.aws import instances as ec2i
-from spotrun.cloud.aws import network, placement, store, uploader, volumes
+from spotrun.cloud.aws import network, placement, uploader, volumes
 from spotrun.cloud.aws.context import LaunchContext
 from spotrun.cloud.aws.dryrun import dry_run
 from spotrun.cloud.aws.errors import aws_call
@@ -30,14 +31,14 @@ from spotrun.cloud.aws.offers import TypeCatalog, build_offers
 from spotrun.cloud.aws.prices import AwsPrices
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
-from spotrun.config import Resources, Settings
+from spotrun.core.config import Resources, Settings
+from spotrun.core.errors import CapacityError, CloudError, RemoteError, UsageError
 from spotrun.datasets.placement import TypeStorage
-from spotrun.errors import CapacityError, CloudError, RemoteError, UsageError
 from spotrun.remote.provision import code_bundle, provision
 
 if TYPE_CHECKING:  # paramiko costs a tenth of a second to import; `prices` never needs it
     from spotrun.remote.ssh import HostKeyPins, SshRunner
-from spotrun.waiting import Backoff, WaitTimeout, wait_until
+from spotrun.core.waiting import Backoff, WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -412,7 +413,7 @@ class AwsProvider:
             [
                 self.spotrun_command(instance)[0],
                 "-m",
-                "spotrun.cloud.aws.store",
+                "spotrun.cloud.aws.checkpoints",
                 "fetch",
                 "--run-dir",
                 remote_dir,
@@ -450,9 +451,9 @@ class AwsProvider:
     # -------------------------------------------------------------- attach
     def attach_command(self, run_id: str, node: int | None = None) -> list[str]:
         """The user's own ssh, with the run's key and pinned host key, into the tmux session
-        (of node `node` of a multi-node run, in spotrun.cluster's order)."""
-        from spotrun import cluster
+        (of node `node` of a multi-node run, in spotrun.control.cluster's order)."""
         from spotrun.agent.session import session_name
+        from spotrun.control import cluster
 
         live = [i for i in self.describe(run_id) if i.is_live]
         if node is not None:

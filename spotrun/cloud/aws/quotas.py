@@ -20,7 +20,7 @@ from spotrun.cloud.aws.errors import vcpu_quota_name
 from spotrun.cloud.aws.offers import describe_types
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Offer
-from spotrun.errors import SpotrunError, UsageError
+from spotrun.core.errors import SpotrunError, UsageError
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from botocore.config import Config
 from botocore.loaders import create_loader
 
 from spotrun.cloud.aws.errors import fail_fast
-from spotrun.config import AwsSettings
-from spotrun.errors import UsageError
+from spotrun.core.config import AwsSettings
+from spotrun.core.errors import UsageError
 
 _SESSION_LOCK = threading.Lock()
 # One boto3 session, and one client per service, region and retry budget, for each AWS

@@ -1,6 +1,6 @@
 """The checkpoint uploader on an instance, controlled over its runner.
 
-It is `python -m spotrun.cloud.aws.store push --watch` in the background (setsid, its pid in
+It is `python -m spotrun.cloud.aws.checkpoints push --watch` in the background (setsid, its pid in
 the run folder), pushing new checkpoints to S3 until the job has ended. Before an instance is
 terminated `flush` makes sure the last checkpoint is stored.
 """
@@ -11,7 +11,7 @@ import logging
 import shlex
 
 from spotrun.cloud.base import Runner
-from spotrun.errors import RemoteError
+from spotrun.core.errors import RemoteError
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def push_command(
         [
             python,
             "-m",
-            "spotrun.cloud.aws.store",
+            "spotrun.cloud.aws.checkpoints",
             "push",
             "--run-dir",
             run_dir,

@@ -21,10 +21,10 @@ from botocore.exceptions import ClientError
 from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.cloud.aws.network import TAG_RUN
 from spotrun.cloud.aws.session import AwsClients
-from spotrun.config import AwsSettings
+from spotrun.core.config import AwsSettings
+from spotrun.core.errors import CloudError, UsageError
+from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.datasets.placement import TypeStorage
-from spotrun.errors import CloudError, UsageError
-from spotrun.waiting import WaitTimeout, wait_until
 
 TAG_ROLE = "spotrun:role"
 DATA_ROLE = "data"

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.data.source import (
     EVAL_SPLITS,
     IMAGE_FOLDER_LAYOUT,

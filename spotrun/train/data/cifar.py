@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.data.source import CIFAR_TEST_FILE, CIFAR_TRAIN_FILES
 
 META_FILE = "batches.meta"

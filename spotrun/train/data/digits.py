@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 
 TEST_FRACTION = 0.2
 SPLIT_SEED = 0  # the split is fixed for every run, so accuracies compare across runs

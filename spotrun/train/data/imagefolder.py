@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.data.augment import channel_stats
 from spotrun.train.data.decode import (
     DecodeError,

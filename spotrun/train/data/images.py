@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.data import BatchSource
 from spotrun.train.data.archive import ArchiveSplit, archive_key, read_image_archive, unpacked
 from spotrun.train.data.augment import channel_stats, resize_images

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spotrun.config import load_settings
+from spotrun.core.config import load_settings
 from spotrun.datasets.prepare import local_data
 from spotrun.datasets.spec import is_remote
 from spotrun.train.data import BatchSource

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.data import BatchSource
 from spotrun.train.data.augment import (
     IMAGENET_MEAN,

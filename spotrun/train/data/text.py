@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
-from spotrun.config import load_settings
-from spotrun.errors import UsageError
+from spotrun.core.config import load_settings
+from spotrun.core.errors import UsageError
 from spotrun.train.data.source import resolve_text_file
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from spotrun.config import StrictModel, describe_validation_error
-from spotrun.errors import UsageError
+from spotrun.core.config import StrictModel, describe_validation_error
+from spotrun.core.errors import UsageError
 
 
 # ------------------------------------------------------------------ options

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
 from spotrun.train.methods.catalog import NoOptions, RmsNormOptions, RotaryOptions

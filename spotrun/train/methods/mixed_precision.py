@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import torch
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.device import capabilities_of
 from spotrun.train.events import Event

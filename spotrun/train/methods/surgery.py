@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.models.base import ImageClassifier
 
 

@@ -6,7 +6,7 @@ import difflib
 import importlib
 from typing import TYPE_CHECKING
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 
 if TYPE_CHECKING:
     from torch import nn

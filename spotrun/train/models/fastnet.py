@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.models.base import ImageClassifier, ResidualBlock
 from spotrun.train.models.init import kaiming_init
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 from torch import nn
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.models.base import ImageClassifier, ResidualBlock
 from spotrun.train.models.init import kaiming_init
 

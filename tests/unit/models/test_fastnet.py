@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.models import build_model
 from spotrun.train.models.base import ImageClassifier, ResidualBlock
 

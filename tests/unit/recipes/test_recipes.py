@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.recipes import Recipe, get_recipe, recipe_names
 from spotrun.train.build import build_trainer
 from spotrun.train.callbacks import Callback

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train.algorithm import Engine
 from spotrun.train.events import Event
 from spotrun.train.functional import step_decay_lr

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.recipes import get_recipe
 from spotrun.train.build import build_trainer
 from spotrun.train.distributed import LaunchEnv

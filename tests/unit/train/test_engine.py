@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from spotrun.errors import TrainingError, UsageError
+from spotrun.core.errors import TrainingError, UsageError
 from spotrun.train.algorithm import Engine
 from spotrun.train.checkpoint import Checkpointer
 from spotrun.train.events import Event

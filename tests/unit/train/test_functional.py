@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from spotrun.errors import UsageError
+from spotrun.core.errors import UsageError
 from spotrun.train import functional as sf
 from spotrun.train.methods.blurpool import BlurConv2d, BlurMaxPool2d
 from spotrun.train.methods.cutmix import cutmix_box

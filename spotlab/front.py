@@ -1,0 +1,563 @@
+"""The lab's AWS endpoint: an HTTP front on loopback that forwards to moto, with what moto lacks.
+
+Every spotrun process of a test (the CLI, detached supervisors, the instances' own uploaders)
+reaches AWS through AWS_ENDPOINT_URL, so whatever the front answers reaches all of them, and
+their own botocore parses it and retries it. (A botocore before-send handler only reaches the
+process that registers it; spotrun's runs are driven by other processes.) The front:
+
+- injects real EC2 error responses (error XML, EC2's status codes) for chosen operations:
+  `Faults.add("RunInstances", "InsufficientInstanceCapacity", times=1, zone="us-east-1a")`;
+- answers DescribeSpotPriceHistory from price histories a test sets (moto's is one constant
+  from 2006), with StartTime/EndTime and MaxResults/NextToken pagination as EC2 does;
+- answers the Pricing API's GetProducts from on-demand prices a test sets, and otherwise as an
+  account without pricing permissions does (moto has no Pricing API);
+- answers the placement group calls (Create/Describe/DeletePlacementGroups, which moto lacks)
+  and refuses a RunInstances naming an unknown group, as EC2 does;
+- models what EC2 does to fresh instances and moto does not (consistency.py): NotFound and
+  absence from filtered listings for a moment after RunInstances, `pending` before `running`,
+  ClientToken idempotency;
+- tells the lab's watcher the moment RunInstances or TerminateInstances went through.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+from xml.sax.saxutils import escape
+
+from spotlab.consistency import (
+    Consistency,
+    ids_named,
+    mismatch_error,
+    not_found_error,
+)
+
+# HTTP status EC2 sends with each code (capacity errors are server errors).
+STATUS = {
+    "InsufficientInstanceCapacity": 500,
+    "InsufficientCapacity": 500,
+    "RequestLimitExceeded": 503,
+    "Unavailable": 503,
+    "InternalError": 500,
+}
+DEFAULT_MESSAGES = {
+    "InsufficientInstanceCapacity": (
+        "We currently do not have sufficient {type} capacity in the Availability Zone you "
+        "requested ({zone}). Our system will be working on provisioning additional capacity."
+    ),
+    "SpotMaxPriceTooLow": "Your Spot request price is lower than the minimum required Spot request fulfillment price.",
+    "MaxSpotInstanceCountExceeded": "Max spot instance count exceeded",
+    "VcpuLimitExceeded": (
+        "You have requested more vCPU capacity than your current vCPU limit of 0 allows for the "
+        "instance bucket that the specified instance type belongs to."
+    ),
+    "UnauthorizedOperation": (
+        "You are not authorized to perform this operation. Encoded authorization failure "
+        "message: lab-encoded-message"
+    ),
+    "RequestLimitExceeded": "Request limit exceeded.",
+}
+EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+CHECKIP_PATH = "/lab/checkip"
+
+
+@dataclass
+class Fault:
+    """Answer matching calls with an EC2 error, `times` times (None: until removed)."""
+
+    action: str
+    code: str
+    times: int | None = 1
+    message: str | None = None
+    status: int | None = None
+    match: dict[str, str] = field(default_factory=dict)  # request parameters that must match
+    zone: str | None = None  # named in the message, as EC2 does
+    hits: int = 0
+
+    def matches(self, action: str, params: dict[str, str]) -> bool:
+        if action != self.action or self.times == 0:
+            return False
+        return all(params.get(key) == value for key, value in self.match.items())
+
+    def render(self, params: dict[str, str]) -> tuple[int, bytes]:
+        template = self.message or DEFAULT_MESSAGES.get(self.code, f"lab-injected {self.code}")
+        zone = self.zone or "the requested zone"
+        message = template.format(type=params.get("InstanceType", "?"), zone=zone)
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<Response><Errors><Error><Code>{escape(self.code)}</Code>"
+            f"<Message>{escape(message)}</Message></Error></Errors>"
+            f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
+        )
+        return self.status or STATUS.get(self.code, 400), body.encode()
+
+
+@dataclass
+class Hold:
+    """Hold the next EC2 `action` call until the test releases it.
+
+    `forwarded`: EC2 acts first and the answer is held (the caller has not heard yet);
+    otherwise the request itself waits (EC2 has not acted yet). A test waits for `arrived`,
+    does what must happen meanwhile (a spot notice, a reclaim), then calls `release()`.
+    """
+
+    action: str
+    forwarded: bool = False
+    arrived: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+    limit_s: float = 60.0  # released anyway after this (a test that failed meanwhile)
+
+    def wait_arrived(self, timeout: float) -> bool:
+        return self.arrived.wait(timeout)
+
+    def release(self) -> None:
+        self.released.set()
+
+    def _wait(self) -> None:
+        self.released.wait(self.limit_s)
+
+
+class Holds:
+    def __init__(self) -> None:
+        self._waiting: list[Hold] = []
+        self._lock = threading.Lock()
+
+    def add(self, action: str, *, forwarded: bool = False) -> Hold:
+        hold = Hold(action, forwarded)
+        with self._lock:
+            self._waiting.append(hold)
+        return hold
+
+    def take(self, action: str) -> Hold | None:
+        with self._lock:
+            for hold in self._waiting:
+                if hold.action == action:
+                    self._waiting.remove(hold)
+                    return hold
+        return None
+
+
+class Faults:
+    def __init__(self) -> None:
+        self._faults: list[Fault] = []
+        self._lock = threading.Lock()
+
+    def add(
+        self,
+        action: str,
+        code: str,
+        *,
+        times: int | None = 1,
+        message: str | None = None,
+        status: int | None = None,
+        zone: str | None = None,
+        match: dict[str, str] | None = None,
+    ) -> Fault:
+        fault = Fault(action, code, times, message, status, dict(match or {}), zone)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def take(self, action: str, params: dict[str, str]) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(action, params):
+                    fault.hits += 1
+                    if fault.times is not None:
+                        fault.times -= 1
+                    return fault
+        return None
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def _parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    text = value.replace("Z", "+00:00")
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+class SpotPrices:
+    """Price histories per (instance type, zone), served the way EC2 serves them."""
+
+    def __init__(self) -> None:
+        self.series: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        self.calls: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+
+    def set(self, instance_type: str, zone: str, points: list[tuple[float, float]]) -> None:
+        with self._lock:
+            self.series[(instance_type, zone)] = sorted((float(t), float(p)) for t, p in points)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.series)
+
+    def answer(self, params: dict[str, str]) -> bytes:
+        with self._lock:
+            self.calls.append(dict(params))
+            types = {v for k, v in params.items() if k.startswith("InstanceType.")}
+            zone = params.get("AvailabilityZone")
+            start = _parse_time(params.get("StartTime"))
+            end = _parse_time(params.get("EndTime")) or time.time()
+            rows: list[tuple[float, str, str, float]] = []
+            for (itype, izone), points in self.series.items():
+                if (types and itype not in types) or (zone and izone != zone):
+                    continue
+                in_force = [p for p in points if start is not None and p[0] <= start]
+                window = [p for p in points if (start is None or p[0] > start) and p[0] <= end]
+                for at, price in in_force[-1:] + window:
+                    rows.append((at, itype, izone, price))
+        rows.sort(key=lambda r: (-r[0], r[1], r[2]))  # newest first, as EC2 answers
+        size = int(params.get("MaxResults", "1000"))
+        offset = int(params.get("NextToken", "0") or 0)
+        page = rows[offset : offset + size]
+        items = "".join(
+            f"<item><instanceType>{itype}</instanceType>"
+            f"<productDescription>Linux/UNIX</productDescription>"
+            f"<spotPrice>{price:.6f}</spotPrice><timestamp>{_iso(at)}</timestamp>"
+            f"<availabilityZone>{izone}</availabilityZone></item>"
+            for at, itype, izone, price in page
+        )
+        token = (
+            f"<nextToken>{offset + size}</nextToken>"
+            if offset + size < len(rows)
+            else "<nextToken/>"
+        )
+        return (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeSpotPriceHistoryResponse xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId><spotPriceHistorySet>{items}</spotPriceHistorySet>"
+            f"{token}</DescribeSpotPriceHistoryResponse>"
+        ).encode()
+
+
+class OnDemandPrices:
+    """The Pricing API's GetProducts, for the types a test gave prices."""
+
+    def __init__(self) -> None:
+        self.prices: dict[tuple[str, str], float] = {}
+        self.calls = 0
+
+    def answer(self, body: bytes) -> tuple[int, bytes]:
+        self.calls += 1
+        if not self.prices:
+            error = {
+                "__type": "AccessDeniedException",
+                "message": "User is not authorized to perform: pricing:GetProducts",
+            }
+            return 400, json.dumps(error).encode()
+        request = json.loads(body or b"{}")
+        fields = {f["Field"]: f["Value"] for f in request.get("Filters", [])}
+        key = (fields.get("regionCode", ""), fields.get("instanceType", ""))
+        price_list = []
+        if key in self.prices:
+            product = {
+                "product": {"attributes": {"instanceType": key[1], "regionCode": key[0]}},
+                "terms": {
+                    "OnDemand": {
+                        "SKU.JRTCKXETXF": {
+                            "priceDimensions": {
+                                "SKU.JRTCKXETXF.6YS6EN2CT7": {
+                                    "unit": "Hrs",
+                                    "pricePerUnit": {"USD": f"{self.prices[key]:.6f}"},
+                                }
+                            }
+                        }
+                    }
+                },
+            }
+            price_list.append(json.dumps(product))
+        return 200, json.dumps({"FormatVersion": "aws_v1", "PriceList": price_list}).encode()
+
+
+class Quotas:
+    """Service Quotas' GetServiceQuota for the EC2 quotas a test set (code -> value); others
+    answered as an account without servicequotas permissions is."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def answer(self, target: str, body: bytes) -> tuple[int, bytes]:
+        request = json.loads(body or b"{}")
+        code = str(request.get("QuotaCode", ""))
+        if not target.endswith(".GetServiceQuota") or code not in self.values:
+            error = {
+                "__type": "AccessDeniedException",
+                "message": "User is not authorized to perform: servicequotas:GetServiceQuota",
+            }
+            return 400, json.dumps(error).encode()
+        quota = {"ServiceCode": "ec2", "QuotaCode": code, "Value": self.values[code]}
+        return 200, json.dumps({"Quota": quota}).encode()
+
+
+class PlacementGroups:
+    """EC2's placement group calls, which moto lacks: groups by name, with strategy and tags."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[str, object]] = {}
+        self.deleted: list[str] = []
+        self._lock = threading.Lock()
+
+    def _error(self, code: str, message: str) -> tuple[int, bytes]:
+        return Fault("", code, message=message).render({})
+
+    def answer(self, action: str, params: dict[str, str]) -> tuple[int, bytes]:
+        name = params.get("GroupName", "")
+        with self._lock:
+            if action == "CreatePlacementGroup":
+                if name in self.groups:
+                    return self._error(
+                        "InvalidPlacementGroup.Duplicate", f"The placement group '{name}' is in use"
+                    )
+                tags = {}
+                for key, value in params.items():  # TagSpecification.1.Tag.N.Key / .Value
+                    if key.startswith("TagSpecification.1.Tag.") and key.endswith(".Key"):
+                        tags[value] = params.get(key[:-4] + ".Value", "")
+                self.groups[name] = {
+                    "strategy": params.get("Strategy", "cluster"),
+                    "tags": tags,
+                    "id": f"pg-{uuid.uuid4().hex[:17]}",
+                }
+                return 200, self._xml(action, self._item(name, "placementGroup"))
+            if action == "DeletePlacementGroup":
+                if name not in self.groups:
+                    return self._error(
+                        "InvalidPlacementGroup.Unknown", f"The placement group '{name}' is unknown"
+                    )
+                del self.groups[name]
+                self.deleted.append(name)
+                return 200, self._xml(action, "<return>true</return>")
+            # DescribePlacementGroups, with tag:KEY filters
+            wanted: dict[str, str] = {}
+            for key, value in params.items():
+                if key.startswith("Filter.") and key.endswith(".Name") and value.startswith("tag:"):
+                    wanted[value[4:]] = params.get(key[:-5] + ".Value.1", "")
+            items = "".join(
+                self._item(n, "item")
+                for n, g in self.groups.items()
+                if all(g["tags"].get(k) == v for k, v in wanted.items())  # type: ignore[union-attr]
+            )
+            return 200, self._xml(action, f"<placementGroupSet>{items}</placementGroupSet>")
+
+    def _item(self, name: str, tag: str) -> str:
+        group = self.groups[name]
+        tags = "".join(
+            f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>"
+            for k, v in group["tags"].items()  # type: ignore[union-attr]
+        )
+        return (
+            f"<{tag}><groupName>{escape(name)}</groupName><state>available</state>"
+            f"<strategy>{group['strategy']}</strategy><groupId>{group['id']}</groupId>"
+            f"<tagSet>{tags}</tagSet></{tag}>"
+        )
+
+    def _xml(self, action: str, inner: str) -> bytes:
+        return (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<{action}Response xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId>{inner}</{action}Response>"
+        ).encode()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A caller that went away (a killed supervisor, a timed-out probe) is no lab failure.
+        error = sys.exc_info()[1]
+        if isinstance(error, (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
+_HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
+
+
+class AwsFront:
+    """Listens on 127.0.0.1; forwards to moto at `backend` unless it answers itself."""
+
+    def __init__(
+        self, backend_host: str, backend_port: int, on_instances_changed: Callable[[], None]
+    ) -> None:
+        self.backend = (backend_host, backend_port)
+        self.faults = Faults()
+        self.spot_prices = SpotPrices()
+        self.on_demand = OnDemandPrices()
+        self.placement = PlacementGroups()
+        self.quotas = Quotas()
+        self.run_requests: list[dict[str, str]] = []  # RunInstances parameters, in order
+        # Called with RunInstances' answer before it is sent (the lab ends instances there)
+        self.after_run_instances: Callable[[bytes], None] | None = None
+        self.on_instances_changed = on_instances_changed
+        self.actions: list[str] = []  # every EC2 action seen, in order (tests may count calls)
+        self.actions_params: list[dict[str, str]] = []  # and their parameters
+        self.public_address = "203.0.113.7"  # TEST-NET-3: answered, never reached
+        # action -> [seconds, times]: hold the answer after moto acted (a lost/late response)
+        self.delays: dict[str, list[float]] = {}
+        self.holds = Holds()  # calls held until the test releases them
+        self.consistency = Consistency()  # the lab sets its windows
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                return None
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, headers, payload = front.handle(
+                    self.command, self.path, dict(self.headers), body
+                )
+                self.send_response(status)
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
+
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name="lab-aws-front", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def handle(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        if path == CHECKIP_PATH:  # what checkip.amazonaws.com would say this machine is
+            return 200, [("Content-Type", "text/plain")], f"{self.public_address}\n".encode()
+        target = headers.get("X-Amz-Target", "")
+        if target.startswith("ServiceQuotasV20190624."):
+            status, payload = self.quotas.answer(target, body)
+            return status, [("Content-Type", "application/x-amz-json-1.1")], payload
+        if target.startswith("AWSPriceListService."):
+            status, payload = self.on_demand.answer(body)
+            return status, [("Content-Type", "application/x-amz-json-1.1")], payload
+        service = _service_of(headers.get("Authorization", ""))
+        if service == "ec2" and method == "POST":
+            params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
+            action = params.get("Action", "")
+            self.actions.append(action)
+            self.actions_params.append(params)
+            fault = self.faults.take(action, params)
+            if fault is not None:
+                status, payload = fault.render(params)
+                return status, [("Content-Type", "text/xml")], payload
+            if action.endswith("PlacementGroup") or action == "DescribePlacementGroups":
+                status, payload = self.placement.answer(action, params)
+                return status, [("Content-Type", "text/xml")], payload
+            group = params.get("Placement.GroupName")
+            if action == "RunInstances" and group and group not in self.placement.groups:
+                status, payload = self.placement._error(
+                    "InvalidPlacementGroup.Unknown", f"The placement group '{group}' is unknown"
+                )
+                return status, [("Content-Type", "text/xml")], payload
+            if action == "RunInstances" and params.get("DryRun") != "true":
+                self.run_requests.append(params)
+            if action == "DescribeSpotPriceHistory" and self.spot_prices.active:
+                return 200, [("Content-Type", "text/xml")], self.spot_prices.answer(params)
+            hold = self.holds.take(action) if params.get("DryRun") != "true" else None
+            if hold is not None:
+                hold.arrived.set()
+                if not hold.forwarded:
+                    hold._wait()
+            early = self._consistency_answer(action, params)
+            if early is not None:
+                return early[0], [("Content-Type", "text/xml")], early[1]
+            if action in ("RunInstances", "TerminateInstances") and params.get("DryRun") != "true":
+                response = self._forward(method, path, headers, body)
+                if action == "RunInstances" and response[0] == 200:
+                    self.consistency.made(params, response[2])
+                if action == "RunInstances" and self.after_run_instances is not None:
+                    self.after_run_instances(response[2])
+                self.on_instances_changed()
+                self._hold(action)
+            else:
+                response = self._forward(method, path, headers, body)
+            if action == "DescribeInstances" and response[0] == 200:
+                by_filter = not ids_named(params, "InstanceId")
+                payload = self.consistency.rewrite_describe(response[2], by_filter)
+                response = (response[0], response[1], payload)
+            if hold is not None and hold.forwarded:
+                hold._wait()
+            return response
+        return self._forward(method, path, headers, body)
+
+    def _consistency_answer(self, action: str, params: dict[str, str]) -> tuple[int, bytes] | None:
+        """EC2's own answer where it differs from moto's for fresh instances, else None."""
+        if params.get("DryRun") == "true":
+            return None
+        if action == "RunInstances":
+            repeat = self.consistency.repeat_of(params)
+            if repeat is not None:
+                same, first_answer = repeat
+                return (200, first_answer) if same else mismatch_error()
+            return None
+        named = {"DescribeInstances": "InstanceId", "CreateTags": "ResourceId"}.get(action)
+        if named is None:
+            return None
+        fresh = self.consistency.unknown_yet(ids_named(params, named))
+        return not_found_error(fresh) if fresh else None
+
+    def _hold(self, action: str) -> None:
+        delay = self.delays.get(action)
+        if delay and delay[1] > 0:
+            delay[1] -= 1
+            time.sleep(delay[0])
+
+    def _forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(*self.backend, timeout=120)
+        try:
+            forwarded = {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}
+            forwarded["Host"] = headers.get("Host", f"{self.backend[0]}:{self.backend[1]}")
+            conn.request(method, path, body=body, headers=forwarded)
+            response = conn.getresponse()
+            payload = response.read()
+            kept = [(k, v) for k, v in response.getheaders() if k.lower() not in _HOP_HEADERS]
+            return response.status, kept, payload
+        finally:
+            conn.close()
+
+
+def _service_of(authorization: str) -> str:
+    # "AWS4-HMAC-SHA256 Credential=KEY/20260101/us-east-1/ec2/aws4_request, ..."
+    marker = "Credential="
+    if marker not in authorization:
+        return ""
+    scope = authorization.split(marker, 1)[1].split(",", 1)[0].split("/")
+    return scope[3] if len(scope) > 3 else ""

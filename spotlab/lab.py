@@ -1,0 +1,574 @@
+"""The lab: an AWS account on loopback whose instances are real SSH hosts.
+
+moto in server mode plays EC2, S3, SSM and STS; boto3 is unchanged and reaches it through
+AWS_ENDPOINT_URL (via the lab's front, see front.py). The lab makes a VPC of its own,
+127.A.B.0/22 with one /24 subnet per zone, so instances get private addresses 127.A.x.N, and a
+watcher pairs every instance of that VPC with a real sshd host on its address (hosts.py): the
+host starts when the instance appears and is killed, with all its processes, when the
+instance is terminated. Each host has an IMDSv2 endpoint (imds.py).
+
+Servers listen on 127.0.0.0/8 only; no network namespaces are made.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from moto.server import ThreadedMotoServer
+
+from spotlab.front import CHECKIP_PATH, AwsFront, Fault, Hold
+from spotlab.hosts import HOST_HOME, Host, HostSpec
+from spotlab.imds import Imds
+
+REGION = "us-east-1"
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+ACCOUNT = "123456789012"  # moto's
+# The user's credentials in the lab: fake (moto takes any) but distinctive, so that a test can
+# look for them where they must never be (logs, the ledger, metrics, the instances' files).
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "AKIASPOTRUNLABUSER7Q",
+    "AWS_SECRET_ACCESS_KEY": "lab-user-secret-Vq3xK9pLm2ZtR8wNc4HdY6sBf1JgE5uA",
+    "AWS_SESSION_TOKEN": "lab-user-session-Tk7Ww2Qe9Rr4Yu1Ii8Oo3Pp6Aa5Ss0Dd",
+}
+
+# Spot prices the lab starts with (USD/h, per zone a, b, c): a small, realistic market.
+DEFAULT_SPOT_PRICES: dict[str, tuple[float, float, float]] = {
+    "c6i.large": (0.0312, 0.0334, 0.0298),
+    "m6i.large": (0.0391, 0.0402, 0.0388),
+    "g4dn.xlarge": (0.2271, 0.2104, 0.2390),
+    "g5.xlarge": (0.4431, 0.4122, 0.4587),
+    "g6.xlarge": (0.3861, 0.3702, 0.3955),
+    "g5.12xlarge": (2.0153, 2.1987, 1.9721),
+    "p3.2xlarge": (0.9180, 0.9480, 0.9335),
+    "p4d.24xlarge": (11.8101, 12.4030, 11.9020),
+}
+
+
+def image_paths() -> tuple[str, ...]:
+    """This interpreter's folders under /root or /tmp: the hosts' "image" must keep them."""
+    found = {
+        str(Path(p).resolve())
+        for p in (sys.base_prefix, sys.prefix)
+        if str(Path(p).resolve()).startswith((HOST_HOME + "/", "/tmp/"))
+    }
+    return tuple(sorted(found))
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])
+
+
+class MotoServer:
+    """One moto server per test process, shared by its labs (each lab has its own VPC)."""
+
+    _shared: MotoServer | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+        self.server.start()
+        host, port = self.server.get_host_and_port()
+        self.host, self.port = str(host), int(port)
+        self.url = f"http://{self.host}:{self.port}"
+        self._clients: dict[str, Any] = {}
+
+    @classmethod
+    def shared(cls) -> MotoServer:
+        with cls._lock:
+            if cls._shared is None:
+                cls._shared = cls()
+            return cls._shared
+
+    def client(self, service: str) -> Any:
+        """A client straight to moto (made once: botocore takes a good part of a second)."""
+        with self._lock:
+            if service not in self._clients:
+                config = Config(
+                    region_name=REGION, retries={"mode": "standard", "total_max_attempts": 3}
+                )
+                session = boto3.session.Session(
+                    aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+                )
+                self._clients[service] = session.client(  # type: ignore[call-overload]
+                    service, endpoint_url=self.url, config=config
+                )
+            return self._clients[service]
+
+
+@dataclass(frozen=True)
+class LabNetwork:
+    vpc_id: str
+    cidr: str
+    subnets: dict[str, str]  # zone -> subnet id
+
+
+class Lab:
+    """An EC2 region on loopback. Use as a context manager, or through the `lab` fixture.
+
+    boot: "ssh" (a real sshd answers on each instance), "silent" (the port accepts and never
+    sends a banner, as a hung boot), "none" (nothing listens).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        boot: str = "ssh",
+        bucket: bool = True,
+        default_prices: bool = True,
+        host_nice: int = 0,
+        boot_s: float = 0.0,
+        moto: MotoServer | None = None,
+        not_found_s: float = 0.5,
+        pending_s: float = 0.5,
+        client_tokens: bool = True,
+    ) -> None:
+        self.root = root
+        self.boot = boot
+        self.host_nice = host_nice
+        self.boot_s = boot_s  # seconds from "running" in EC2 to the host answering SSH
+        self._first_seen: dict[str, float] = {}
+        self.moto = moto or MotoServer.shared()
+        self.id = secrets.token_hex(3)
+        self.ec2 = self.moto.client("ec2")  # straight to moto: lab calls see no faults
+        self.s3 = self.moto.client("s3")
+        self.ssm = self.moto.client("ssm")
+        self.hosts: dict[str, Host] = {}
+        self.ended_hosts: dict[str, Host] = {}
+        self.ssh_port = 0
+        self.imds_port = 0
+        self.rendezvous_port = 0
+        self._imds: dict[str, Imds] = {}
+        self._changed = threading.Event()
+        self._stop = threading.Event()
+        self._sync_lock = threading.RLock()
+        self._watcher: threading.Thread | None = None
+        self.front = AwsFront(self.moto.host, self.moto.port, self._changed.set)
+        # EC2's eventual consistency, pending state and ClientToken (spotlab/consistency.py),
+        # on by default with windows scaled for tests (EC2's are seconds to tens of seconds)
+        self.front.consistency.not_found_s = not_found_s
+        self.front.consistency.pending_s = pending_s
+        self.front.consistency.tokens = client_tokens
+        self.bucket = f"spotrun-lab-{self.id}" if bucket else None
+        self.default_prices = default_prices
+        self.network: LabNetwork | None = None
+        self.image_id = ""
+        self.image_parameter = f"/spotrun-lab/{self.id}/ami-id"
+        self.errors: list[str] = []  # what went wrong inside the watcher thread
+        # (type, zone) -> how many spot instances EC2 can fill there (None: any number)
+        self.spot_capacity: dict[tuple[str, str], int] = {}
+        self.front.after_run_instances = self._fill
+
+    # ------------------------------------------------------------- set up
+    def start(self) -> Lab:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.front.start()
+        self.network = self._make_network()
+        self.ssh_port = free_port(self._address(1))
+        self.imds_port = free_port(self._address(1))
+        self.rendezvous_port = free_port()
+        image = self.ec2.register_image(
+            Name=f"spotrun-lab-{self.id}",
+            Architecture="x86_64",
+            RootDeviceName="/dev/sda1",
+            VirtualizationType="hvm",
+            BlockDeviceMappings=[{"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": 8}}],
+        )
+        self.image_id = image["ImageId"]
+        self.ssm.put_parameter(Name=self.image_parameter, Value=self.image_id, Type="String")
+        if self.bucket:
+            self.s3.create_bucket(Bucket=self.bucket)
+        if self.default_prices:
+            start = time.time() - 6 * 3600
+            for instance_type, prices in DEFAULT_SPOT_PRICES.items():
+                for zone, price in zip(ZONES, prices):
+                    self.set_spot_prices(instance_type, zone, [(start, price)])
+        self._watcher = threading.Thread(target=self._watch, name=f"lab-{self.id}", daemon=True)
+        self._watcher.start()
+        return self
+
+    def _make_network(self) -> LabNetwork:
+        # A /22 of 127/8 of our own (labs side by side never share addresses), a /24 per zone
+        # (moto does not hand a terminated instance's address out again: room for many).
+        a, b = random.randint(16, 250), 4 * random.randint(1, 62)
+        cidr = f"127.{a}.{b}.0/22"
+        vpc_id = self.ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
+        subnets = {}
+        for i, zone in enumerate(ZONES):
+            subnet = self.ec2.create_subnet(
+                VpcId=vpc_id, CidrBlock=f"127.{a}.{b + i}.0/24", AvailabilityZone=zone
+            )
+            subnets[zone] = subnet["Subnet"]["SubnetId"]
+        return LabNetwork(vpc_id, cidr, subnets)
+
+    def _address(self, host: int) -> str:
+        assert self.network is not None
+        return self.network.cidr.replace("0/22", str(host))
+
+    # ------------------------------------------------------ what spotrun sees
+    def env(self) -> dict[str, str]:
+        """Environment for spotrun processes: boto3 reaches the lab, and nothing else."""
+        return {
+            "AWS_ENDPOINT_URL": self.front.url,
+            "AWS_DEFAULT_REGION": REGION,
+            **FAKE_CREDENTIALS,
+            "AWS_EC2_METADATA_DISABLED": "true",  # this machine is no instance
+            "AWS_CONFIG_FILE": str(self.root / "no-aws-config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(self.root / "no-aws-credentials"),
+        }
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        """The [aws] settings that point spotrun at the lab."""
+        assert self.network is not None
+        aws: dict[str, Any] = {
+            "region": REGION,
+            "image_ssm_parameter": self.image_parameter,
+            "subnet_ids": [self.network.subnets[z] for z in ZONES],
+            "ssh_address": "private",
+            # Asked only with ssh_address = "public": the front answers as checkip would.
+            "caller_ip_url": self.front.url + CHECKIP_PATH,
+            "ssh_user": "root",
+            "ssh_port": self.ssh_port,
+            "ssh_timeout_s": 30.0,
+            "python": sys.executable,
+            "root_volume_gb": 30,
+            "poll_s": 1.0,
+            "max_attempts": 4,
+            # torch's rendezvous store listens on every address of this machine: a port of the
+            # lab's own, not torch's usual 29400 that other labs and torchruns here take too
+            "rendezvous_port": self.rendezvous_port,
+        }
+        if self.bucket:
+            aws["bucket"] = self.bucket
+        aws.update(overrides)
+        return aws
+
+    def write_config(self, home: Path, **overrides: Any) -> Path:
+        home.mkdir(parents=True, exist_ok=True)
+        lines = ["[aws]"] + [f"{k} = {_toml(v)}" for k, v in self.settings(**overrides).items()]
+        path = home / "config.toml"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    @contextmanager
+    def environ(self) -> Iterator[None]:
+        """This process's os.environ pointed at the lab (for in-process provider calls)."""
+        saved = {k: os.environ.get(k) for k in self.env()}
+        os.environ.update(self.env())
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    # ------------------------------------------------------------- market
+    def set_spot_prices(
+        self, instance_type: str, zone: str, points: list[tuple[float, float]]
+    ) -> None:
+        """The spot price history of a type in a zone: [(unix time, USD/h), ...].
+
+        Once any history is set, DescribeSpotPriceHistory is answered from the lab's histories
+        only (a type without one has no spot market in the lab).
+        """
+        self.front.spot_prices.set(instance_type, zone, points)
+
+    def set_on_demand_price(
+        self, instance_type: str, usd_per_hour: float, region: str = REGION
+    ) -> None:
+        """Answer the Pricing API for this type (until one is set, it answers AccessDenied)."""
+        self.front.on_demand.prices[(region, instance_type)] = usd_per_hour
+
+    def fail(
+        self,
+        action: str,
+        code: str,
+        *,
+        times: int | None = 1,
+        zone: str | None = None,
+        instance_type: str | None = None,
+        message: str | None = None,
+        status: int | None = None,
+    ) -> Fault:
+        """Answer the next `times` EC2 `action` calls (None: all) with error `code`."""
+        assert self.network is not None
+        match = {}
+        if zone is not None:
+            match["SubnetId"] = self.network.subnets[zone]
+        if instance_type is not None:
+            match["InstanceType"] = instance_type
+        return self.front.faults.add(
+            action, code, times=times, message=message, status=status, zone=zone, match=match
+        )
+
+    def delay_response(self, action: str, seconds: float, times: int = 1) -> None:
+        """Let EC2 act on `action`, but hold its answer `seconds` (the next `times` calls).
+
+        While the answer is held the instances exist and the caller has not heard of them:
+        kill the caller then, and it is the crash a reconciling launch must survive.
+        """
+        self.front.delays[action] = [seconds, times]
+
+    def hold(self, action: str, *, forwarded: bool = False) -> Hold:
+        """Hold the next EC2 `action` call until `.release()` (see front.Hold): a fault can be
+        timed to land while spotrun waits on that call."""
+        return self.front.holds.add(action, forwarded=forwarded)
+
+    # ---------------------------------------------------------- instances
+    def instances(
+        self, run_id: str | None = None, states: tuple[str, ...] | None = None
+    ) -> list[dict[str, Any]]:
+        """The lab VPC's instances as EC2 describes them (optionally one run's)."""
+        assert self.network is not None
+        filters = [{"Name": "vpc-id", "Values": [self.network.vpc_id]}]
+        if run_id:
+            filters.append({"Name": "tag:spotrun:run-id", "Values": [run_id]})
+        if states:
+            filters.append({"Name": "instance-state-name", "Values": list(states)})
+        reservations = self.ec2.describe_instances(Filters=filters)["Reservations"]
+        return [i for r in reservations for i in r["Instances"]]
+
+    def host(self, instance_id: str) -> Host:
+        """The host of a live instance (or of an ended one, for a look at its files)."""
+        with self._sync_lock:
+            found = self.hosts.get(instance_id) or self.ended_hosts.get(instance_id)
+        if found is None:
+            raise KeyError(f"the lab has no host for {instance_id}")
+        return found
+
+    def wait_for_host(self, instance_id: str, timeout_s: float = 10.0) -> Host:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._sync_lock:
+                if instance_id in self.hosts:
+                    return self.hosts[instance_id]
+            self._changed.set()
+            time.sleep(0.02)
+        raise TimeoutError(f"no host came up for {instance_id}")
+
+    def replace_host_key(self, instance_id: str) -> str:
+        """Restart the instance's host with a new host key (a different machine answering)."""
+        host = self.host(instance_id)
+        host.restart(new_host_key=True)
+        return host.host_key_public
+
+    def interrupt(self, instance_id: str, notice_s: float = 2.0) -> None:
+        """A spot interruption: the notice in IMDS now, termination by EC2 after `notice_s`."""
+        when = time.time() + notice_s
+        stamp = datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        action = json.dumps({"action": "terminate", "time": stamp})
+        imds = self._imds.get(instance_id)
+        if imds is not None:
+            imds.announce("meta-data/spot/instance-action", action)
+        timer = threading.Timer(notice_s, self.reclaim, args=(instance_id,))
+        timer.daemon = True
+        timer.start()
+
+    def reclaim(self, instance_id: str) -> None:
+        """EC2 takes the spot instance back now: terminated with a spot reason, host killed."""
+        from moto.ec2.models import ec2_backends
+        from moto.ec2.models.instances import StateReason
+
+        backend = ec2_backends[ACCOUNT][REGION]
+        instance = backend.get_instance(instance_id)
+        backend.terminate_instances([instance_id])
+        stamp = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S GMT")
+        instance._reason = f"Service initiated ({stamp})"
+        instance.state_reason = StateReason(
+            "Server.SpotInstanceTermination: Spot instance termination",
+            "Server.SpotInstanceTermination",
+        )
+        self.sync()
+
+    def limit_spot_capacity(self, instance_type: str, zone: str, count: int) -> None:
+        """Spot capacity for only `count` live instances of the type in the zone: instances
+        launched beyond it end at once with EC2's Server.InsufficientInstanceCapacity (a
+        partial fill of a RunInstances call)."""
+        self.spot_capacity[(instance_type, zone)] = count
+
+    def _fill(self, answer: bytes) -> None:
+        import re
+
+        if not self.spot_capacity:
+            return
+        made = re.findall(rb"<instanceId>(i-[0-9a-f]+)</instanceId>", answer)
+        for raw in made:
+            instance_id = raw.decode()
+            (item,) = self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0][
+                "Instances"
+            ]
+            key = (item["InstanceType"], item["Placement"]["AvailabilityZone"])
+            limit = self.spot_capacity.get(key)
+            if limit is None:
+                continue
+            live = [
+                i
+                for i in self.instances(states=("pending", "running"))
+                if (i["InstanceType"], i["Placement"]["AvailabilityZone"]) == key
+            ]
+            if len(live) > limit:
+                self._end_as(
+                    instance_id,
+                    "Server.InsufficientInstanceCapacity",
+                    "Server.InsufficientInstanceCapacity: Insufficient capacity",
+                )
+
+    def _end_as(self, instance_id: str, code: str, message: str) -> None:
+        from moto.ec2.models import ec2_backends
+        from moto.ec2.models.instances import StateReason
+
+        backend = ec2_backends[ACCOUNT][REGION]
+        instance = backend.get_instance(instance_id)
+        backend.terminate_instances([instance_id])
+        stamp = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S GMT")
+        instance._reason = f"Service initiated ({stamp})"
+        instance.state_reason = StateReason(message, code)
+
+    def announce_rebalance(self, instance_id: str) -> None:
+        imds = self._imds.get(instance_id)
+        if imds is not None:
+            stamp = datetime.now(tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            imds.announce(
+                "meta-data/events/recommendations/rebalance", json.dumps({"noticeTime": stamp})
+            )
+
+    def imds(self, instance_id: str) -> Imds:
+        return self._imds[instance_id]
+
+    # ------------------------------------------------------------ watcher
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self._changed.wait(timeout=0.5)
+            self._changed.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.sync()
+            except Exception as exc:  # the watcher must outlive one bad poll; tests see errors
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def sync(self) -> None:
+        """Start hosts for new instances, kill hosts of ended ones."""
+        with self._sync_lock:
+            for item in self.instances():
+                instance_id = item["InstanceId"]
+                state = item["State"]["Name"]
+                if state in ("pending", "running") and instance_id not in self.hosts:
+                    if instance_id not in self.ended_hosts and self._booted(instance_id):
+                        self._start_host(item)
+                elif state not in ("pending", "running") and instance_id in self.hosts:
+                    self._end_host(instance_id)
+
+    def _booted(self, instance_id: str) -> bool:
+        """Whether the instance's boot time has passed (at once unless the lab has boot_s)."""
+        if self.boot_s <= 0:
+            return True
+        seen = self._first_seen.setdefault(instance_id, time.monotonic())
+        left = seen + self.boot_s - time.monotonic()
+        if left > 0:
+            timer = threading.Timer(left, self._changed.set)
+            timer.daemon = True
+            timer.start()
+            return False
+        return True
+
+    def _start_host(self, item: dict[str, Any]) -> None:
+        instance_id = item["InstanceId"]
+        address = item["PrivateIpAddress"]
+        key = None
+        if item.get("KeyName"):
+            pairs = self.ec2.describe_key_pairs(KeyNames=[item["KeyName"]], IncludePublicKey=True)
+            key = pairs["KeyPairs"][0].get("PublicKey")
+        imds = None
+        if self.boot != "none":
+            imds = Imds(
+                address,
+                self.imds_port,
+                instance_id=instance_id,
+                instance_type=item["InstanceType"],
+                zone=item["Placement"]["AvailabilityZone"],
+                region=REGION,
+                ami_id=item["ImageId"],
+            )
+            self._imds[instance_id] = imds
+        env = {"AWS_ENDPOINT_URL": self.front.url, "AWS_DEFAULT_REGION": REGION}
+        if imds is not None:
+            env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = imds.url + "/"
+        spec = HostSpec(
+            instance_id=instance_id,
+            address=address,
+            port=self.ssh_port,
+            authorized_key=key,
+            env=env,
+            home_config=f'[aws]\nmetadata_url = "{imds.url}"\n' if imds else None,
+            image_paths=image_paths(),
+            nice=self.host_nice,
+        )
+        host = Host(spec, self.root / "hosts" / instance_id, mode=self.boot)
+        if self.boot != "none":
+            host.start()
+        self.hosts[instance_id] = host
+
+    def _end_host(self, instance_id: str) -> None:
+        host = self.hosts.pop(instance_id)
+        host.stop()
+        imds = self._imds.pop(instance_id, None)
+        if imds is not None:
+            imds.stop()
+        self.ended_hosts[instance_id] = host
+
+    # ----------------------------------------------------------- tear down
+    def close(self) -> None:
+        """Terminate the lab's instances, kill every host, stop the servers."""
+        self._stop.set()
+        self._changed.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=10)
+        with self._sync_lock:
+            live = [i["InstanceId"] for i in self.instances(states=("pending", "running"))]
+            if live:
+                self.ec2.terminate_instances(InstanceIds=live)
+            for instance_id in list(self.hosts):
+                self._end_host(instance_id)
+        self.front.stop()
+
+    def __enter__(self) -> Lab:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write {value!r} as TOML")

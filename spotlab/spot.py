@@ -1,0 +1,672 @@
+"""Spot fault scenarios in the lab, shared by tests/e2e/test_spot_recovery.py (which asserts
+on them) and bench/interruption_recovery.py (which prints their matrix and timings).
+
+A scenario launches digits-fast on the lab's EC2 with the real CLI, injects its faults while the
+run goes on (spot notices through the host's IMDS, reclaims, damaged checkpoints, EC2 errors,
+dropped SSH connections, supervisors killed), waits for the end and measures the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from spotlab import Lab
+from spotrun.control.supervisor import is_supervised, process_running
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
+from tests.conftest import REPO, Env
+from tests.helpers import wait_for
+
+EPOCHS = 8
+# A wider net than the recipe's (0.7 s an epoch here, not 0.3 s): a fault meant for the middle
+# of training must still find it going after the lag of a sync or a notice poll.
+OVERRIDES = [f"epochs={EPOCHS}", "threads=1", "model_options.width=64"]
+COMPARED = ("step", "epoch", "train_loss", "test_loss", "test_acc", "lr")
+# [aws] settings for the scenarios: the agent asks IMDS every 0.5 s (EC2: at most 5 s),
+# a silent instance is replaced after 4 s (default 60 s).
+FAST = {"notice_poll_s": 0.5, "unreachable_s": 4.0, "end_grace_s": 600.0}
+NOTICE_S = 8.0  # notice to reclaim in the lab (EC2 gives 120 s)
+
+
+def reference_metrics(work: Path) -> dict[str, Any]:
+    """The uninterrupted run's final metrics (same recipe and overrides, this machine)."""
+    args = [sys.executable, "-m", "spotrun", "train", "digits-fast", "--run-dir", str(work)]
+    for item in OVERRIDES:
+        args += ["--set", item]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run(args, check=True, capture_output=True, env=env, cwd=REPO, timeout=600)
+    return final_metrics(work / "metrics.jsonl")
+
+
+def final_metrics(path: Path) -> dict[str, Any]:
+    last = json.loads(path.read_text().splitlines()[-1])
+    return {k: last[k] for k in COMPARED}
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    state: str = "?"
+    message: str = ""
+    metrics_equal: bool = False
+    evaluations_once: bool = False
+    instances: int = 0
+    left_running: int = -1
+    in_ledger_and_cost: bool = False
+    lost_steps: list[int] = field(default_factory=list)
+    to_request_s: list[float] = field(default_factory=list)  # fault -> replacement requested
+    to_resumed_s: list[float] = field(default_factory=list)  # fault -> job running again
+    events: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    restored_from: list[str] = field(default_factory=list)  # per resume: "s3" or "sftp"
+    log: str = ""  # the run's job.log, every instance's part
+
+    def __str__(self) -> str:
+        head = {k: v for k, v in self.__dict__.items() if k not in ("events", "log")}
+        log = [x for x in self.log.splitlines() if not x.startswith("epoch ")]
+        return (
+            f"{head}\nevents:\n  "
+            + "\n  ".join(self.events)
+            + "\njob.log (evaluation lines left out):\n  "
+            + "\n  ".join(log[-20:])
+        )
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.state == "succeeded"
+            and self.metrics_equal
+            and self.evaluations_once
+            and self.left_running == 0
+            and self.in_ledger_and_cost
+        )
+
+
+class Scenario:
+    """One run in the lab, driven through the real CLI, with faults injected by `steps`."""
+
+    def __init__(self, name: str, env: Env, lab: Lab) -> None:
+        self.name = name
+        self.env = env
+        self.lab = lab
+        self.run_id = ""
+        self.fault_times: list[float] = []
+        self.steps_at_fault: list[int] = []  # the newest step synced here when each came
+        self.states_at_fault: list[str] = []  # the run's state in the ledger when each came
+        # instance id -> the environments of the processes on its host (taken mid-training)
+        self.host_environments: dict[str, list[dict[str, str]]] = {}
+        self.started = time.monotonic()
+        self.acts: list[str] = []  # what the scenario did, when: shown when a wait times out
+
+    # ---------------------------------------------------------------- look
+    def ledger(self) -> Ledger:
+        return Ledger(load_settings(self.env.home))
+
+    def state(self) -> str:
+        with self.ledger() as ledger:
+            return ledger.get_run(self.run_id).state.value
+
+    @property
+    def run_dir(self) -> Path:
+        return self.env.home / "runs" / self.run_id
+
+    def epoch(self) -> int:
+        return int(self._last_metrics().get("epoch", 0))
+
+    def _last_metrics(self, run_dir: Path | None = None) -> dict[str, Any]:
+        try:
+            lines = ((run_dir or self.run_dir) / "metrics.jsonl").read_text().splitlines()
+            return dict(json.loads(lines[-1])) if lines else {}
+        except (FileNotFoundError, ValueError, IndexError):
+            return {}
+
+    def host_run_dir(self, instance_id: str) -> Path:
+        """The run folder on the instance itself (what has not been synced here yet too)."""
+        host = self.lab.wait_for_host(instance_id, 60)  # EC2 says running before its host is up
+        return host.path(f"/root/.spotrun/runs/{self.run_id}")
+
+    def wait_host_epoch(self, instance_id: str, epoch: int) -> None:
+        """Epoch `epoch` evaluated on the instance: no sync lag, so a fault lands right there."""
+        run_dir = self.host_run_dir(instance_id)
+        self._wait(
+            lambda: int(self._last_metrics(run_dir).get("epoch", 0)) >= epoch,
+            240,
+            f"epoch {epoch} on {instance_id}",
+        )
+        self.record_host_environments(instance_id)  # the job is running there now
+
+    def wait_host_resumed(self, instance_id: str) -> int:
+        """The trainer on the instance has resumed from a checkpoint; the first epoch it will
+        evaluate there (the log names the epochs already complete)."""
+        log = self.host_run_dir(instance_id) / "job.log"
+
+        def resumed() -> int | None:
+            try:
+                lines = log.read_text().splitlines()
+            except FileNotFoundError:
+                return None
+            found = [x for x in lines if x.startswith("resumed at epoch")]
+            return int(found[-1].split()[3]) + 1 if found else None
+
+        return int(self._wait(resumed, 240, f"the trainer on {instance_id} to resume"))
+
+    def _act(self, what: str) -> None:
+        self.acts.append(f"{time.monotonic() - self.started:7.2f}s {what}")
+
+    def _fault(self) -> None:
+        step = int(self._last_metrics().get("step", 0))
+        state = self.state()
+        self._act(f"fault at synced step {step}, run {state}")
+        self.fault_times.append(time.time())
+        self.steps_at_fault.append(step)
+        self.states_at_fault.append(state)
+
+    def record_host_environments(self, instance_id: str) -> None:
+        """What every process on the instance has in its environment (the job's included)."""
+        host = self.lab.host(instance_id)
+        proc = getattr(host, "_proc", None)
+        if proc is None:
+            return
+        found = []
+        todo = [proc.pid]
+        while todo:
+            pid = todo.pop()
+            todo += _children(pid)
+            try:
+                raw = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+            found.append({k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs})
+        self.host_environments[instance_id] = found
+
+    def live_instance(self, other_than: str | None = None) -> str:
+        def one() -> str | None:
+            live = self.lab.instances(self.run_id, states=("running",))
+            ids = [i["InstanceId"] for i in live if i["InstanceId"] != other_than]
+            return ids[0] if len(ids) == 1 else None
+
+        return str(wait_for(one, 120, "one running instance"))
+
+    def events(self) -> list[str]:
+        with self.ledger() as ledger:
+            return [f"{e.kind}: {e.message}" for e in ledger.events(self.run_id)]
+
+    # ----------------------------------------------------------------- act
+    def launch(self) -> str:
+        args = ["launch", "digits-fast", "--cloud", "aws", "-d"]
+        for item in OVERRIDES:
+            args += ["--set", item]
+        self.run_id = self.env.cli(*args, check=True).stdout.strip()
+        return self.run_id
+
+    def wait_epoch(self, epoch: int) -> None:
+        wait_for(
+            lambda: self.epoch() >= epoch or self.state() in ("succeeded", "failed"),
+            240,
+            f"epoch {epoch} synced",
+            interval=0.05,
+        )
+        if self.state() != "running":
+            raise AssertionError(f"{self.name}: run {self.state()}: {self.events()}")
+
+    def wait_running_on_new(self, old: str) -> str:
+        """The job is running again, on an instance other than `old`."""
+        self._wait(
+            lambda: self.state() == "running" and self._running_on() not in (None, old),
+            240,
+            "the job to run on the replacement",
+        )
+        return str(self._running_on())
+
+    def _wait(self, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+        """wait_for, and on a timeout say where the run stood (its state and events)."""
+        try:
+            return wait_for(predicate, timeout, what)
+        except AssertionError as exc:
+            shown = "\n  ".join(self.events())
+            raise AssertionError(
+                f"{exc}; run {self.state()}; events:\n  {shown}\n{self._supervisor_stacks()}"
+                + "\nscenario:\n  "
+                + "\n  ".join(self.acts)
+            ) from None
+
+    def _supervisor_stacks(self) -> str:
+        """Where the run's supervisor is, if it lives (it dumps its stacks on SIGUSR2)."""
+        pid = self.supervisor_pid()
+        if pid is None or not process_running(pid):
+            lock = str(self.run_dir / "supervisor.lock")
+            holders = [
+                f"{fd.parts[2]} {_cmdline(int(fd.parts[2]))}"
+                for fd in Path("/proc").glob("[0-9]*/fd/*")
+                if _readlink(fd) == lock
+            ]
+            return f"supervisor {pid} is not running; supervisor.lock open in: {holders}"
+        log = self.run_dir / "supervisor.log"
+        before = log.stat().st_size if log.exists() else 0
+        os.kill(pid, signal.SIGUSR2)
+        time.sleep(1.0)
+        with log.open() as fh:
+            fh.seek(before)
+            return f"supervisor {pid} is alive; its stacks:\n{fh.read()}"
+
+    def _running_on(self) -> str | None:
+        live = self.lab.instances(self.run_id, states=("running",))
+        return live[-1]["InstanceId"] if live else None
+
+    def notice(self, instance_id: str, notice_s: float = NOTICE_S) -> None:
+        self._fault()
+        self.lab.interrupt(instance_id, notice_s=notice_s)
+
+    def reclaim(self, instance_id: str) -> None:
+        self._fault()
+        self.lab.reclaim(instance_id)
+
+    def damage_newest_checkpoint(self) -> str:
+        """Cut the newest checkpoint the controller holds in half (a torn copy), and its
+        stored copy and any newer one in the durable store (a torn upload)."""
+        newest = sorted((self.run_dir / "checkpoints").glob("ckpt-*.pt"))[-1]
+        data = newest.read_bytes()
+        newest.write_bytes(data[: len(data) // 2])
+        bucket = self.lab.bucket
+        if bucket:
+            prefix = f"runs/{self.run_id}/checkpoints/"
+            listed = self.lab.s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
+            for obj in listed.get("Contents", []):
+                if obj["Key"][len(prefix) :] >= newest.name:
+                    stored = self.lab.s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+                    self.lab.s3.put_object(
+                        Bucket=bucket, Key=obj["Key"], Body=stored[: len(stored) // 2]
+                    )
+                    self._act(f"tore the stored {obj['Key'][len(prefix) :]}")
+        return newest.name
+
+    def drop_ssh(self, instance_id: str) -> int:
+        """Kill the host's per-connection sshd processes: every SSH connection drops."""
+        host = self.lab.host(instance_id)
+        proc = getattr(host, "_proc", None)
+        if proc is None:
+            return 0
+        sshd = _children(proc.pid)
+        dropped = 0
+        for listener in sshd:
+            for pid in _children(listener):
+                if _cmdline(pid).startswith("sshd:"):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        dropped += 1
+                    except ProcessLookupError:
+                        continue
+        return dropped
+
+    def supervisor_pid(self) -> int | None:
+        with sqlite3.connect(self.env.home / "ledger.db") as db:
+            row = db.execute(
+                "SELECT supervisor_pid FROM runs WHERE id = ?", (self.run_id,)
+            ).fetchone()
+        return int(row[0]) if row and row[0] else None
+
+    def kill_supervisor(self) -> bool:
+        pid = self.supervisor_pid()
+        if pid is None:
+            self._act("kill: no supervisor pid")
+            return False
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            self._act(f"kill: supervisor {pid} was gone")
+            return False
+        self._act(f"killed supervisor {pid}")
+        # Dead, and its lock released: a command that looks sooner would still see it held.
+        # (Its main thread turns zombie before the others have let go of its files, the lock
+        # among them, so the lock itself is what to watch.)
+        with self.ledger() as ledger:
+            run = ledger.get_run(self.run_id)
+        wait_for(lambda: not is_supervised(run), 30, f"supervisor {pid} to die", interval=0.02)
+        return True
+
+    def reconcile(self) -> None:
+        """What any spotrun command does first: restart the run's supervisor if it died."""
+        from spotrun.service import runs as api
+
+        with api.open_ledger(load_settings(self.env.home)) as ledger:
+            run = ledger.get_run(self.run_id)
+        self._act(f"reconciled: run {run.state.value}, supervisor {run.supervisor_pid}")
+
+    # -------------------------------------------------------------- outcome
+    def finish(self, reference: dict[str, Any], timeout: float = 300) -> Outcome:
+        out = Outcome(self.name)
+        wait_for(lambda: self.state() in ("succeeded", "failed", "stopped"), timeout, "the end")
+        out.wall_s = time.monotonic() - self.started
+        out.state = self.state()
+        with self.ledger() as ledger:
+            out.message = ledger.get_run(self.run_id).message or ""
+        out.events = self.events()
+        out.restored_from = [
+            "s3" if "from the durable store" in e else "sftp"
+            for e in out.events
+            if e.startswith("resume: restored")
+        ]
+        metrics = self.run_dir / "metrics.jsonl"
+        if metrics.exists():
+            out.metrics_equal = final_metrics(metrics) == reference
+            epochs = [json.loads(x)["epoch"] for x in metrics.read_text().splitlines()]
+            out.evaluations_once = epochs == list(range(1, EPOCHS + 1))
+        ec2_ids = {i["InstanceId"] for i in self.lab.instances(self.run_id)}
+        out.instances = len(ec2_ids)
+        out.left_running = len(self.lab.instances(self.run_id, states=("pending", "running")))
+        with self.ledger() as ledger:
+            records = {r.id: r for r in ledger.instances(self.run_id)}
+            priced = {
+                line.instance_id
+                for line in ledger.cost_lines(self.run_id)
+                if line.kind == "compute"
+            }
+            moves = ledger.transitions(self.run_id)
+        out.in_ledger_and_cost = (
+            set(records) == ec2_ids
+            and all(r.terminated_at is not None for r in records.values())
+            and priced == ec2_ids
+        )
+        log = (self.run_dir / "job.log").read_text() if (self.run_dir / "job.log").exists() else ""
+        out.lost_steps = lost_steps(log, self.steps_at_fault)
+        out.log = log
+        for fault in self.fault_times:
+            after = [t for t in moves if t.at >= fault - 0.001]
+            requested = next((t.at for t in after if t.to_state.value == "requested"), None)
+            resumed = next((t.at for t in after if t.to_state.value == "running"), None)
+            if requested is not None:
+                out.to_request_s.append(requested - fault)
+            if resumed is not None:
+                out.to_resumed_s.append(resumed - fault)
+        return out
+
+
+def secrets_found(s: Scenario, secrets: list[str]) -> list[str]:
+    """Where any of `secrets` was written: the files of SPOTRUN_HOME (the ledger, run folder,
+    metrics, supervisor logs, keys) and of every instance of the run (home and /tmp)."""
+    roots = [s.env.home]
+    for item in s.lab.instances(s.run_id):
+        try:
+            host = s.lab.host(item["InstanceId"])
+        except KeyError:
+            continue
+        roots += [host.home, host.tmp]
+    needles = [x.encode() for x in secrets if x]
+    found = []
+    for root in roots:
+        for path in root.rglob("*"):
+            try:
+                if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 2**20:
+                    continue
+                data = path.read_bytes()
+            except OSError:  # gone meanwhile (a lock, a temporary file)
+                continue
+            found += [f"{path}: {n.decode()[:12]}..." for n in needles if n in data]
+    return found
+
+
+def private_key_modes(home: Path) -> dict[str, int]:
+    """Every private key file under SPOTRUN_HOME and its permission bits."""
+    modes = {}
+    for path in home.rglob("*"):
+        try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 1024:
+                continue
+            head = path.read_bytes()[:200]
+        except OSError:
+            continue
+        if b"-----BEGIN" in head and b"PRIVATE KEY-----" in head:
+            modes[str(path.relative_to(home))] = path.stat().st_mode & 0o777
+    return modes
+
+
+def lost_steps(log: str, steps_at_fault: list[int]) -> list[int]:
+    """Per resume in job.log: steps trained before the stop that the resume did not keep.
+
+    With a notice the trainer says where it checkpointed; without one, the newest step known
+    here when the fault came (the last evaluation synced) is what was surely trained."""
+    reached = 0
+    lost = []
+    for line in log.splitlines():
+        if "checkpointing at step" in line:
+            reached = max(reached, int(line.rsplit(" ", 1)[-1]))
+        elif line.startswith("resumed at epoch"):
+            n = len(lost)
+            if n < len(steps_at_fault):
+                reached = max(reached, steps_at_fault[n])
+            # A resume past the step known at the fault (the fault came late) lost nothing.
+            lost.append(max(0, reached - int(line.rsplit(" ", 1)[-1])))
+    return lost
+
+
+def steps_per_epoch() -> int:
+    return 23  # 1,438 training images / 64 per step, rounded up (digits-fast)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(x) for x in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _readlink(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def seeded_points(seed: int, count: int, low: float, high: float) -> list[float]:
+    rng = random.Random(seed)
+    return sorted(rng.uniform(low, high) for _ in range(count))
+
+
+# ------------------------------------------------------------------ scenarios
+def notice_at_two_points(s: Scenario, hard_second_replacement: bool = False) -> None:
+    """A spot notice early in training, and another on the replacement once it has trained an
+    epoch of its own (optionally with no capacity for the same offer and EC2 throttling when
+    replacing the second time)."""
+    s.launch()
+    first = s.live_instance()
+    s.wait_host_epoch(first, 1)
+    s.notice(first)
+    second = s.wait_running_on_new(first)
+    s.wait_host_epoch(second, s.wait_host_resumed(second))
+    if hard_second_replacement:
+        s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
+        s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
+    s.notice(second)
+    s.wait_running_on_new(second)
+
+
+def notice_twice_hard_second(s: Scenario) -> None:
+    notice_at_two_points(s, hard_second_replacement=True)
+
+
+def reclaim_without_notice(s: Scenario) -> None:
+    """EC2 takes the instance back with no notice (the host dies mid-epoch)."""
+    s.launch()
+    old = s.live_instance()
+    s.wait_epoch(2)
+    s.reclaim(old)
+    s.wait_running_on_new(old)
+
+
+def newest_checkpoint_damaged(s: Scenario) -> None:
+    """Reclaimed with no notice, and the newest checkpoint held here is torn: the run resumes
+    from the one before it."""
+    s.launch()
+    old = s.live_instance()
+    s.wait_epoch(2)
+    wait_for(
+        lambda: len(list((s.run_dir / "checkpoints").glob("ckpt-*.pt"))) >= 2,
+        60,
+        "two checkpoints synced here",
+    )
+    s.reclaim(old)
+    s.damage_newest_checkpoint()
+    s.wait_running_on_new(old)
+
+
+def capacity_error_and_throttling(s: Scenario) -> None:
+    """A notice; the replacement's first offer has no capacity and EC2 throttles on the way."""
+    s.launch()
+    old = s.live_instance()
+    s.wait_epoch(1)
+    s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
+    s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
+    s.notice(old)
+    s.wait_running_on_new(old)
+
+
+def notice_while_provisioning(s: Scenario) -> None:
+    """The notice comes while the instance is still being provisioned (before any job)."""
+    s.launch()
+    first = s.live_instance()
+    s.notice(first, notice_s=0.5)
+    s.wait_running_on_new(first)
+
+
+def ssh_dropped_while_syncing(s: Scenario) -> None:
+    """Every SSH connection to the instance is cut, six times, while the run syncs."""
+    s.launch()
+    inst = s.live_instance()
+    s.wait_epoch(1)
+    for _ in range(6):
+        s.drop_ssh(inst)
+        time.sleep(0.4)
+
+
+def supervisor_killed(s: Scenario, seed: int = 7) -> None:
+    """SIGKILL the supervisor at 10 seeded random moments: 4 while launching, 3 while training,
+    3 while recovering from a notice; after each, what any spotrun command does first: notice
+    the dead supervisor and start another."""
+    rng = random.Random(seed)
+
+    def kill_and_reconcile(times: int) -> None:
+        for _ in range(times):
+            time.sleep(rng.uniform(0.1, 1.5))
+            s.kill_supervisor()
+            s.reconcile()
+
+    s.launch()
+    kill_and_reconcile(4)
+    old = s.live_instance()
+    s.wait_epoch(1)
+    kill_and_reconcile(3)
+    noticed = s.state() == "running"
+    if noticed:  # (on a fast machine the run may have ended already)
+        s.notice(old)
+    kill_and_reconcile(3)
+    s._wait(
+        lambda: (
+            s.state() in ("succeeded", "failed", "stopped")
+            or (s.state() == "running" and s._running_on() not in (None, old))
+        ),
+        240,
+        "the run to end or to run on the replacement",
+    )
+
+
+def notice_while_booting(s: Scenario) -> None:
+    """The notice comes while the instance boots: EC2 says running, its SSH does not answer
+    yet (no agent is there to see the notice), and EC2 takes it back."""
+    s.lab.boot_s = 6.0  # from "running" in EC2 to SSH answering
+    s.launch()
+    first = s.live_instance()
+    s._wait(lambda: s.state() == "provisioning", 60, "spotrun waiting for SSH")
+    if first in s.lab.hosts:
+        raise AssertionError(f"{first} booted before its notice")
+    s.notice(first, notice_s=0.5)
+    s._wait(lambda: not s.lab.instances(s.run_id, states=("running",)), 60, f"{first} reclaimed")
+    s.lab.boot_s = 0.0  # the replacement boots at once
+    s.wait_running_on_new(first)
+
+
+def notice_while_request_open(s: Scenario) -> None:
+    """The notice comes while spotrun's RunInstances call is open: EC2 has made the instance,
+    spotrun has not heard of it yet, and EC2 takes it back before the answer arrives."""
+    held = s.lab.hold("RunInstances", forwarded=True)
+    s.launch()
+    s._wait(partial(held.wait_arrived, 0.1), 120, "spotrun's RunInstances call")
+    (first,) = s._wait(
+        lambda: [i["InstanceId"] for i in s.lab.instances(s.run_id)], 60, "EC2 to make it"
+    )
+    s.lab.wait_for_host(first, 60)
+    s.notice(first, notice_s=0.5)
+    s._wait(lambda: s.lab.instances(s.run_id, states=("terminated",)), 60, f"{first} reclaimed")
+    held.release()
+    s.wait_running_on_new(first)
+
+
+def notice_while_syncing(s: Scenario) -> None:
+    """The job has ended and the run is syncing its results when the notice comes: EC2 takes
+    the instance back before the final pull reaches it (that pull fails; the durable store
+    has what the agent uploaded)."""
+    s.launch()
+    inst = s.live_instance()
+    s.wait_host_epoch(inst, EPOCHS - 1)
+    # The final sync begins by asking EC2 for the run's live instances: EC2 answers "running"
+    # and the answer is held while the notice comes and the instance is reclaimed.
+    held = s.lab.hold("DescribeInstances", forwarded=True)
+    while True:
+        s._wait(partial(held.wait_arrived, 0.1), 120, "a DescribeInstances call")
+        if s.state() == "syncing":
+            break
+        earlier, held = held, s.lab.hold("DescribeInstances", forwarded=True)
+        earlier.release()  # a call made while still running: let it go, hold the next
+    s.notice(inst, notice_s=0.2)
+    s._wait(lambda: not s.lab.instances(s.run_id, states=("running",)), 60, f"{inst} reclaimed")
+    held.release()
+
+
+def notice_while_terminating(s: Scenario) -> None:
+    """The job has ended and the run is tearing down: the notice comes while spotrun's
+    TerminateInstances call is on its way, and EC2 takes the instance back first."""
+    s.launch()
+    inst = s.live_instance()
+    held = s.lab.hold("TerminateInstances")
+    s._wait(partial(held.wait_arrived, 0.1), 240, "the run's TerminateInstances call")
+    s.notice(inst, notice_s=0.2)
+    s._wait(lambda: not s.lab.instances(s.run_id, states=("running",)), 60, f"{inst} reclaimed")
+    held.release()
+
+
+SCENARIOS: dict[str, Callable[[Scenario], None]] = {
+    "2 notices; capacity error + throttling on 2nd": notice_twice_hard_second,
+    "notice at two points of training": notice_at_two_points,
+    "reclaimed without notice": reclaim_without_notice,
+    "newest checkpoint damaged": newest_checkpoint_damaged,
+    "capacity error + throttling on replacement": capacity_error_and_throttling,
+    "notice while booting": notice_while_booting,
+    "notice while provisioning": notice_while_provisioning,
+    "notice while the request is open": notice_while_request_open,
+    "notice while syncing": notice_while_syncing,
+    "notice while terminating": notice_while_terminating,
+    "SSH dropped while syncing": ssh_dropped_while_syncing,
+    "supervisor SIGKILLed at 10 random points": supervisor_killed,
+}

@@ -1,0 +1,1 @@
+"""The spotrun command: one module per command group. No cloud SDKs here."""

@@ -1,0 +1,356 @@
+"""`spotrun sweep ...`: start a sweep, list sweeps, show one with its leaderboard, stop one.
+
+`spotrun sweep RECIPE --grid ...` starts one (the `run` subcommand, named or not); `ls`,
+`status` (alias `leaderboard`) and `stop` are subcommands.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+from spotrun.core.config import load_settings
+from spotrun.core.errors import UsageError
+from spotrun.core.exitcodes import FAILURE, SUCCESS
+
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _SweepGroup(TyperGroup):
+    """A first word that is no subcommand is the recipe of `sweep run`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+sweep_app = typer.Typer(
+    cls=_SweepGroup,
+    help="Many trials of a recipe in parallel, early stopping, a leaderboard with cost. "
+    "`spotrun sweep RECIPE --grid lr=0.1,0.2` starts one.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _print_csv(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(row)
+
+
+def _money(usd: float | None) -> str:
+    if usd is None:
+        return "-"
+    return f"${usd:.4f}" if usd < 1 else f"${usd:.2f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+# ------------------------------------------------------------------------ run
+@sweep_app.command("run")
+def run_sweep(
+    recipe: str = typer.Argument(..., help="recipe name (see `spotrun recipes`)"),
+    grid: list[str] = typer.Option([], "--grid", metavar="KEY=V1,V2", help="values to try"),
+    random: int | None = typer.Option(None, "--random", metavar="N", help="N random trials"),
+    space: list[str] = typer.Option(
+        [], "--space", metavar="KEY=LOW:HIGH[:log]", help="a range --random draws from"
+    ),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="for every trial"),
+    max_parallel: int | None = typer.Option(
+        None,
+        "--max-parallel",
+        help="trials at once (default: CPU count locally; on AWS 8 instances: 8 / --nodes)",
+    ),
+    gpus_per_trial: int | None = typer.Option(
+        None, "--gpus-per-trial", help="GPUs each trial needs (default: the recipe's)"
+    ),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", metavar="USD", help="the whole sweep's budget"
+    ),
+    early_stop: str = typer.Option("none", "--early-stop", help="asha or none"),
+    grace_epochs: int = typer.Option(1, "--grace-epochs", help="ASHA: epochs every trial gets"),
+    reduction_factor: int = typer.Option(
+        3, "--reduction-factor", help="ASHA: 1 in this many goes on at each rung"
+    ),
+    metric: str | None = typer.Option(None, "--metric", help="what to rank by (test_acc)"),
+    mode: str | None = typer.Option(None, "--mode", help="max or min"),
+    cloud: str | None = typer.Option(None, "--cloud", help="local or aws"),
+    name: str | None = typer.Option(None, "--name", help="a name to refer to the sweep by"),
+    seed: int = typer.Option(0, "--seed", help="seed of the --random draws"),
+    instance_type: str | None = typer.Option(None, "--instance-type", help="e.g. g5.12xlarge"),
+    zone: str | None = typer.Option(None, "--zone", help="availability zone (aws)"),
+    nodes: int | None = typer.Option(
+        None, "--nodes", help="instances each trial trains on together with torchrun (aws)"
+    ),
+    detach: bool = typer.Option(False, "--detach", "-d", help="print the sweep id and return"),
+) -> None:
+    """Start a sweep of RECIPE: every --grid combination, or --random N draws."""
+    from spotrun.service import runs as api
+    from spotrun.service import sweeps as service
+
+    if cloud is not None and cloud not in ("local", "aws"):
+        raise UsageError(f"--cloud must be local or aws, got '{cloud}'")
+    settings = load_settings()
+    ledger = api.open_ledger(settings)
+    resources: dict[str, object] = {
+        k: v for k, v in (("instance_type", instance_type), ("zone", zone)) if v
+    }
+    if nodes is not None:
+        resources["nodes"] = nodes
+    prepared = service.prepare_sweep(
+        settings,
+        recipe,
+        grid=grid,
+        space=space,
+        random=random,
+        overrides=set_,
+        max_parallel=max_parallel,
+        gpus_per_trial=gpus_per_trial,
+        max_cost_usd=max_cost,
+        early_stop=early_stop,
+        metric=metric,
+        mode=mode,
+        cloud="aws" if cloud == "aws" else ("local" if cloud == "local" else None),
+        name=name,
+        seed=seed,
+        grace_epochs=grace_epochs,
+        reduction_factor=reduction_factor,
+        resources=resources,
+    )
+    sweep = service.start_sweep(ledger, prepared)
+    if detach:
+        sys.stdout.write(sweep.id + "\n")
+        return
+    for note in prepared.notes:
+        err.print(f"note: {note}", markup=False)
+    out.print(
+        f"sweep {sweep.name} ({sweep.id}): {len(prepared.trials)} trials"
+        f"{_of_nodes(prepared.plan.nodes)}, {prepared.spec.max_parallel} at once; "
+        f"{prepared.plan.reason}",
+        markup=False,
+    )
+    raise typer.Exit(_follow(ledger, sweep.id))
+
+
+def _of_nodes(nodes: int) -> str:
+    return f" of {nodes} nodes each" if nodes > 1 else ""
+
+
+def _follow(ledger: Any, sweep_id: str) -> int:
+    """Print each trial's changes until the sweep ends; Ctrl-C detaches."""
+    from spotrun.service import sweeps as service
+    from spotrun.store.sweeps import SweepState, SweepStore
+
+    store = SweepStore(ledger)
+    seen: dict[int, str] = {}
+    try:
+        while True:
+            sweep = store.get(sweep_id)
+            for trial in store.trials(sweep_id):
+                run = None if trial.run_id is None else ledger.get_run(trial.run_id)
+                state = trial.status.value if run is None else run.state.value
+                if trial.status.value == "pruned":
+                    state = "pruned"
+                if seen.get(trial.index) != state:
+                    seen[trial.index] = state
+                    shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
+                    out.print(f"trial {trial.index} ({shown}): {state}", markup=False)
+            if sweep.is_over:
+                c = service.counts(store, sweep)
+                out.print(f"sweep {sweep.state.value}: {sweep.message or ''}", markup=False)
+                out.print(", ".join(f"{k} {v}" for k, v in c.items() if v), markup=False)
+                _print_board(ledger, sweep)
+                return SUCCESS if sweep.state is SweepState.COMPLETED else FAILURE
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        err.print(f"\ndetached; the sweep goes on. `spotrun sweep stop {sweep_id}` stops it.")
+        return 130
+
+
+# ------------------------------------------------------------------------- ls
+@sweep_app.command("ls")
+def list_sweeps(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Every sweep, newest last, with its trials' progress."""
+    from spotrun.service import runs as api
+    from spotrun.service import sweeps as service
+    from spotrun.store.sweeps import SweepStore
+
+    ledger = api.open_ledger()
+    store = SweepStore(ledger)
+    rows = []
+    for sweep in store.all():
+        rows.append(
+            {
+                "id": sweep.id,
+                "name": sweep.name,
+                "recipe": sweep.recipe,
+                "cloud": sweep.cloud,
+                "state": sweep.state.value,
+                "created_at": sweep.created_at,
+                "message": sweep.message,
+                **service.counts(store, sweep),
+            }
+        )
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        out.print("no sweeps yet; `spotrun sweep RECIPE --grid KEY=V1,V2` starts one")
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("ID", "NAME", "RECIPE", "CLOUD", "STATE", "TRIALS", "LIVE", "DONE", "PRUNED"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            str(r["name"]),
+            str(r["recipe"]),
+            str(r["cloud"]),
+            str(r["state"]),
+            str(r["trials"]),
+            str(r["live"]),
+            str(r["succeeded"]),
+            str(r["pruned"]),
+        )
+    out.print(table)
+
+
+# --------------------------------------------------------------------- status
+def _status(
+    sweep_ref: str,
+    as_json: bool,
+    as_csv: bool,
+    plot: Path | None,
+) -> None:
+    from spotrun.service import runs as api
+    from spotrun.service import sweeps as service
+    from spotrun.store.sweeps import SweepStore
+    from spotrun.sweep import board
+
+    if as_json and as_csv:
+        raise UsageError("--json and --csv each print the leaderboard; choose one")
+    if plot is not None:
+        board.check_plot_path(plot)
+    ledger = api.open_ledger()
+    store = SweepStore(ledger)
+    sweep = store.resolve(sweep_ref)
+    entries = board.leaderboard(ledger, sweep)
+    if plot is not None:
+        drawn = board.write_plot(plot, sweep, entries)
+        err.print(f"wrote {plot} ({drawn} trials)")
+    if as_json:
+        _print_json(
+            {
+                "id": sweep.id,
+                "name": sweep.name,
+                "recipe": sweep.recipe,
+                "cloud": sweep.cloud,
+                "state": sweep.state.value,
+                "message": sweep.message,
+                "metric": sweep.spec.metric,
+                "mode": sweep.spec.mode,
+                "early_stop": sweep.spec.early_stop,
+                "max_cost_usd": sweep.spec.max_cost_usd,
+                "plan": sweep.plan,
+                "counts": service.counts(store, sweep),
+                "leaderboard": board.records(entries, sweep.spec.metric),
+            }
+        )
+        return
+    if as_csv:
+        _print_csv(board.flat_records(entries, sweep.spec.metric))
+        return
+    out.print(
+        f"sweep {sweep.name} ({sweep.id}) {sweep.state.value}: {sweep.message or ''}",
+        markup=False,
+    )
+    if sweep.plan:
+        out.print(f"plan: {sweep.plan.get('reason')}", markup=False)
+    _print_board(ledger, sweep, entries)
+
+
+def _print_board(ledger: Any, sweep: Any, entries: list[Any] | None = None) -> None:
+    from spotrun.sweep import board
+
+    entries = entries if entries is not None else board.leaderboard(ledger, sweep)
+    keys: list[str] = []
+    for e in entries:
+        keys += [k for k in e.trial.params if k not in keys]
+    table = Table(box=None, pad_edge=False)
+    columns = ["RANK", "TRIAL", *[k.upper() for k in keys], sweep.spec.metric.upper(), "EPOCHS"]
+    columns += ["STATUS", "TIME", "COST", "TO TARGET", "COST TO TARGET"]
+    for col in columns:
+        table.add_column(col)
+    for e in entries:
+        value = "-" if e.best is None else f"{e.best:.4g}"
+        table.add_row(
+            "-" if e.rank is None else str(e.rank),
+            str(e.trial.index),
+            *[e.trial.params.get(k, "") for k in keys],
+            value,
+            str(e.epochs),
+            e.status,
+            _duration(e.time_s),
+            _money(e.cost_usd),
+            _duration(e.time_to_target_s),
+            _money(e.cost_to_target_usd),
+        )
+    out.print(table)
+
+
+@sweep_app.command("leaderboard")  # the same command under the name users look for
+@sweep_app.command("status")
+def sweep_status(
+    sweep: str = typer.Argument(..., help="sweep name or id (prefix)"),
+    as_json: bool = typer.Option(False, "--json", help="the sweep and its leaderboard as JSON"),
+    as_csv: bool = typer.Option(False, "--csv", help="the leaderboard as CSV"),
+    plot: Path | None = typer.Option(
+        None, "--plot", metavar="FILE.png", help="draw the metric against cost per trial"
+    ),
+) -> None:
+    """A sweep's state and its leaderboard: trials ranked by the metric, with cost."""
+    _status(sweep, as_json, as_csv, plot)
+
+
+# ----------------------------------------------------------------------- stop
+@sweep_app.command("stop")
+def stop(
+    sweep: str = typer.Argument(..., help="sweep name or id (prefix)"),
+    timeout: float = typer.Option(300.0, "--timeout", help="seconds to wait for the end"),
+) -> None:
+    """Stop a sweep: no new trials; live ones checkpoint, sync and terminate."""
+    from spotrun.service import runs as api
+    from spotrun.service import sweeps as service
+
+    ledger = api.open_ledger()
+    ended = service.stop_sweep(ledger, sweep, timeout_s=timeout)
+    out.print(f"sweep {ended.name} {ended.state.value}: {ended.message or ''}", markup=False)

@@ -1,0 +1,253 @@
+"""S3, the durable store of a run's checkpoints: the instance uploads, the controller pulls.
+
+On the instance, `python -m spotrun.cloud.aws.checkpoints push ...` uploads new or changed
+checkpoints (and metrics.jsonl) under s3://BUCKET/runs/RUN_ID/; with --watch it keeps doing so
+until the job has ended. On a replacement instance, `... store fetch ...` downloads the newest
+stored checkpoint that reads back whole (the replacement resumes from it: a big checkpoint
+comes from S3 in the region, not from the controller's uplink). The instance gets its
+permissions from its instance profile (read through IMDSv2 by boto3), never from credentials
+copied to it. The controller pulls what it does not have with `pull`, e.g. when the instance is
+gone before its last sync.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from spotrun.cloud.aws.errors import aws_call, error_code
+from spotrun.core.errors import CloudError, UsageError
+from spotrun.core.rundir import CHECKPOINT_NAME, checkpoint_is_complete
+from spotrun.safe_paths import safe_join
+
+STATE_FILE = ".store.json"
+EXIT_FILE = "exit.json"  # written by the job wrapper when the job ends
+DURABLE = ("checkpoints/", "metrics.jsonl", "recipe.json")
+
+
+def run_prefix(run_id: str) -> str:
+    return f"runs/{run_id}/"
+
+
+def _client(region: str) -> Any:
+    config = Config(region_name=region, retries={"mode": "standard", "total_max_attempts": 8})
+    return boto3.session.Session().client("s3", config=config)
+
+
+def check_bucket(s3: Any, bucket: str, region: str) -> None:
+    """A UsageError unless the bucket exists and these credentials may use it."""
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except ClientError as exc:
+        code = error_code(exc)
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            raise UsageError(
+                f"S3 bucket '{bucket}' (aws.bucket) does not exist",
+                hint="create it, or remove aws.bucket from config.toml",
+            ) from exc
+        if code in ("403", "AccessDenied", "Forbidden"):
+            raise UsageError(
+                f"S3 bucket '{bucket}' (aws.bucket) is not accessible with these credentials",
+                hint="grant s3:ListBucket, s3:GetObject and s3:PutObject on it",
+            ) from exc
+        with aws_call("s3", "HeadBucket", region):
+            raise
+    except BotoCoreError as exc:
+        with aws_call("s3", "HeadBucket", region):
+            raise exc
+
+
+def _durable_files(run_dir: Path) -> Iterator[tuple[str, Path]]:
+    for item in sorted(run_dir.rglob("*")):
+        if not item.is_file() or item.name.endswith((".tmp", ".part")):
+            continue
+        rel = item.relative_to(run_dir).as_posix()
+        if rel.startswith(DURABLE[0]) or rel in DURABLE[1:]:
+            yield rel, item
+
+
+@dataclass(frozen=True)
+class PushResult:
+    uploaded: list[str]
+
+
+def push(s3: Any, bucket: str, run_id: str, run_dir: Path, region: str) -> PushResult:
+    """Upload the run's durable files that changed since the last push."""
+    state_path = run_dir / STATE_FILE
+    try:
+        state = json.loads(state_path.read_text())
+    except (OSError, ValueError):
+        state = {}
+    uploaded = []
+    for rel, path in _durable_files(run_dir):
+        info = path.stat()
+        mark = [info.st_size, info.st_mtime]
+        if state.get(rel) == mark:
+            continue
+        with aws_call("s3", "PutObject", region):
+            s3.upload_file(str(path), bucket, run_prefix(run_id) + rel)
+        state[rel] = mark
+        uploaded.append(rel)
+    if uploaded:
+        tmp = state_path.with_name(STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, state_path)
+    return PushResult(uploaded)
+
+
+def pull(s3: Any, bucket: str, run_id: str, local_dir: Path, region: str) -> list[str]:
+    """Download the run's stored files that are missing here.
+
+    Files already here are kept: what the last sync brought from the instance is at least as
+    new as what the uploader stored (metrics.jsonl grows after its last upload)."""
+    prefix = run_prefix(run_id)
+    fetched = []
+    with aws_call("s3", "ListObjectsV2", region):
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        objects = [obj for page in pages for obj in page.get("Contents", [])]
+    for obj in objects:
+        rel = obj["Key"][len(prefix) :]
+        if not rel or rel.endswith("/"):
+            continue
+        target = safe_join(local_dir, rel, what=f"stored file s3://{bucket}/{obj['Key']}")
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".part")
+        with aws_call("s3", "GetObject", region):
+            s3.download_file(bucket, obj["Key"], str(tmp))
+        os.replace(tmp, target)
+        fetched.append(rel)
+    return fetched
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What `fetch_checkpoint` put in place: the checkpoint's name and step (None: nothing
+    stored was new enough and whole), and the stored ones it found incomplete."""
+
+    name: str | None
+    step: int | None
+    incomplete: list[str]
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "step": self.step, "incomplete": self.incomplete})
+
+    @classmethod
+    def from_json(cls, text: str) -> Fetched:
+        data = json.loads(text)
+        step = data.get("step")
+        return cls(data.get("name"), int(step) if step is not None else None, data["incomplete"])
+
+
+def stored_checkpoints(s3: Any, bucket: str, run_id: str, region: str) -> list[tuple[str, int]]:
+    """The run's checkpoints in the store, newest first: (file name, step)."""
+    prefix = run_prefix(run_id) + DURABLE[0]
+    with aws_call("s3", "ListObjectsV2", region):
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        keys = [obj["Key"] for page in pages for obj in page.get("Contents", [])]
+    found = []
+    for key in keys:
+        match = CHECKPOINT_NAME.match(key[len(prefix) :])
+        if match:
+            found.append((match.group(0), int(match.group(1))))
+    return sorted(found, key=lambda item: item[1], reverse=True)
+
+
+def fetch_checkpoint(
+    s3: Any, bucket: str, run_id: str, run_dir: Path, region: str, at_least: int
+) -> Fetched:
+    """On a replacement instance: download the newest stored checkpoint of step `at_least` or
+    later that reads back whole into run_dir/checkpoints/ (an incomplete one, e.g. an upload
+    cut by the reclaim, is skipped for the one before it)."""
+    folder = run_dir / DURABLE[0]
+    folder.mkdir(parents=True, exist_ok=True)
+    incomplete = []
+    for name, step in stored_checkpoints(s3, bucket, run_id, region):
+        if step < at_least:
+            break
+        target = folder / name
+        tmp = target.with_name(name + ".part")
+        with aws_call("s3", "GetObject", region):
+            s3.download_file(bucket, run_prefix(run_id) + DURABLE[0] + name, str(tmp))
+        if not checkpoint_is_complete(tmp):
+            tmp.unlink(missing_ok=True)
+            incomplete.append(name)
+            continue
+        os.replace(tmp, target)
+        return Fetched(name, step, incomplete)
+    return Fetched(None, None, incomplete)
+
+
+def _job_ended_since(exit_file: Path, started: float) -> bool:
+    """The job's exit record, if written after `started` (one left by an earlier job of a
+    resumed run does not count)."""
+    try:
+        return exit_file.stat().st_mtime >= started - 1.0
+    except FileNotFoundError:
+        return False
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spotrun.cloud.aws.checkpoints")
+    sub = parser.add_subparsers(dest="op", required=True)
+    p = sub.add_parser("push", help="upload new checkpoints of a run folder")
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--bucket", required=True)
+    p.add_argument("--region", required=True)
+    p.add_argument("--watch", type=float, default=0.0, help="seconds between pushes; 0 = once")
+    p.add_argument("--since", type=float, default=None, help="when it was started (epoch s)")
+    f = sub.add_parser("fetch", help="download the newest whole stored checkpoint")
+    f.add_argument("--run-dir", type=Path, required=True)
+    f.add_argument("--run-id", required=True)
+    f.add_argument("--bucket", required=True)
+    f.add_argument("--region", required=True)
+    f.add_argument("--at-least", type=int, default=0, help="the oldest step worth fetching")
+    args = parser.parse_args(argv)
+    if args.op == "fetch":
+        try:
+            fetched = fetch_checkpoint(
+                _client(args.region),
+                args.bucket,
+                args.run_id,
+                args.run_dir,
+                args.region,
+                args.at_least,
+            )
+        except CloudError as exc:
+            print(f"store: {exc.user_message()}", file=sys.stderr, flush=True)
+            return 1
+        print(fetched.to_json(), flush=True)
+        return 0
+    started = args.since if args.since is not None else time.time()
+    s3 = _client(args.region)
+    while True:
+        ended = _job_ended_since(args.run_dir / EXIT_FILE, started)
+        try:
+            result = push(s3, args.bucket, args.run_id, args.run_dir, args.region)
+        except CloudError as exc:
+            print(f"store: {exc.user_message()}", file=sys.stderr, flush=True)
+            if not args.watch:
+                return 1
+        else:
+            if result.uploaded:
+                print(f"store: uploaded {', '.join(result.uploaded)}", flush=True)
+        if not args.watch or ended:
+            return 0
+        time.sleep(args.watch)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,154 @@
+"""Multi-node runs: N instances trained on together by torchrun, one process group.
+
+spotrun does not coordinate the nodes itself: every node runs torchrun, which meets the others
+in a c10d rendezvous (torch.distributed's elastic rendezvous, a TCP store) on the first node's
+private address. spotrun's part is to say who the nodes are:
+
+- the order: c10d numbers the nodes that join by sorting their addresses (`--local-addr`), so
+  spotrun orders a cluster's instances the same way. Node 0 is the first address: it hosts the
+  rendezvous, its first process is rank 0 (which writes checkpoints and metrics), and it is the
+  node spotrun syncs the run folder from. Each process checks that torchrun's GROUP_RANK is
+  the node rank spotrun gave it, so a disagreement fails loudly instead of checkpointing on
+  another node;
+- processes per node: the instance's GPUs (one process on a CPU instance, with gloo);
+- the network settings for NCCL on AWS (EFA through libfabric where the type has it), which
+  `aws.cluster_env` in config.toml overrides key by key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from spotrun.cloud.base import Instance
+from spotrun.core.errors import UsageError
+
+LAYOUT_FILE = "cluster.json"  # in the local run folder: the nodes of the last start
+NODES_DIR = "nodes"  # in the local run folder: what other nodes than node 0 sync back
+
+# NCCL over EFA (libfabric's efa provider, GPUDirect RDMA where the type has it) on AWS.
+EFA_ENV = {
+    "FI_PROVIDER": "efa",
+    "FI_EFA_USE_DEVICE_RDMA": "1",
+    "NCCL_SOCKET_IFNAME": "^lo,docker",
+}
+# Without EFA, NCCL's sockets go over the VPC's network interface, never the loopback one.
+TCP_ENV = {"NCCL_SOCKET_IFNAME": "^lo,docker"}
+
+
+def node_address(instance: Instance) -> str:
+    """The address the other nodes reach this one on (inside the cloud's network)."""
+    address = instance.private_address or instance.address
+    if not address:
+        raise UsageError(f"instance {instance.id} has no address the other nodes can reach")
+    return address
+
+
+def order(instances: list[Instance]) -> list[Instance]:
+    """The cluster's nodes in torch's c10d order: by address, as text (node 0 first)."""
+    return sorted(instances, key=lambda i: (node_address(i), i.id))
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """One start of a multi-node job."""
+
+    run_id: str
+    nodes: list[Instance]  # in `order`
+    procs_per_node: int
+    port: int
+    efa: bool
+
+    @property
+    def head(self) -> Instance:
+        return self.nodes[0]
+
+    def rendezvous_args(self, rank: int) -> list[str]:
+        """torchrun's options on node `rank`: where and how the nodes meet."""
+        return [
+            f"--nnodes={len(self.nodes)}",
+            f"--nproc-per-node={self.procs_per_node}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={node_address(self.head)}:{self.port}",
+            f"--rdzv-id={self.run_id}",
+            # Node 0 hosts the rendezvous store; on loopback (the lab) every address would look
+            # like this machine's own, so who hosts is said, not guessed.
+            f"--rdzv-conf=is_host={1 if rank == 0 else 0}",
+            f"--local-addr={node_address(self.nodes[rank])}",
+            # A failure restarts nothing inside torchrun: spotrun replaces the node and starts
+            # the job again from the checkpoint.
+            "--max-restarts=0",
+        ]
+
+    def torchrun_argv(self, python: str, rank: int, program: list[str]) -> list[str]:
+        """torchrun on node `rank`, running `program` (a python module's argv: -m NAME ...)."""
+        return [python, "-m", "torch.distributed.run", *self.rendezvous_args(rank), *program]
+
+    def env(self, rank: int, overrides: dict[str, str]) -> dict[str, str]:
+        """The node's environment: spotrun's node variables, NCCL settings, then overrides."""
+        env = {
+            "SPOTRUN_NODE_RANK": str(rank),
+            "SPOTRUN_NNODES": str(len(self.nodes)),
+            "SPOTRUN_MASTER_ADDR": node_address(self.head),
+            # your own command: `torchrun $SPOTRUN_TORCHRUN_ARGS train.py` joins the cluster
+            "SPOTRUN_TORCHRUN_ARGS": " ".join(self.rendezvous_args(rank)),
+            **(EFA_ENV if self.efa else TCP_ENV),
+        }
+        env.update(overrides)
+        return env
+
+    def layout(self) -> dict[str, object]:
+        return {
+            "at": time.time(),
+            "nodes": [
+                {"rank": rank, "id": inst.id, "address": node_address(inst)}
+                for rank, inst in enumerate(self.nodes)
+            ],
+        }
+
+
+def write_layout(run_dir: Path, spec: ClusterSpec) -> None:
+    path = run_dir / LAYOUT_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(spec.layout(), indent=1))
+    os.replace(tmp, path)
+
+
+def read_layout(run_dir: Path) -> list[str]:
+    """The instance ids of the last start, node 0 first ([] before the first)."""
+    try:
+        data = json.loads((run_dir / LAYOUT_FILE).read_text())
+        return [str(node["id"]) for node in data["nodes"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def local_dir(run_dir: Path, instance_id: str) -> Path:
+    """Where a node's run folder is kept here: node 0's is the run folder itself."""
+    ids = read_layout(run_dir)
+    if not ids or ids[0] == instance_id:
+        return run_dir
+    return run_dir / NODES_DIR / instance_id
+
+
+def node_dirs(run_dir: Path) -> list[Path]:
+    """The run folder and the other nodes' folders (where their notices arrive)."""
+    others = run_dir / NODES_DIR
+    extra = sorted(p for p in others.iterdir() if p.is_dir()) if others.is_dir() else []
+    return [run_dir, *extra]
+
+
+def check_node_rank(environ: dict[str, str] | None = None) -> None:
+    """In a training process: torchrun's node number must be the one spotrun gave the node."""
+    env = dict(os.environ if environ is None else environ)
+    given, found = env.get("SPOTRUN_NODE_RANK"), env.get("GROUP_RANK")
+    if given is None or found is None or given == found:
+        return
+    raise UsageError(
+        f"torchrun made this node number {found}, but spotrun started it as node {given}: "
+        "rank 0 would not be on the node spotrun syncs checkpoints from",
+        hint="the nodes' addresses must sort in node order (spotrun.control.cluster.order)",
+    )

@@ -1,0 +1,207 @@
+"""The run supervisor: a detached process per run that drives it to the end.
+
+`launch` starts one and returns (or follows along); it outlives the terminal. A supervisor
+holds an exclusive lock on its run's folder for its whole life, so there is never more than one
+per run, and any spotrun command can tell whether one is alive by trying that lock: the next
+command after a crash (or a reboot) starts a new one, which picks the run up where it was.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from spotrun.core.config import Settings, load_settings
+from spotrun.core.errors import SpotrunError
+from spotrun.store.ledger import Ledger, RunRecord
+
+LOCK_FILE = "supervisor.lock"
+LOG_FILE = "supervisor.log"
+
+
+def _try_lock(path: Path, wait_s: float = 0.0) -> IO[str] | None:
+    """The lock held open (keep the handle), or None if another process holds it."""
+    fh = open(path, "a")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fh
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                fh.close()
+                return None
+            time.sleep(0.05)
+
+
+def is_supervised(run: RunRecord) -> bool:
+    return lock_is_held(run.run_dir / LOCK_FILE, run.supervisor_pid)
+
+
+def lock_is_held(lock_path: Path, holder_pid: int | None) -> bool:
+    """True while a live supervisor holds `lock_path` (holder_pid: the one the ledger names)."""
+    if not lock_path.exists():
+        return False
+    fh = _try_lock(lock_path)
+    if fh is None and not process_running(holder_pid):
+        # A killed process's main thread turns zombie before its other threads have let go
+        # of its files, this lock among them: give them a moment rather than trust the lock.
+        fh = _try_lock(lock_path, wait_s=2.0)
+    if fh is None:
+        return True
+    fh.close()  # we got it, so nobody holds it; closing releases it
+    return False
+
+
+def process_running(pid: int | None) -> bool:
+    """pid is a process that is not a zombie (a zombie's main thread has exited)."""
+    if pid is None:
+        return False
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"
+
+
+def spawn(settings: Settings, run: RunRecord) -> int:
+    """Start a detached supervisor for `run`; returns its pid."""
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    log_fh = open(run.run_dir / LOG_FILE, "ab")
+    env = {**os.environ, "SPOTRUN_HOME": str(settings.home)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spotrun.control.supervisor", run.id],
+        stdin=subprocess.DEVNULL,
+        stdout=log_fh,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # not in the terminal's process group: Ctrl-C does not reach it
+        env=env,
+        close_fds=True,
+    )
+    log_fh.close()
+    return proc.pid
+
+
+class Prewarmed:
+    """A supervisor started before its run exists, so that its imports and cloud clients are
+    ready when the run is handed to it (they take a second or more; `launch` plans meanwhile).
+
+    Hand it a run with `hand(run)`; `cancel()` (or this process ending) lets it exit unused.
+    """
+
+    def __init__(self, settings: Settings, cloud: str) -> None:
+        self.settings = settings
+        env = {**os.environ, "SPOTRUN_HOME": str(settings.home)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "spotrun.control.supervisor", "--prewarm", cloud],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+            close_fds=True,
+        )
+
+    def hand(self, run: RunRecord) -> int:
+        """Give it `run`; returns its pid. It logs to the run's supervisor.log from now on."""
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(f"{run.id}\n".encode())
+            self.proc.stdin.close()
+        except BrokenPipeError:  # it died while warming up: start a plain one
+            return spawn(self.settings, run)
+        return self.proc.pid
+
+    def cancel(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+
+
+def _await_run(cloud: str) -> str | None:
+    """The prewarm half of `main`: import and connect what driving a run needs, then wait."""
+    import spotrun.control.controller  # noqa: F401  (the import is the point)
+    from spotrun.cloud import get_provider
+
+    try:
+        warm = getattr(get_provider(cloud, load_settings()), "warm", None)
+        if warm is not None:
+            warm()
+    except SpotrunError:
+        pass  # warming is only a head start; driving the run meets (and logs) the same error
+    line = sys.stdin.readline().strip()
+    if not line:
+        return None
+    run_dir = Ledger(load_settings()).get_run(line).run_dir
+    log_fd = os.open(run_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    return line
+
+
+def ensure_supervised(ledger: Ledger, live_sweeps: set[str]) -> list[str]:
+    """Start a supervisor for every live run that has none, except the trials of the sweeps
+    in `live_sweeps` (a live sweep drives its own trials); returns the run ids restarted."""
+    restarted = []
+    for run in ledger.active_runs():
+        if run.sweep_id in live_sweeps:
+            continue
+        if not is_supervised(run):
+            pid = spawn(ledger.settings, run)
+            ledger.set_supervisor(run.id, pid)
+            ledger.add_event(
+                run.id, "supervisor", f"supervisor was not running; restarted (pid {pid})"
+            )
+            restarted.append(run.id)
+    return restarted
+
+
+def _raise_exit(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str]) -> int:
+    from spotrun.control.controller import RunController
+
+    if argv[:1] == ["--prewarm"]:
+        awaited = _await_run(argv[1])
+        if awaited is None:
+            return 0
+        argv = [awaited]
+    run_id = argv[0]
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stdout,
+    )
+    settings = load_settings()
+    ledger = Ledger(settings)
+    run = ledger.get_run(run_id)
+    lock = _try_lock(run.run_dir / LOCK_FILE, wait_s=3.0)
+    if lock is None:
+        logging.info("another supervisor holds run %s; leaving it to that one", run_id)
+        return 0
+    faulthandler.register(signal.SIGUSR2, all_threads=True)  # `kill -USR2 PID`: every stack
+    # SIGTERM/SIGHUP end the supervisor only; the run goes on and the next command restarts it.
+    signal.signal(signal.SIGTERM, _raise_exit)
+    signal.signal(signal.SIGHUP, _raise_exit)
+    ledger.set_supervisor(run_id, os.getpid())
+    logging.info("supervising run %s (pid %d) from state %s", run_id, os.getpid(), run.state)
+    final = RunController(ledger, run_id).drive()
+    logging.info("run %s ended: %s %s", run_id, final.state, final.message or "")
+    lock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

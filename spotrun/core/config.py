@@ -1,0 +1,250 @@
+"""Typed configuration: user settings, the resources a job asks for, and a launch spec.
+
+Every model forbids unknown keys, so a typo in config.toml or a task file is an error that names
+the key instead of a setting silently ignored.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from spotrun.core.errors import UsageError
+from spotrun.core.jobspec import JobSpec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+# The AWS Deep Learning Base AMI (NVIDIA driver, CUDA, Ubuntu 22.04), published by AWS in SSM.
+DEFAULT_IMAGE_SSM_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+)
+
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+CloudName = Literal["local", "aws"]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AwsSettings(StrictModel):
+    region: str = "us-east-1"
+    regions: list[str] = Field(default_factory=list, description="regions `gc` sweeps; [] = region")
+    image_id: str | None = Field(None, description="an AMI id; wins over image_ssm_parameter")
+    image_ssm_parameter: str = DEFAULT_IMAGE_SSM_PARAMETER
+    architecture: Literal["x86_64", "arm64"] = Field(
+        "x86_64", description="CPU architecture of the image; only types that run it are offered"
+    )
+    bucket: str | None = Field(None, description="S3 bucket for checkpoints (durable store)")
+    ssh_address: Literal["public", "private"] = "public"
+    ssh_user: str = "ubuntu"
+    ssh_port: int = Field(22, ge=1, le=65535)
+    ssh_timeout_s: float = Field(600.0, gt=0, description="boot + SSH banner wait, then terminate")
+    ssh_cidr: str | None = Field(
+        None, description="who may reach SSH; default this machine's own address as a /32"
+    )
+    caller_ip_url: str = Field(
+        "https://checkip.amazonaws.com", description="answers this machine's public address"
+    )
+    root_volume_gb: int = Field(200, ge=8)
+    data_cache_volume: bool = Field(
+        False,
+        description="stage s3:// data onto an EBS volume of the run's that a replacement "
+        "instance in the same zone reattaches (it fetches only the shards missing on it)",
+    )
+    subnet_id: str | None = None
+    subnet_ids: list[str] = Field(
+        default_factory=list, description="subnets to launch in (one per zone); [] = default VPC"
+    )
+    instance_profile: str | None = Field(None, description="IAM instance profile name")
+    python: str = Field("python3", description="python on the instance that runs spotrun")
+    remote_root: str | None = Field(
+        None, description="spotrun's folder on the instance; default ~/.spotrun of ssh_user"
+    )
+    metadata_url: str = "http://169.254.169.254"
+    gpu_instance_types: list[str] = Field(
+        default_factory=lambda: ["g*", "p*"], description="type patterns searched for GPU offers"
+    )
+    cpu_instance_types: list[str] = Field(
+        default_factory=lambda: ["c6i.*", "c7i.*", "m6i.*", "m7i.*"],
+        description="type patterns offered to recipes that need no GPU",
+    )
+    expires_after_hours: float = Field(
+        24.0, gt=0, description="spotrun:expires tag when a launch sets no --max-hours"
+    )
+    pricing_api: bool = Field(True, description="ask the Pricing API for on-demand prices")
+    max_attempts: int = Field(8, ge=1, description="calls per request, throttling retries included")
+    poll_s: float = Field(2.0, gt=0, description="how often the controller looks at a job")
+    consistency_s: float = Field(
+        120.0,
+        gt=0,
+        description="how long a new instance may be unknown to EC2's describe calls "
+        "(eventual consistency) before spotrun takes it as gone",
+    )
+    # Surviving spot (spotrun.control.recovery, spotrun.agent.watcher)
+    notice_poll_s: float = Field(
+        5.0, gt=0, le=5.0, description="how often the instance's agent asks IMDS for a notice"
+    )
+    unreachable_s: float = Field(
+        60.0, gt=0, description="a running instance silent this long is replaced"
+    )
+    end_grace_s: float = Field(
+        300.0, gt=0, description="after its job ends, an instance no controller ended ends itself"
+    )
+    # Multi-node runs (--nodes; spotrun.control.cluster)
+    max_nodes: int = Field(16, ge=1, description="the most instances one run may have")
+    rendezvous_port: int = Field(29400, ge=1, le=65535, description="torchrun's c10d port")
+    cluster_env: dict[str, str] = Field(
+        default_factory=dict, description="multi-node job environment, over spotrun's NCCL/EFA"
+    )
+    cluster_replace_s: float = Field(
+        300.0,
+        gt=0,
+        description="how long a lost node's replacement is sought in the cluster's zone "
+        "before the whole cluster moves",
+    )
+
+
+class Settings(StrictModel):
+    home: Path
+    default_cloud: CloudName = "local"
+    owner: str = Field(default_factory=getpass.getuser)
+    max_cost_usd: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="default budget for every launch"
+    )
+    heartbeat_timeout_s: float = Field(1800.0, gt=0)
+    budget_check_s: float = Field(30.0, gt=0, description="how often a capped run is projected")
+    budget_stop_margin_s: float = Field(
+        180.0, ge=0, description="seconds a budget stop takes: checkpoint, sync, terminate"
+    )
+    data_dir: Path | None = Field(
+        None, description="where recipes find data sets by name (data=cifar10); None = home/data"
+    )
+    workdir_max_mb: float = Field(
+        100.0, gt=0, description="the largest workdir a launch ships to an instance"
+    )
+    aws: AwsSettings = Field(default_factory=AwsSettings)
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.home / "ledger.db"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.home / "runs"
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / "config.toml"
+
+    @property
+    def data_path(self) -> Path:
+        # a relative data_dir is relative to home; an absolute one replaces it
+        return self.home / (self.data_dir.expanduser() if self.data_dir else "data")
+
+    @property
+    def cache_dir(self) -> Path:
+        """Derived files that can be rebuilt: unpacked archives, decoded image caches."""
+        return self.home / "cache"
+
+
+def default_home() -> Path:
+    env = os.environ.get("SPOTRUN_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".spotrun"
+
+
+def load_settings(home: Path | None = None) -> Settings:
+    """Settings from SPOTRUN_HOME/config.toml (all keys optional)."""
+    home = (home or default_home()).absolute()
+    data: dict[str, object] = {}
+    config_path = home / "config.toml"
+    if config_path.exists():
+        try:
+            data = tomllib.loads(config_path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"{config_path} is not UTF-8 text (byte {exc.start})", hint="save it as UTF-8"
+            ) from exc
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise UsageError(f"cannot read {config_path}: {exc}") from exc
+    if "home" in data:
+        raise UsageError(
+            f"{config_path}: 'home' cannot be set in the config file it lives in",
+            hint="set SPOTRUN_HOME to choose another home",
+        )
+    try:
+        return Settings(home=home, **data)
+    except ValidationError as exc:
+        raise UsageError(f"{config_path}: {describe_validation_error(exc)}") from exc
+
+
+# Bounds on counts that drive work or money, so that a typo (gpus: 80000) is refused at launch.
+MAX_GPUS_PER_NODE = 64  # the largest instances have 8-16
+MAX_NODES = 1024
+MAX_DISK_GB = 65536  # EBS volumes end at 64 TiB
+
+
+class Resources(StrictModel):
+    """What a job needs from an instance."""
+
+    gpus: int = Field(0, ge=0, le=MAX_GPUS_PER_NODE, description="GPUs per node")
+    gpu_model: str | None = Field(None, description="e.g. A100, H100, L4 (case-insensitive)")
+    gpu_memory_gb: float | None = Field(None, gt=0, description="at least this much per GPU")
+    instance_type: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    spot: bool = True
+    disk_gb: int | None = Field(
+        None, ge=8, le=MAX_DISK_GB, description="root volume; None = settings"
+    )
+    nodes: int = Field(1, ge=1, le=MAX_NODES)
+
+
+class LaunchSpec(StrictModel):
+    """Everything `launch` was asked for, resolved and validated; stored with the run."""
+
+    recipe: str  # the recipe; for your own command, a label (the task's name, or "cmd")
+    overrides: list[str] = Field(default_factory=list)
+    resources: Resources = Field(default_factory=Resources)
+    name: str | None = None
+    cloud: CloudName = "local"
+    # finite: `inf` or 1e400 is no cap, and a cap that is no cap is refused
+    max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_hours: float | None = Field(None, gt=0, allow_inf_nan=False)
+    job: JobSpec | None = Field(None, description="what runs; None: the recipe, as stored before")
+
+    def job_spec(self) -> JobSpec:
+        """The job this launch runs (runs recorded before jobs existed ran their recipe)."""
+        return self.job if self.job is not None else JobSpec.for_recipe(self.recipe, self.overrides)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_safe(cls, value: str | None) -> str | None:
+        if value is not None and not NAME_PATTERN.match(value):
+            raise ValueError(
+                "a run name is 1-63 characters of a-z, 0-9, '-' and '_', starting with a "
+                "letter or digit"
+            )
+        return value
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line naming each bad key and what was expected of it."""
+    parts = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "value"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown key '{key}'")
+        else:
+            parts.append(f"{key}: {err['msg']}")
+    return "; ".join(parts)

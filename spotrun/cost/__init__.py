@@ -1,0 +1,1 @@
+"""Money: billing rules, bills, shared instances, prices, budgets, reports and plots."""

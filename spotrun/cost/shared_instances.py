@@ -1,0 +1,128 @@
+"""Pricing a packed trial: its share of the pack instance's bill.
+
+Every second of the instance's bill (compute at the spot price in force, its volume) is split
+equally between the trials on it in that second. Seconds with no trial on it (booting before
+the first one starts its job, the teardown after the last one left, the 60-second minimum) go
+to the trials nearest in time: those on it just before (or, at the start, just after). The
+trials' shares therefore add up to the instance's bill exactly.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from spotrun.cost import rules as cost
+from spotrun.cost.instance_bills import bill_instance
+from spotrun.cost.prices import PriceBook
+from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
+from spotrun.store.sweeps import SweepStore
+
+
+def split(start: int, end: int, stays: list[tuple[str, int, int]]) -> dict[str, list[cost.Span]]:
+    """Each key's spans of [start, end) with its share in each; `stays` are (key, from, to)."""
+
+    def clip(t: int) -> int:
+        return min(max(t, start), end)
+
+    points = sorted({start, end, *(clip(j) for _, j, _ in stays), *(clip(x) for _, _, x in stays)})
+    pieces: list[tuple[int, int, list[str]]] = []
+    for a, b in zip(points, points[1:]):
+        if b > a:
+            pieces.append((a, b, [k for k, j, x in stays if j <= a and x >= b]))
+    filled: list[list[str]] = [p[2] for p in pieces]
+    for i in range(1, len(filled)):  # a gap goes to the tenants just before it
+        if not filled[i]:
+            filled[i] = filled[i - 1]
+    for i in range(len(filled) - 2, -1, -1):  # a gap at the start to the first ones after it
+        if not filled[i]:
+            filled[i] = filled[i + 1]
+    spans: dict[str, list[cost.Span]] = {}
+    for (a, b, _), keys in zip(pieces, filled):
+        for key in keys:
+            share = Fraction(1, len(keys))
+            mine = spans.setdefault(key, [])
+            if mine and mine[-1][1] == a and mine[-1][2] == share:
+                mine[-1] = (mine[-1][0], b, share)
+            else:
+                mine.append((a, b, share))
+    return spans
+
+
+def seat_bill(
+    ledger: Ledger,
+    record: InstanceRecord,
+    run: RunRecord,
+    book: PriceBook,
+    *,
+    now: float,
+    offline: bool,
+) -> cost.SharedBill | None:
+    """The bill of a trial's seat on a pack instance, or None if `record` is no seat."""
+    store = SweepStore(ledger)
+    stay = store.stay_by_seat(record.id)
+    if stay is None:
+        return None
+    inst = store.pack_instance(stay.instance_id)
+    if inst is None or inst.launched_at is None:
+        return None
+    ended = inst.terminated_at is not None
+    start = cost.whole_second(inst.launched_at)
+    end = max(start, cost.whole_second(inst.terminated_at if ended else now))  # type: ignore[arg-type]
+    disk = run.spec.resources.disk_gb or ledger.settings.aws.root_volume_gb
+    market: cost.Market = "spot" if inst.market == "spot" else "on-demand"
+    if inst.market == "local":
+        market = "local"
+    whole_usage = cost.Usage(
+        instance_id=inst.id,
+        instance_type=inst.instance_type,
+        region=inst.region or "",
+        zone=inst.zone or "",
+        market=market,
+        start=start,
+        end=end,
+        ending=cost.ending_of(inst.end_reason, ended=ended),
+        volumes=() if market == "local" else (cost.Volume(size_gb=disk),),
+    )
+    holder = InstanceRecord(
+        id=inst.id,
+        run_id=run.id,
+        provider=inst.provider,
+        instance_type=inst.instance_type,
+        market=inst.market,
+        state="terminated" if ended else "running",
+        region=inst.region,
+        zone=inst.zone,
+    )
+    whole = bill_instance(holder, whole_usage, book, offline)
+    stays = [
+        (
+            s.seat_id,
+            cost.whole_second(s.joined_at),
+            cost.whole_second(s.left_at) if s.left_at is not None else whole.end,
+        )
+        for s in store.stays_on(inst.id)
+    ]
+    spans = tuple(split(start, whole.end, stays).get(stay.seat_id, []))
+    seat_start = cost.whole_second(stay.joined_at)
+    seat_end = cost.whole_second(stay.left_at) if stay.left_at is not None else end
+    compute_s = sum(
+        (share * max(0, min(b, whole.billed_stop) - a) for a, b, share in spans), Fraction(0)
+    )
+    return cost.SharedBill(
+        usage=cost.Usage(
+            instance_id=stay.seat_id,
+            instance_type=inst.instance_type,
+            region=inst.region or "",
+            zone=inst.zone or "",
+            market=market,
+            start=seat_start,
+            end=max(seat_start, seat_end),
+            ending=cost.Ending.USER if stay.left_at is not None or ended else cost.Ending.LIVE,
+        ),
+        billed_s=round(compute_s) if whole.billed_s else 0,
+        history=whole.history,
+        on_demand_rate=whole.on_demand_rate,
+        volumes=(),
+        whole=whole,
+        spans=spans,
+    )

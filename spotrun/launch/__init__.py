@@ -1,0 +1,1 @@
+"""Preparing a launch: planning offers for a job."""

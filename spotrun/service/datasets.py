@@ -1,0 +1,111 @@
+"""What `spotrun data push|ls` and a launch with remote data ask of S3.
+
+Called through spotrun.service.runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spotrun.core.errors import UsageError
+from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
+from spotrun.datasets.pack import PushResult, push
+from spotrun.datasets.spec import S3_FORM, S3Data, parse_s3
+
+
+def _s3(text: str) -> S3Data:
+    if not text.startswith("s3://"):
+        raise UsageError(f"'{text}' is not an s3:// address", hint=f"expected {S3_FORM}")
+    return parse_s3(text)
+
+
+def push_folder(
+    folder: Path,
+    dest: str,
+    *,
+    shard_size: int,
+    parallel: int,
+    log: Callable[[str], None],
+) -> PushResult:
+    from spotrun.cloud.aws.datasets import S3Store
+
+    target = _s3(dest)
+    if not target.prefix:
+        raise UsageError(
+            f"{dest} names a whole bucket", hint="push into a prefix: s3://BUCKET/NAME"
+        )
+    store = S3Store(target.bucket, connections=max(10, parallel * 2))
+    store.check_bucket()
+    return push(store, folder, target, shard_size=shard_size, parallel=parallel, log=log)
+
+
+@dataclass(frozen=True)
+class DataSetRow:
+    uri: str
+    name: str
+    shards: int
+    files: int
+    size: int
+    created_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "uri": self.uri,
+            "name": self.name,
+            "shards": self.shards,
+            "files": self.files,
+            "bytes": self.size,
+            "created_at": self.created_at,
+        }
+
+
+def list_sets(where: str) -> list[DataSetRow]:
+    """The pushed data sets at or under `where` (s3://bucket[/prefix])."""
+    from spotrun.cloud.aws.datasets import S3Store
+
+    target = _s3(where)
+    store = S3Store(target.bucket)
+    store.check_bucket()
+    rows = []
+    for info in store.list(target.list_prefix):
+        if info.key != MANIFEST_NAME and not info.key.endswith("/" + MANIFEST_NAME):
+            continue
+        raw = store.read(info.key)
+        if raw is None:
+            continue
+        prefix = info.key[: -len(MANIFEST_NAME)].rstrip("/")
+        uri = f"s3://{target.bucket}/{prefix}".rstrip("/")
+        manifest = read_manifest(raw, f"{uri}/{MANIFEST_NAME}")
+        rows.append(
+            DataSetRow(
+                uri,
+                manifest.name,
+                len(manifest.shards),
+                manifest.files,
+                manifest.size,
+                manifest.created_at,
+            )
+        )
+    return rows
+
+
+def check_s3_data(text: str) -> str:
+    """At launch: the S3 data set exists and is readable; what it is, in words."""
+    from spotrun.cloud.aws.datasets import S3Store
+
+    source = parse_s3(text)
+    store = S3Store(source.bucket)
+    store.check_bucket()
+    raw = store.read(source.key(MANIFEST_NAME))
+    if raw is not None:
+        manifest = read_manifest(raw, f"{source.uri}/{MANIFEST_NAME}")
+        return f"{len(manifest.shards)} shards, {manifest.size:,} bytes, {manifest.files:,} files"
+    for _ in store.list(source.list_prefix):
+        return "a folder tree (no manifest: staged file by file)"
+    raise UsageError(
+        f"data {source.uri}: nothing is stored under that prefix",
+        hint=f"push the data set first: spotrun data push FOLDER {source.uri}",
+    )
