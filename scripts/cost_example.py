@@ -2,7 +2,7 @@
 
     python scripts/cost_example.py
 
-tests/unit/test_cost_readme.py checks that the README holds exactly this text.
+tests/unit/cost/test_cost_readme.py checks that the README holds exactly this text.
 """
 
 from __future__ import annotations

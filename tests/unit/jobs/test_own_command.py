@@ -26,7 +26,7 @@ from spotrun.remote.local import LocalRunner
 from spotrun.remote.push import push_workdir
 from tests.helpers import wait_for
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 # ------------------------------------------------------------------ task files

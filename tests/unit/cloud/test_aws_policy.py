@@ -11,7 +11,7 @@ import botocore.session
 
 from spotrun.cloud.aws import policy
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Clients spotrun makes, with the prefix IAM gives their actions.
 SERVICES = {
     "ec2": "ec2",

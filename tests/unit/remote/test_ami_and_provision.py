@@ -8,7 +8,7 @@ from pathlib import Path
 
 from spotrun.remote.provision import PROVISION_SCRIPT, code_bundle
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / PROVISION_SCRIPT
 
 
