@@ -923,7 +923,11 @@ def _keep_private(db_path: Path) -> None:
     """The ledger holds what runs were given (a resume needs its --env values): 0600, with its
     -wal and -shm, made so before SQLite writes a byte (an older ledger is tightened here)."""
     try:
-        os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT, 0o600))
+        # Never open (and close) an existing ledger file here: closing any descriptor of it
+        # drops every POSIX lock this process holds on it, those of its other connections too.
+        if not db_path.exists():
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         for path in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
             if path.exists() and path.stat().st_mode & 0o077:
                 os.chmod(path, 0o600)
