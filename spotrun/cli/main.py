@@ -21,8 +21,8 @@ from spotrun.core.config import load_settings
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
 from spotrun.core.runstates import RunState
+from spotrun.core.terminal_text import printable
 from spotrun.service import runs as api
-from spotrun.terminal_text import printable
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click_exceptions

@@ -36,6 +36,7 @@ from spotrun.core.errors import (
 )
 from spotrun.core.exitcodes import CHECKPOINTED
 from spotrun.core.runstates import RunState
+from spotrun.core.terminal_text import printable
 from spotrun.cost.bills import bill_run
 from spotrun.cost.budget import Action
 from spotrun.cost.prices import PriceBook, PriceSource
@@ -45,7 +46,6 @@ from spotrun.remote.job import JobDriver, JobStatus
 from spotrun.remote.jobprep import pull_outputs, setup_failure
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.sweep.packs import run_provider
-from spotrun.terminal_text import printable
 from spotrun.train.device_record import DeviceWatch
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from spotrun.core.errors import UnsafePathError
+from spotrun.core.safe_paths import plain_relpath
 from spotrun.datasets.manifest import Checksum
-from spotrun.safe_paths import plain_relpath
 
 READ_BYTES = 1 << 20
 BLOCK = tarfile.BLOCKSIZE  # 512: tar headers and the padding of file data
@@ -95,7 +95,7 @@ class HashingReader:
 
 
 def safe_member_name(name: str, split: str) -> str:
-    """`name` if it is a plain relative path inside `split`/ (spotrun.safe_paths), else
+    """`name` if it is a plain relative path inside `split`/ (spotrun.core.safe_paths), else
     ShardContentError (a shard that holds one is fetched again, then refused)."""
     try:
         plain_relpath(name, what="member")

@@ -31,7 +31,7 @@ from pydantic import (
 
 from spotrun.core.config import describe_validation_error
 from spotrun.core.errors import UnsafePathError, UsageError
-from spotrun.safe_paths import plain_folder_name, plain_relpath
+from spotrun.core.safe_paths import plain_folder_name, plain_relpath
 
 MANIFEST_NAME = "manifest.json"
 FORMAT: Literal["spotrun-shards/2"] = "spotrun-shards/2"  # what a push writes
@@ -45,7 +45,7 @@ _CRC32 = re.compile(r"^[0-9a-f]{8}$")
 
 
 def _folder_name(value: str, what: str) -> str:
-    """A split becomes a folder of the staged set: a plain visible name (spotrun.safe_paths),
+    """A split becomes a folder of the staged set: a plain visible name (spotrun.core.safe_paths),
     so a shard can never write into the stager's own state folder and forge its markers."""
     try:
         return plain_folder_name(value, what=what)

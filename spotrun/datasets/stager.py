@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal, TextIO
 
 from spotrun.core.errors import DataError, UsageError
+from spotrun.core.safe_paths import plain_relpath, safe_join
 from spotrun.datasets.extract import (
     Algorithm,
     DirCache,
@@ -51,7 +52,6 @@ from spotrun.datasets.objects import ObjectInfo, ObjectStore, TransferError
 from spotrun.datasets.parts import OrderedParts, split_ranges
 from spotrun.datasets.progress import StagingStatus, Tracker, fmt_bytes
 from spotrun.datasets.spec import S3Data
-from spotrun.safe_paths import plain_relpath, safe_join
 from spotrun.train.data.source import EVAL_SPLITS, TRAIN_SPLIT
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
-from spotrun.safe_paths import safe_join
+from spotrun.core.safe_paths import safe_join
 
 STATE_FILE = ".sync.json"
 APPEND_ONLY_SUFFIXES = (".log", ".jsonl")

@@ -1,5 +1,5 @@
 """Names from outside data (bucket keys, manifest fields, tar members, an instance's file
-listing) never decide where a file lands outside its folder (spotrun.safe_paths)."""
+listing) never decide where a file lands outside its folder (spotrun.core.safe_paths)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 
 from spotrun.cloud.aws.datasets import S3Store
 from spotrun.core.errors import DataError, UnsafePathError, UsageError
+from spotrun.core.safe_paths import plain_folder_name, safe_join
 from spotrun.datasets.manifest import read_manifest
 from spotrun.datasets.pack import push
 from spotrun.datasets.spec import parse_s3
 from spotrun.datasets.stager import StageOptions, stage
 from spotrun.remote.local import LocalRunner
 from spotrun.remote.sync import pull_paths, pull_run_dir
-from spotrun.safe_paths import plain_folder_name, safe_join
-from tests.unit.data.images import make_image_folder
+from tests.unit.train.data.images import make_image_folder
 
 Bucket = tuple[str, Any]
 NO_RESERVE = StageOptions(streams=4, reserve_bytes=0, min_part_bytes=4096, log_every_s=0.0)

@@ -28,7 +28,7 @@ from spotrun.datasets.extract import (
 from spotrun.datasets.pack import push
 from spotrun.datasets.spec import parse_s3
 from spotrun.datasets.stager import StageOptions, stage
-from tests.unit.data.images import make_image_folder
+from tests.unit.train.data.images import make_image_folder
 
 Bucket = tuple[str, Any]
 NO_RESERVE = StageOptions(streams=4, reserve_bytes=0, min_part_bytes=4096, log_every_s=0.0)

@@ -15,7 +15,7 @@ from spotrun.core.config import load_settings
 from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.unit.data.images import make_image_folder
+from tests.unit.train.data.images import make_image_folder
 
 pytestmark = pytest.mark.slow
 

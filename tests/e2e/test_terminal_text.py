@@ -9,7 +9,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spotrun.terminal_text import printable
+from spotrun.core.terminal_text import printable
 from tests.conftest import Env
 
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")

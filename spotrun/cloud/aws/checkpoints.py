@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.core.errors import CloudError, UsageError
 from spotrun.core.rundir import CHECKPOINT_NAME, checkpoint_is_complete
-from spotrun.safe_paths import safe_join
+from spotrun.core.safe_paths import safe_join
 
 STATE_FILE = ".store.json"
 EXIT_FILE = "exit.json"  # written by the job wrapper when the job ends
