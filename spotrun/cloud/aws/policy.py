@@ -1,9 +1,9 @@
 """The IAM permissions spotrun needs: the one source the README's policies are checked against.
 
 Two identities act: the user running spotrun (launch, watch, clean up) and the instance's role
-(store checkpoints, read data sets, end its own instance). tests/unit/cloud/test_aws_policy.py checks
-that every AWS operation in spotrun's code is allowed to one of them and that the README's
-JSON says exactly this.
+(store checkpoints, read data sets, end its own instance). tests/unit/cloud/test_aws_policy.py
+checks that every AWS operation in spotrun's code is allowed to one of them and that the
+README's JSON says exactly this.
 """
 
 from __future__ import annotations
