@@ -19,6 +19,9 @@ KEPT_NAMES = {
     "channels_last", "label_smoothing", "blurpool", "ema", "mixup", "cutmix", "cutout", "colout",
     "stochastic_depth", "sam", "selective_backprop", "layer_freezing", "grad_clipping", "tta",
     "no_decay_norm_bias", "zero_init_residual", "concat_pooling", "patch_whitening", "compile",
+    # the language-model methods
+    "rotary", "alibi", "rms_norm", "swiglu", "qk_norm", "weight_tying", "fused_attention",
+    "seq_len_warmup",
 }  # fmt: skip
 
 
