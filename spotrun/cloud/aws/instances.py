@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -204,15 +203,10 @@ def to_instance(item: dict[str, Any], region: str, private: bool, node_index: in
 
 
 def describe_run(
-    clients: AwsClients,
-    region: str,
-    run_id: str,
-    made: dict[str, float] | None = None,
-    *,
-    now: float | None = None,
+    clients: AwsClients, region: str, run_id: str, fresh: list[str] | None = None
 ) -> list[Instance]:
     """Every instance of the run, live ones first in node order: those tagged with the run id,
-    and those spotrun made for it (`made`: id -> when) that EC2's filtered listing leaves out
+    and those spotrun has just made for it (`fresh`) that EC2's filtered listing leaves out
     while it is still catching up (eventual consistency)."""
     ec2 = clients.client("ec2", region)
     items: list[dict[str, Any]] = []
@@ -226,11 +220,9 @@ def describe_run(
             for reservation in page.get("Reservations", []):
                 items.extend(reservation.get("Instances", []))
     listed = {str(item["InstanceId"]) for item in items}
-    unlisted = {i: at for i, at in (made or {}).items() if i not in listed}
+    unlisted = [i for i in fresh or [] if i not in listed]
     if unlisted:
-        moment = time.time() if now is None else now
-        fresh = [i for i, at in unlisted.items() if moment - at < clients.settings.consistency_s]
-        items += _describe_items(clients, region, list(unlisted), fresh)
+        items += _describe_items(clients, region, unlisted, unlisted)
     private = clients.settings.ssh_address == "private"
 
     def order(item: dict[str, Any]) -> tuple[bool, float, int, str]:

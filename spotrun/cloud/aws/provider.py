@@ -261,7 +261,11 @@ class AwsProvider:
         return self._describe(self.run_region(run_id), run_id)
 
     def _describe(self, region: str, run_id: str) -> list[Instance]:
-        return ec2i.describe_run(self.clients, region, run_id, self._made(run_id))
+        # Only instances made within aws.consistency_s can be missing from the listing for
+        # want of consistency; an older one missing from it is gone.
+        now = time.time()
+        fresh = [i for i, at in self._made(run_id).items() if now - at < self.aws.consistency_s]
+        return ec2i.describe_run(self.clients, region, run_id, fresh)
 
     # -------------------------------------------------------------- ready
     def wait_ready(self, instances: list[Instance], timeout_s: float) -> list[Instance]:
