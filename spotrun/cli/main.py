@@ -9,34 +9,91 @@ import sys
 from decimal import ROUND_HALF_UP, Decimal
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from spotrun.cli.common import HELP_OPTIONS, Cloud, print_error
+from spotrun.cli.complete import complete_run, complete_sweep
+from spotrun.cli.lazy import lazy_module, stderr_console, stdout_console
 from spotrun.cli.sweep import sweep_app
-from spotrun.control import supervisor
-from spotrun.core.config import load_settings
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
 from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
-from spotrun.service import runs as api
+
+# `spotrun --help` and `spotrun ls` must answer fast: the library, rich and the run control
+# are imported when a command first uses them (spotrun/cli/lazy.py), not here.
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    from spotrun.control import supervisor
+    from spotrun.core.config import Settings
+    from spotrun.service import runs as api
+else:
+    # reading runs (ls, status, logs, completion) needs only service.lookup
+    _reads = {name: "spotrun.service.lookup" for name in ("open_ledger", "run_summary")}
+    api = lazy_module("spotrun.service.runs", light=_reads)
+    supervisor = lazy_module("spotrun.control.supervisor")
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
+
+def Table(**options: Any) -> RichTable:  # noqa: N802 - stands in for rich's class, imported late
+    from rich.table import Table as RichTable
+
+    return RichTable(**options)
+
+
+def load_settings() -> Settings:
+    from spotrun.core.config import load_settings as load
+
+    return load()
+
+
 app = typer.Typer(
     name="spotrun",
-    help="Train deep-learning models fast and cheaply on AWS spot GPUs.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=HELP_OPTIONS,  # every subcommand inherits -h from here
 )
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from spotrun import __version__
+
+        sys.stdout.write(f"spotrun {__version__}\n")
+        raise typer.Exit(SUCCESS)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print spotrun's version and exit.",
+    ),
+) -> None:
+    """Train deep-learning models fast and cheaply on AWS spot GPUs.
+
+    \b
+    Examples:
+      spotrun launch digits-fast          train a recipe on this machine
+      spotrun ls                          live and recent runs
+      spotrun logs -f RUN                 follow a run's output
+      spotrun --install-completion        Tab completion (bash, zsh, fish)
+    """
+
+
 recipes_app = typer.Typer(help="List recipes, or show one in full.", rich_markup_mode=None)
 app.add_typer(recipes_app, name="recipes")
 app.add_typer(sweep_app, name="sweep")  # spotrun/cli/sweep.py
@@ -47,14 +104,8 @@ data_app = typer.Typer(
 )
 app.add_typer(data_app, name="data")
 
-# Wide when piped, so tables and log lines are not folded at 80 columns.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-class Cloud(str, Enum):
-    local = "local"
-    aws = "aws"
+out: Console = stdout_console()  # wide when piped: tables are not folded at 80 columns
+err: Console = stderr_console()
 
 
 def _print_json(data: Any) -> None:
@@ -405,7 +456,9 @@ def list_runs(
 
 @app.command()
 def status(
-    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Show one run: state history, instances, events, metrics, cost."""
@@ -470,7 +523,9 @@ def status(
 
 @app.command()
 def logs(
-    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the run ends"),
     node: str | None = typer.Option(
         None, "--node", help="a multi-node run's node number, or 'all' (default: node 0)"
@@ -488,7 +543,9 @@ def logs(
 
 @app.command()
 def attach(
-    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
     node: int = typer.Option(0, "--node", help="which node of a multi-node run"),
 ) -> None:
     """Put this terminal into the run's live tmux session (detach with Ctrl-b d)."""
@@ -500,7 +557,9 @@ def attach(
 
 @app.command("exec")
 def exec_(
-    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
     cmd: str = typer.Option(..., "--cmd", help="the command (bash), run in the job's folder"),
     detach: bool = typer.Option(False, "--detach", "-d", help="start it and return at once"),
 ) -> None:
@@ -524,7 +583,11 @@ def exec_(
 
 
 @app.command()
-def stop(run: str = typer.Argument(..., help="run name or a unique prefix of its id")) -> None:
+def stop(
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
+) -> None:
     """Stop a run: the job checkpoints, results are synced, instances terminated."""
     ledger = api.open_ledger()
     target = ledger.resolve(run)
@@ -573,8 +636,15 @@ def _money(value: float | None) -> str:
 
 @app.command()
 def cost(
-    run: str | None = typer.Argument(None, help="one run; default every run"),
-    sweep: str | None = typer.Option(None, "--sweep", help="only the runs of this sweep id"),
+    run: str | None = typer.Argument(
+        None, help="one run; default every run", autocompletion=complete_run
+    ),
+    sweep: str | None = typer.Option(
+        None,
+        "--sweep",
+        help="only the runs of this sweep (name or id prefix)",
+        autocompletion=complete_sweep,
+    ),
     since: str | None = typer.Option(
         None, "--since", metavar="DATE", help="only runs created since (UTC date or date-time)"
     ),
@@ -612,7 +682,7 @@ def cost(
     else:
         _print_cost_table(report, records)
     for problem in report.errors:
-        err.print(f"error: cannot price {problem}", markup=False)
+        print_error(f"cannot price {problem}")
     if report.errors:
         raise typer.Exit(FAILURE)
 
@@ -826,7 +896,11 @@ def train(
 # -------------------------------------------------------------------- sample
 @app.command()
 def sample(
-    run: str = typer.Argument(..., help="run name, a unique prefix of its id, or a run folder"),
+    run: str = typer.Argument(
+        ...,
+        help="run name, a unique prefix of its id, or a run folder",
+        autocompletion=complete_run,
+    ),
     prompt: str = typer.Option("", "--prompt", help="text to continue (default: a new line)"),
     tokens: int = typer.Option(200, "--tokens", min=1, help="tokens to generate"),
     temperature: float = typer.Option(0.8, "--temperature", min=0.0),
@@ -861,17 +935,20 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(argv: list[str] | None) -> int:
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="spotrun", standalone_mode=False)
     except click_exceptions.UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `spotrun`: the help is the answer
             err.print(exc.format_message(), markup=False)
         else:
-            err.print(f"error: {exc.format_message()}", markup=False)
+            print_error(exc.format_message())
         return 2
+    except click_exceptions.ClickException as exc:  # e.g. a file option that cannot be opened
+        print_error(exc.format_message())
+        return exc.exit_code
     except typer.Abort:
         return 130
     except SpotrunError as exc:
-        err.print(f"error: {exc.user_message()}", markup=False)
+        print_error(exc.user_message())
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

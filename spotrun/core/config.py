@@ -7,7 +7,6 @@ the key instead of a setting silently ignored.
 from __future__ import annotations
 
 import getpass
-import os
 import re
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spotrun.core.errors import UsageError
+from spotrun.core.home import LEDGER_FILE, default_home
 from spotrun.core.jobspec import JobSpec
 
 if sys.version_info >= (3, 11):
@@ -137,7 +137,7 @@ class Settings(StrictModel):
 
     @property
     def ledger_path(self) -> Path:
-        return self.home / "ledger.db"
+        return self.home / LEDGER_FILE
 
     @property
     def runs_dir(self) -> Path:
@@ -156,11 +156,6 @@ class Settings(StrictModel):
     def cache_dir(self) -> Path:
         """Derived files that can be rebuilt: unpacked archives, decoded image caches."""
         return self.home / "cache"
-
-
-def default_home() -> Path:
-    env = os.environ.get("SPOTRUN_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".spotrun"
 
 
 def load_settings(home: Path | None = None) -> Settings:

@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ from spotrun.core.config import (
     Resources,
     Settings,
     describe_validation_error,
-    load_settings,
 )
 from spotrun.core.errors import NotFoundError, SpotrunError, StateError, UsageError
 from spotrun.core.jobspec import JobSpec
@@ -41,19 +39,12 @@ from spotrun.jobs import own_command as ownjob
 from spotrun.launch.plan import Plan, make_plan
 from spotrun.recipes import Recipe, Target, check_recipe, get_recipe, recipe_names
 from spotrun.remote.job import JobDriver
+from spotrun.service.lookup import as_float as _as_float
+from spotrun.service.lookup import open_ledger as open_ledger  # re-exported: the library surface
+from spotrun.service.lookup import run_summary as run_summary
+from spotrun.service.lookup import staging_summary as _staging_summary
 from spotrun.store.ledger import CostLine, InstanceRecord, Ledger, RunEvent, RunRecord, Transition
-from spotrun.sweep.supervisor import ensure_sweeps_supervised
 from spotrun.train.data.source import pin_data_paths
-from spotrun.train.device_record import read_record
-
-
-def open_ledger(settings: Settings | None = None, *, reconcile: bool = True) -> Ledger:
-    """Open the ledger; by default also restart supervisors of live runs that lost theirs."""
-    ledger = Ledger(settings or load_settings())
-    if reconcile:
-        live_sweeps = ensure_sweeps_supervised(ledger)  # sweeps first: they drive their trials
-        supervisor.ensure_supervised(ledger, live_sweeps)
-    return ledger
 
 
 # -------------------------------------------------------------------- launch
@@ -303,55 +294,6 @@ def run_status(ledger: Ledger, ref: str) -> RunStatus:
         cost_usd=_as_float(run_cost(ledger, run)),
         supervised=supervisor.is_supervised(run),
     )
-
-
-def run_summary(ledger: Ledger, run: RunRecord) -> dict[str, Any]:
-    """The machine-readable row of `ls --json` and the head of `status --json`."""
-    return {
-        "id": run.id,
-        "name": run.name,
-        "recipe": run.recipe,
-        "cloud": run.cloud,
-        "state": run.state.value,
-        "created": _iso(run.created_at),
-        "started": _iso(run.started_at),
-        "ended": _iso(run.ended_at),
-        "duration_s": round(run.duration_s(), 3),
-        "cost_usd": _as_float(run_cost(ledger, run)),
-        "metrics": run.last_metrics,
-        "message": run.message,
-        "sweep_id": run.sweep_id,
-        "staging": _staging(run),
-        "device": _device(run),
-    }
-
-
-def _device(run: RunRecord) -> dict[str, Any] | None:
-    """The device the run trained on and what auto chose there (device.json), None if none."""
-    record = read_record(run.run_dir)
-    return None if record is None else record.to_dict()
-
-
-def _staging(run: RunRecord) -> dict[str, Any] | None:
-    """Time and bytes the run spent staging remote data (s3://, snapshot:), None if none."""
-    found = _staging_summary(run)
-    return None if found is None else found.to_dict()
-
-
-def _staging_summary(run: RunRecord) -> Any:
-    from spotrun.datasets.record import summary
-
-    return summary(run.run_dir)
-
-
-def _as_float(amount: Fraction | None) -> float | None:
-    return None if amount is None else round(float(amount), 6)
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 # ---------------------------------------------------------------------- logs
