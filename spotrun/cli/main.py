@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from spotrun.cli.common import HELP_OPTIONS, Cloud, print_error
-from spotrun.cli.complete import complete_run, complete_sweep
+from spotrun.cli.complete import complete_run, complete_sweep, completion, prepare_completion
 from spotrun.cli.lazy import lazy_module, stderr_console, stdout_console
 from spotrun.cli.sweep import sweep_app
 from spotrun.core.errors import SpotrunError, UsageError
@@ -58,7 +58,9 @@ def load_settings() -> Settings:
 app = typer.Typer(
     name="spotrun",
     no_args_is_help=True,
-    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
+    # `spotrun completion SHELL` instead of typer's --install-completion: typer's root options
+    # would cost every subcommand a pydantic import (their None defaults get coerced)
+    add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings=HELP_OPTIONS,  # every subcommand inherits -h from here
@@ -90,7 +92,7 @@ def _root(
       spotrun launch digits-fast          train a recipe on this machine
       spotrun ls                          live and recent runs
       spotrun logs -f RUN                 follow a run's output
-      spotrun --install-completion        Tab completion (bash, zsh, fish)
+      eval "$(spotrun completion bash)"   Tab completion (bash, zsh, fish)
     """
 
 
@@ -103,6 +105,7 @@ data_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(data_app, name="data")
+app.command("completion")(completion)  # spotrun/cli/complete.py
 
 out: Console = stdout_console()  # wide when piped: tables are not folded at 80 columns
 err: Console = stderr_console()
@@ -169,7 +172,15 @@ def launch(
     ),
 ) -> None:
     """Launch a recipe, a task file or your own command (--cmd) on the cheapest capacity that
-    fits, and follow it to the end."""
+    fits, and follow it to the end.
+
+    \b
+    Examples:
+      spotrun launch digits-fast
+      spotrun launch cifar10-fast --cloud aws --gpus 1 --max-cost 2
+      spotrun launch --cmd "python train.py" --workdir .
+      spotrun launch task.yaml --detach
+    """
     settings = load_settings()
     own = OwnJobFlags(cmd, workdir, setup, env_)
     own.check(target, set_)
@@ -345,7 +356,14 @@ def prices(
     zone: str | None = typer.Option(None, "--zone"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """The spot offers a launch chooses from, cheapest first, beside on-demand prices."""
+    """The spot offers a launch chooses from, cheapest first, beside on-demand prices.
+
+    \b
+    Examples:
+      spotrun prices
+      spotrun prices --gpus 4 --gpu-model A100
+      spotrun prices --instance-type g5.xlarge --json
+    """
     if gpus < 0:
         raise UsageError(f"--gpus must be 0 or more, got {gpus}")
     settings = load_settings()
@@ -426,7 +444,13 @@ def list_runs(
     ),
     as_json: bool = typer.Option(False, "--json", help="a JSON list of runs"),
 ) -> None:
-    """List runs: live ones and the most recent finished ones."""
+    """List runs: live ones and the most recent finished ones.
+
+    \b
+    Examples:
+      spotrun ls
+      spotrun ls --all --json
+    """
     ledger = api.open_ledger()
     runs = ledger.list_runs(include_all=all_)
     rows = [api.run_summary(ledger, r) for r in runs]
@@ -461,7 +485,13 @@ def status(
     ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Show one run: state history, instances, events, metrics, cost."""
+    """Show one run: state history, instances, events, metrics, cost.
+
+    \b
+    Examples:
+      spotrun status RUN
+      spotrun status RUN --json
+    """
     ledger = api.open_ledger()
     st = api.run_status(ledger, run)
     summary = api.run_summary(ledger, st.run)
@@ -531,7 +561,14 @@ def logs(
         None, "--node", help="a multi-node run's node number, or 'all' (default: node 0)"
     ),
 ) -> None:
-    """Print the job's output (what its tmux session shows)."""
+    """Print the job's output (what its tmux session shows).
+
+    \b
+    Examples:
+      spotrun logs RUN
+      spotrun logs -f RUN
+      spotrun logs RUN --node all
+    """
     ledger = api.open_ledger()
     try:
         for chunk in api.read_log(ledger, run, follow_log=follow, node=node):
@@ -548,7 +585,13 @@ def attach(
     ),
     node: int = typer.Option(0, "--node", help="which node of a multi-node run"),
 ) -> None:
-    """Put this terminal into the run's live tmux session (detach with Ctrl-b d)."""
+    """Put this terminal into the run's live tmux session (detach with Ctrl-b d).
+
+    \b
+    Examples:
+      spotrun attach RUN
+      spotrun attach RUN --node 1
+    """
     ledger = api.open_ledger()
     argv = api.attach_command(ledger, run, node=node)
     env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # allow attaching from inside tmux
@@ -563,7 +606,13 @@ def exec_(
     cmd: str = typer.Option(..., "--cmd", help="the command (bash), run in the job's folder"),
     detach: bool = typer.Option(False, "--detach", "-d", help="start it and return at once"),
 ) -> None:
-    """Run another command on a live run's instance, in a new window of its tmux session."""
+    """Run another command on a live run's instance, in a new window of its tmux session.
+
+    \b
+    Examples:
+      spotrun exec RUN --cmd "nvidia-smi"
+      spotrun exec RUN --cmd "du -sh ." --detach
+    """
     import time
 
     ledger = api.open_ledger()
@@ -588,7 +637,12 @@ def stop(
         ..., help="run name or a unique prefix of its id", autocompletion=complete_run
     ),
 ) -> None:
-    """Stop a run: the job checkpoints, results are synced, instances terminated."""
+    """Stop a run: the job checkpoints, results are synced, instances terminated.
+
+    \b
+    Examples:
+      spotrun stop RUN
+    """
     ledger = api.open_ledger()
     target = ledger.resolve(run)
     err.print(f"stopping {target.name} ({target.id}) ...")
@@ -600,7 +654,13 @@ def stop(
 def gc_command(
     yes: bool = typer.Option(False, "--yes", help="remove what is listed (default: only list)"),
 ) -> None:
-    """List (and with --yes remove) spotrun-tagged AWS resources that no live run owns."""
+    """List (and with --yes remove) spotrun-tagged AWS resources that no live run owns.
+
+    \b
+    Examples:
+      spotrun gc
+      spotrun gc --yes
+    """
     ledger = api.open_ledger()
     report = api.gc(ledger, remove=yes)
     if not report.orphans:
@@ -655,7 +715,15 @@ def cost(
         None, "--plot", metavar="FILE.png", help="also draw cumulative cost over time per run"
     ),
 ) -> None:
-    """What runs cost, as AWS bills it: instance-hours, spot and on-demand USD, saving."""
+    """What runs cost, as AWS bills it: instance-hours, spot and on-demand USD, saving.
+
+    \b
+    Examples:
+      spotrun cost
+      spotrun cost RUN
+      spotrun cost --sweep SWEEP --by instance-type
+      spotrun cost --since 2026-12-01 --csv
+    """
     from spotrun.cost import reports
     from spotrun.cost.plot import check_plot_path
 
@@ -765,7 +833,13 @@ def _target_cells(row: Any) -> list[str]:
 # ------------------------------------------------------------------- recipes
 @recipes_app.callback(invoke_without_command=True)
 def recipes_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
-    """The recipes you can launch, with what each was measured to reach."""
+    """The recipes you can launch, with what each was measured to reach.
+
+    \b
+    Examples:
+      spotrun recipes
+      spotrun recipes --json
+    """
     if ctx.invoked_subcommand is not None:
         return
     items = api.recipes()
@@ -782,7 +856,12 @@ def recipes_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json
 
 @recipes_app.command("show")
 def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> None:
-    """A recipe in full: hyperparameters, methods, resources, stated result."""
+    """A recipe in full: hyperparameters, methods, resources, stated result.
+
+    \b
+    Examples:
+      spotrun recipes show digits-fast
+    """
     from spotrun.recipes import get_recipe
     from spotrun.recipes.describe import describe_recipe
 
@@ -798,7 +877,13 @@ def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> No
 @app.command()
 def methods(as_json: bool = typer.Option(False, "--json")) -> None:
     """The speed-up methods a recipe can switch on (--set methods.NAME={}), in the order they
-    apply, with their options and conflicts (spotrun/train/methods/README.md explains each)."""
+    apply, with their options and conflicts (spotrun/train/methods/README.md explains each).
+
+    \b
+    Examples:
+      spotrun methods
+      spotrun launch cifar10-fast --set methods.label_smoothing={}
+    """
     from spotrun.train.methods.catalog import describe_catalog
 
     rows = describe_catalog()
@@ -825,7 +910,13 @@ def data_push(
     shard_size: str = typer.Option("256MB", "--shard-size", help="bytes per tar shard"),
     parallel: int = typer.Option(8, "--parallel", help="shards packed and uploaded at once"),
 ) -> None:
-    """Pack FOLDER into tar shards and a manifest, and upload them in parallel."""
+    """Pack FOLDER into tar shards and a manifest, and upload them in parallel.
+
+    \b
+    Examples:
+      spotrun data push ./imagenet s3://my-bucket/imagenet
+      spotrun data push ./cifar10 s3://my-bucket/cifar10 --shard-size 64MB
+    """
     result = api.data_push(
         folder, dest, shard_size=shard_size, parallel=parallel, log=lambda line: out.print(line)
     )
@@ -837,7 +928,13 @@ def data_ls(
     where: str | None = typer.Argument(None, help="s3://BUCKET[/PREFIX]; default aws.bucket"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """List the data sets pushed at or under an S3 prefix."""
+    """List the data sets pushed at or under an S3 prefix.
+
+    \b
+    Examples:
+      spotrun data ls
+      spotrun data ls s3://my-bucket/
+    """
     rows = api.data_list(where, load_settings())
     if as_json:
         _print_json(rows)
@@ -877,6 +974,11 @@ def train(
 
     Under torchrun (`torchrun --nproc-per-node N -m spotrun train ...`) each process is one
     rank of a DDP job; rank 0 writes the checkpoints and metrics.
+
+    \b
+    Examples:
+      spotrun train digits-fast --run-dir /tmp/run
+      spotrun train digits-fast --run-dir /tmp/run --set epochs=2
     """
     from spotrun.recipes import get_recipe
     from spotrun.train.build import exit_checkpointed, train_recipe
@@ -907,7 +1009,13 @@ def sample(
     top_k: int | None = typer.Option(None, "--top-k", min=1, help="sample among the k likeliest"),
     seed: int = typer.Option(0, "--seed", help="the sampling seed"),
 ) -> None:
-    """Text from a language-model run's newest checkpoint."""
+    """Text from a language-model run's newest checkpoint.
+
+    \b
+    Examples:
+      spotrun sample RUN
+      spotrun sample RUN --prompt "ROMEO:" --tokens 400
+    """
     from spotrun.train.sample import sample_text  # torch: imported only when sampling
 
     folder = Path(run)
@@ -934,6 +1042,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> int:
+    prepare_completion()
     try:
         code = app(args=argv, prog_name="spotrun", standalone_mode=False)
     except click_exceptions.UsageError as exc:

@@ -146,7 +146,14 @@ def run_sweep(
     ),
     detach: bool = typer.Option(False, "--detach", "-d", help="print the sweep id and return"),
 ) -> None:
-    """Start a sweep of RECIPE: every --grid combination, or --random N draws."""
+    """Start a sweep of RECIPE: every --grid combination, or --random N draws.
+
+    \b
+    Examples:
+      spotrun sweep digits-fast --grid lr=0.05,0.1,0.2
+      spotrun sweep cifar10-fast --random 8 --space lr=0.01:1:log --early-stop asha
+      spotrun sweep digits-fast --grid lr=0.1,0.2 --max-cost 1 --detach
+    """
     from spotrun.service import runs as api
     from spotrun.service import sweeps as service
 
@@ -230,7 +237,13 @@ def _follow(ledger: Any, sweep_id: str) -> int:
 # ------------------------------------------------------------------------- ls
 @sweep_app.command("ls")
 def list_sweeps(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Every sweep, newest last, with its trials' progress."""
+    """Every sweep, newest last, with its trials' progress.
+
+    \b
+    Examples:
+      spotrun sweep ls
+      spotrun sweep ls --json
+    """
     from spotrun.service import runs as api
     from spotrun.service import sweeps as service
     from spotrun.store.sweeps import SweepStore
@@ -370,7 +383,14 @@ def sweep_status(
         None, "--plot", metavar="FILE.png", help="draw the metric against cost per trial"
     ),
 ) -> None:
-    """A sweep's state and its leaderboard: trials ranked by the metric, with cost."""
+    """A sweep's state and its leaderboard: trials ranked by the metric, with cost.
+
+    \b
+    Examples:
+      spotrun sweep status SWEEP
+      spotrun sweep leaderboard SWEEP --csv
+      spotrun sweep status SWEEP --plot board.png
+    """
     _status(sweep, as_json, as_csv, plot)
 
 
@@ -382,7 +402,12 @@ def stop(
     ),
     timeout: float = typer.Option(300.0, "--timeout", help="seconds to wait for the end"),
 ) -> None:
-    """Stop a sweep: no new trials; live ones checkpoint, sync and terminate."""
+    """Stop a sweep: no new trials; live ones checkpoint, sync and terminate.
+
+    \b
+    Examples:
+      spotrun sweep stop SWEEP
+    """
     from spotrun.service import runs as api
     from spotrun.service import sweeps as service
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from spotrun.core.errors import UsageError
 from spotrun.core.home import LEDGER_FILE, default_home
 from spotrun.core.jobspec import JobSpec
+from spotrun.core.suggest import unknown_key
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -180,7 +181,7 @@ def load_settings(home: Path | None = None) -> Settings:
     try:
         return Settings(home=home, **data)
     except ValidationError as exc:
-        raise UsageError(f"{config_path}: {describe_validation_error(exc)}") from exc
+        raise UsageError(f"{config_path}: {describe_validation_error(exc, Settings)}") from exc
 
 
 # Bounds on counts that drive work or money, so that a typo (gpus: 80000) is refused at launch.
@@ -233,13 +234,14 @@ class LaunchSpec(StrictModel):
         return value
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line naming each bad key and what was expected of it."""
+def describe_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One line naming each bad key and what was expected of it; given the model, an unknown
+    key comes with the known keys it is close to."""
     parts = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "value"
         if err["type"] == "extra_forbidden":
-            parts.append(f"unknown key '{key}'")
+            parts.append(unknown_key(model, err["loc"]))
         else:
             parts.append(f"{key}: {err['msg']}")
     return "; ".join(parts)

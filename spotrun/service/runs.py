@@ -44,6 +44,7 @@ from spotrun.service.lookup import open_ledger as open_ledger  # re-exported: th
 from spotrun.service.lookup import run_summary as run_summary
 from spotrun.service.lookup import staging_summary as _staging_summary
 from spotrun.store.ledger import CostLine, InstanceRecord, Ledger, RunEvent, RunRecord, Transition
+from spotrun.store.sweeps import SweepStore
 from spotrun.train.data.source import pin_data_paths
 
 
@@ -542,7 +543,8 @@ def cost_report(
     if ref is not None:
         runs = [ledger.resolve(ref)]
     else:
-        runs = ledger.list_runs(include_all=True, sweep_id=sweep, since=since)
+        sweep_id = None if sweep is None else _sweep_id(ledger, sweep)
+        runs = ledger.list_runs(include_all=True, sweep_id=sweep_id, since=since)
         if sweep is not None and not runs:
             raise NotFoundError(f"no run belongs to sweep '{sweep}'")
     book = PriceBook(ledger, sources if sources is not None else provider_prices(ledger.settings))
@@ -554,6 +556,18 @@ def cost_report(
     if grouping == "run" and any(r.target_wanted is not None for r in rows):
         methods.append(reports.TARGET_METHOD)
     return CostReport(grouping, rows, reports.total(rows), methods, bills, now)
+
+
+def _sweep_id(ledger: Ledger, ref: str) -> str:
+    """A sweep's id from its name, id or id prefix, as every sweep command takes it; a ref the
+    sweeps table does not know is taken as the id its runs carry."""
+    store = SweepStore(ledger)
+    try:
+        return store.resolve(ref).id
+    except NotFoundError:
+        if any(s.id.startswith(ref) for s in store.all()):
+            raise  # a prefix of several sweep ids
+        return ref
 
 
 def _priced_run(ledger: Ledger, run: RunRecord, book: PriceBook, now: float) -> reports.PricedRun:
