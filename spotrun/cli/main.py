@@ -356,7 +356,8 @@ def prices(
     zone: str | None = typer.Option(None, "--zone"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """The spot offers a launch chooses from, cheapest first, beside on-demand prices.
+    """The spot offers a launch chooses from, cheapest first, beside on-demand prices (without
+    AWS credentials: the GPU types of spotrun's shipped, dated catalog).
 
     \b
     Examples:
@@ -375,6 +376,8 @@ def prices(
     offers = priced.offers
     if as_json:
         _print_json([{**o.to_dict(), "saving_pct": o.saving_pct} for o in offers])
+        if priced.offline:  # the list's shape stays the same; say where it came from aside
+            err.print(f"note: {priced.offline}", markup=False)
         return
     table = Table(box=None, pad_edge=False)
     for col in ("TYPE", "ZONE", "GPUS", "GPU", "SPOT $/H", "ON-DEMAND $/H", "SAVING"):
@@ -392,7 +395,9 @@ def prices(
             f"{o.saving_pct:.0f}%" if o.saving_pct is not None else "-",
         )
     out.print(table)
-    out.print(f"spot: EC2's current prices; on-demand: {priced.on_demand_source}")
+    out.print(f"spot: {priced.spot_source}; on-demand: {priced.on_demand_source}")
+    if priced.offline:
+        out.print(f"{priced.offline}; give AWS credentials for live prices", markup=False)
 
 
 def _follow(ledger: Any, run_id: str) -> int:

@@ -23,7 +23,14 @@ from botocore.exceptions import (
     WaiterError,
 )
 
-from spotrun.core.errors import CapacityError, CloudError, QuotaError, SpotrunError, UsageError
+from spotrun.core.errors import (
+    CapacityError,
+    CloudError,
+    CredentialsError,
+    QuotaError,
+    SpotrunError,
+    UsageError,
+)
 
 # The request could be filled elsewhere: another zone, another type, later.
 CAPACITY_CODES = frozenset(
@@ -61,7 +68,7 @@ CREDENTIALS_HINT = (
 CREDENTIAL_ERRORS = (NoCredentialsError, PartialCredentialsError, ProfileNotFound)
 
 
-def credentials_error(exc: BaseException) -> UsageError:
+def credentials_error(exc: BaseException) -> CredentialsError:
     """The one message for unusable credentials, wherever boto3 finds out (making a session,
     a client, or sending a request): every command words it the same."""
     if isinstance(exc, PartialCredentialsError):
@@ -71,7 +78,7 @@ def credentials_error(exc: BaseException) -> UsageError:
         what = f"AWS profile '{exc.kwargs.get('profile')}' is not in the AWS config files"
     else:
         what = "no AWS credentials found"
-    return UsageError(what, hint=CREDENTIALS_HINT)
+    return CredentialsError(what, hint=CREDENTIALS_HINT)
 
 
 def error_code(exc: ClientError) -> str:
