@@ -18,12 +18,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROLE = "spotrun-lab-role"
 # The instance role's credentials (what the instance profile gives): distinctive, so a test can
-# tell them from the user's and look for either where no secret belongs.
+# tell them from the user's and look for either where no secret belongs. Each instance's
+# session has its own key id (role_credentials), as each EC2 role session has.
 ROLE_CREDENTIALS = {
     "AccessKeyId": "ASIASPOTRUNLABROLE3M",
     "SecretAccessKey": "lab-role-secret-Hn5Jm8Kq2Lw7Xe4Rt1Yb9Uc6Vd3Zf0Ga",
     "Token": "lab-role-session-Pz4Ox7Nw1Mv8Lu5Kt2Js9Ir6Hq3Gp0Fo",
 }
+
+
+def role_credentials(instance_id: str) -> dict[str, str]:
+    """The role session an instance's profile gives it: its own key id, the lab's secret."""
+    suffix = instance_id.removeprefix("i-").upper()
+    return {**ROLE_CREDENTIALS, "AccessKeyId": ("ASIALAB" + suffix)[:20].ljust(20, "X")}
 
 
 def _iso(ts: float) -> str:
@@ -41,8 +48,12 @@ class Imds:
         zone: str,
         region: str,
         ami_id: str,
+        credentials: dict[str, str] | None = None,
     ) -> None:
         self.instance_id = instance_id
+        # The instance profile's role session; None: launched without a profile, and EC2's
+        # metadata service then has no iam/security-credentials/ at all.
+        self.credentials = credentials
         self.values: dict[str, str] = {
             "meta-data/instance-id": instance_id,
             "meta-data/instance-type": instance_type,
@@ -50,8 +61,6 @@ class Imds:
             "meta-data/placement/region": region,
             "meta-data/local-ipv4": address,
             "meta-data/ami-id": ami_id,
-            "meta-data/iam/security-credentials/": ROLE,
-            f"meta-data/iam/security-credentials/{ROLE}": "",  # filled per request
             "dynamic/instance-identity/document": json.dumps(
                 {
                     "instanceId": instance_id,
@@ -124,14 +133,16 @@ class Imds:
         self._thread.start()
 
     def lookup(self, key: str) -> str | None:
-        if key == f"meta-data/iam/security-credentials/{ROLE}":
+        if self.credentials is not None and key == "meta-data/iam/security-credentials/":
+            return ROLE
+        if self.credentials is not None and key == f"meta-data/iam/security-credentials/{ROLE}":
             now = time.time()
             return json.dumps(
                 {
                     "Code": "Success",
                     "LastUpdated": _iso(now),
                     "Type": "AWS-HMAC",
-                    **ROLE_CREDENTIALS,
+                    **self.credentials,
                     "Expiration": _iso(now + 6 * 3600),
                 }
             )
