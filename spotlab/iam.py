@@ -101,12 +101,14 @@ class Iam:
         if not self.enabled:
             return None
         ask = self._ask(method, path, headers, body)
-        if ask is None or ask.action == "sts:GetCallerIdentity":  # always allowed, as in AWS
+        if ask is None:
             return None
         with self._lock:
             identity = self.identities.get(ask.key_id)
         if identity is None:
             return _unknown_key(ask)
+        if ask.action == "sts:GetCallerIdentity":  # always allowed; moto knows not whose key
+            return _caller_identity(identity, ask.key_id)
         for resource in ask.resources:
             if not allowed(identity, ask.action, resource):
                 return self._deny(identity, ask, ask.action, resource.arn)
@@ -145,7 +147,7 @@ class Iam:
         passes_role = None
         if service == "ec2" and name in EC2_RESOURCES:
             resources = self._ec2_resources(name, params)
-        if service == "ec2" and name == "RunInstances" and params.get("DryRun") != "true":
+        if service == "ec2" and name == "RunInstances":  # DryRun checks PassRole too
             profile = (
                 params.get("IamInstanceProfile.Name")
                 or params.get("IamInstanceProfile.Arn", "").rsplit("/", 1)[-1]
@@ -304,6 +306,17 @@ def _error(
         f"<RequestId>{request_id}</RequestId></ErrorResponse>"
     ).encode()
     return 403, [("Content-Type", "text/xml")], payload
+
+
+def _caller_identity(identity: Identity, key_id: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    payload = (
+        '<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">'
+        f"<GetCallerIdentityResult><Arn>{escape(identity.arn)}</Arn>"
+        f"<UserId>{escape(key_id)}</UserId><Account>{ACCOUNT}</Account>"
+        "</GetCallerIdentityResult><ResponseMetadata>"
+        f"<RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata></GetCallerIdentityResponse>"
+    ).encode()
+    return 200, [("Content-Type", "text/xml")], payload
 
 
 def _unknown_key(ask: Ask) -> tuple[int, list[tuple[str, str]], bytes]:
