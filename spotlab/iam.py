@@ -79,6 +79,8 @@ class Iam:
 
     def __init__(self, tags_of: TagLookup) -> None:
         self.tags_of = tags_of
+        # S3 answers NoSuchBucket (404) for a bucket that does not exist, whoever asks
+        self.bucket_exists: Callable[[str], bool] = lambda bucket: True
         self.identities: dict[str, Identity] = {}
         self.profiles: dict[str, str] = {}  # instance profile name -> its role's ARN
         self.enabled = True
@@ -111,6 +113,12 @@ class Iam:
             return _caller_identity(identity, ask.key_id)
         for resource in ask.resources:
             if not allowed(identity, ask.action, resource):
+                if (
+                    ask.service == "s3"
+                    and ask.action != "s3:CreateBucket"
+                    and not self.bucket_exists(_bucket_of(resource.arn))
+                ):
+                    return None  # moto's NoSuchBucket is S3's answer
                 return self._deny(identity, ask, ask.action, resource.arn)
         if ask.passes_role and not allowed(identity, "iam:PassRole", Resource(ask.passes_role)):
             return self._deny(identity, ask, "iam:PassRole", ask.passes_role)
@@ -250,6 +258,10 @@ def _credential_scope(headers: dict[str, str], query: dict[str, str]) -> tuple[s
         return None
     parts = scope.split("/")
     return (parts[0], parts[3]) if len(parts) > 3 else None
+
+
+def _bucket_of(arn: str) -> str:
+    return arn.removeprefix("arn:aws:s3:::").split("/", 1)[0]
 
 
 def _s3_action(method: str, path: str, query: dict[str, str]) -> tuple[str, str]:

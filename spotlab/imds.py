@@ -13,6 +13,7 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -48,11 +49,12 @@ class Imds:
         zone: str,
         region: str,
         ami_id: str,
-        credentials: dict[str, str] | None = None,
+        credentials: Callable[[], dict[str, str] | None] = lambda: None,
     ) -> None:
         self.instance_id = instance_id
-        # The instance profile's role session; None: launched without a profile, and EC2's
-        # metadata service then has no iam/security-credentials/ at all.
+        # The instance profile's role session, asked at each read (EC2 attaches the profile
+        # while the instance starts); None: no profile, and EC2's metadata service then has
+        # no iam/security-credentials/ at all.
         self.credentials = credentials
         self.values: dict[str, str] = {
             "meta-data/instance-id": instance_id,
@@ -133,21 +135,29 @@ class Imds:
         self._thread.start()
 
     def lookup(self, key: str) -> str | None:
-        if self.credentials is not None and key == "meta-data/iam/security-credentials/":
+        if key.startswith("meta-data/iam/security-credentials/"):
+            return self._role_answer(key)
+        with self._lock:
+            return self.values.get(key)
+
+    def _role_answer(self, key: str) -> str | None:
+        credentials = self.credentials()
+        if credentials is None:
+            return None
+        if key == "meta-data/iam/security-credentials/":
             return ROLE
-        if self.credentials is not None and key == f"meta-data/iam/security-credentials/{ROLE}":
+        if key == f"meta-data/iam/security-credentials/{ROLE}":
             now = time.time()
             return json.dumps(
                 {
                     "Code": "Success",
                     "LastUpdated": _iso(now),
                     "Type": "AWS-HMAC",
-                    **self.credentials,
+                    **credentials,
                     "Expiration": _iso(now + 6 * 3600),
                 }
             )
-        with self._lock:
-            return self.values.get(key)
+        return None
 
     def announce(self, key: str, value: str | None) -> None:
         """Serve (or, with None, stop serving) `key`, e.g. meta-data/spot/instance-action."""

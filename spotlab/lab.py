@@ -22,7 +22,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -197,6 +197,7 @@ class Lab:
         # the README's user policy, instances as the README's instance role.
         self.front.iam.enabled = iam
         self.front.iam.tags_of = self._tags_of
+        self.front.iam.bucket_exists = self._bucket_exists
 
     # ------------------------------------------------------------- set up
     def start(self) -> Lab:
@@ -257,10 +258,26 @@ class Lab:
             Identity(f"arn:aws:iam::{ACCOUNT}:user/{USER}", (self.user_policy,)),
         )
 
-    def _has_profile(self, item: dict[str, Any]) -> bool:
-        return bool(item.get("IamInstanceProfile")) or item["InstanceId"] in (
-            self.front.instance_profiles
-        )
+    def _credentials_reader(self, instance_id: str) -> Callable[[], dict[str, str] | None]:
+        """What the instance's IMDS serves as role credentials: its session once EC2 says the
+        instance has a profile (moto attaches it a moment after the instance appears)."""
+        session: list[dict[str, str]] = []
+
+        def read() -> dict[str, str] | None:
+            if not session and self._has_profile(instance_id):
+                session.append(self._session_of(instance_id))
+            return session[0] if session else None
+
+        return read
+
+    def _has_profile(self, instance_id: str) -> bool:
+        if instance_id in self.front.instance_profiles:
+            return True
+        try:
+            found = self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        except ClientError:
+            return False
+        return any(i.get("IamInstanceProfile") for r in found for i in r["Instances"])
 
     def _session_of(self, instance_id: str) -> dict[str, str]:
         """The role session of an instance launched with the lab's profile, known to the front."""
@@ -274,6 +291,13 @@ class Lab:
             ),
         )
         return credentials
+
+    def _bucket_exists(self, bucket: str) -> bool:
+        try:
+            self.s3.head_bucket(Bucket=bucket)
+        except ClientError:
+            return False
+        return True
 
     def _tags_of(self, kind: str, resource_id: str) -> dict[str, str] | None:
         """An EC2 resource's tags as moto (or the front, for placement groups) holds them."""
@@ -618,7 +642,7 @@ class Lab:
                 zone=item["Placement"]["AvailabilityZone"],
                 region=REGION,
                 ami_id=item["ImageId"],
-                credentials=self._session_of(instance_id) if self._has_profile(item) else None,
+                credentials=self._credentials_reader(instance_id),
             )
             self._imds[instance_id] = imds
         env = {"AWS_ENDPOINT_URL": self.front.url, "AWS_DEFAULT_REGION": REGION}
