@@ -16,6 +16,7 @@ process that registers it; spotrun's runs are driven by other processes.) The fr
 - models what EC2 does to fresh instances and moto does not (consistency.py): NotFound and
   absence from filtered listings for a moment after RunInstances, `pending` before `running`,
   ClientToken idempotency;
+- authorizes every signed request as IAM would, for the identities the lab made (iam.py);
 - tells the lab's watcher the moment RunInstances or TerminateInstances went through.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import sys
 import threading
 import time
@@ -40,6 +42,7 @@ from spotlab.consistency import (
     mismatch_error,
     not_found_error,
 )
+from spotlab.iam import Iam
 
 # HTTP status EC2 sends with each code (capacity errors are server errors).
 STATUS = {
@@ -402,6 +405,7 @@ class AwsFront:
         self.placement = PlacementGroups()
         self.quotas = Quotas()
         self.run_requests: list[dict[str, str]] = []  # RunInstances parameters, in order
+        self.instance_profiles: dict[str, str] = {}  # instance id -> the profile it was given
         # Called with RunInstances' answer before it is sent (the lab ends instances there)
         self.after_run_instances: Callable[[bytes], None] | None = None
         self.on_instances_changed = on_instances_changed
@@ -412,6 +416,8 @@ class AwsFront:
         self.delays: dict[str, list[float]] = {}
         self.holds = Holds()  # calls held until the test releases them
         self.consistency = Consistency()  # the lab sets its windows
+        # IAM on every signed request (spotlab/iam.py); the lab adds identities and tag lookups
+        self.iam = Iam(tags_of=lambda kind, resource_id: None)
         front = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -459,6 +465,9 @@ class AwsFront:
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         if path == CHECKIP_PATH:  # what checkip.amazonaws.com would say this machine is
             return 200, [("Content-Type", "text/plain")], f"{self.public_address}\n".encode()
+        refused = self.iam.refusal(method, path, headers, body)
+        if refused is not None:
+            return refused
         target = headers.get("X-Amz-Target", "")
         if target.startswith("ServiceQuotasV20190624."):
             status, payload = self.quotas.answer(target, body)
@@ -501,6 +510,7 @@ class AwsFront:
                 response = self._forward(method, path, headers, body)
                 if action == "RunInstances" and response[0] == 200:
                     self.consistency.made(params, response[2])
+                    self._note_profiles(params, response[2])
                 if action == "RunInstances" and self.after_run_instances is not None:
                     self.after_run_instances(response[2])
                 self.on_instances_changed()
@@ -531,6 +541,16 @@ class AwsFront:
             return None
         fresh = self.consistency.unknown_yet(ids_named(params, named))
         return not_found_error(fresh) if fresh else None
+
+    def _note_profiles(self, params: dict[str, str], answer: bytes) -> None:
+        # EC2 gives every instance of a RunInstances its profile; moto only the first.
+        profile = (
+            params.get("IamInstanceProfile.Name")
+            or params.get("IamInstanceProfile.Arn", "").rsplit("/", 1)[-1]
+        )
+        if profile:
+            for instance_id in re.findall(rb"<instanceId>(i-[0-9a-f]+)</instanceId>", answer):
+                self.instance_profiles[instance_id.decode()] = profile
 
     def _hold(self, action: str) -> None:
         delay = self.delays.get(action)

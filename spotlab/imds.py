@@ -13,17 +13,25 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROLE = "spotrun-lab-role"
 # The instance role's credentials (what the instance profile gives): distinctive, so a test can
-# tell them from the user's and look for either where no secret belongs.
+# tell them from the user's and look for either where no secret belongs. Each instance's
+# session has its own key id (role_credentials), as each EC2 role session has.
 ROLE_CREDENTIALS = {
     "AccessKeyId": "ASIASPOTRUNLABROLE3M",
     "SecretAccessKey": "lab-role-secret-Hn5Jm8Kq2Lw7Xe4Rt1Yb9Uc6Vd3Zf0Ga",
     "Token": "lab-role-session-Pz4Ox7Nw1Mv8Lu5Kt2Js9Ir6Hq3Gp0Fo",
 }
+
+
+def role_credentials(instance_id: str) -> dict[str, str]:
+    """The role session an instance's profile gives it: its own key id, the lab's secret."""
+    suffix = instance_id.removeprefix("i-").upper()
+    return {**ROLE_CREDENTIALS, "AccessKeyId": ("ASIALAB" + suffix)[:20].ljust(20, "X")}
 
 
 def _iso(ts: float) -> str:
@@ -41,8 +49,13 @@ class Imds:
         zone: str,
         region: str,
         ami_id: str,
+        credentials: Callable[[], dict[str, str] | None] = lambda: None,
     ) -> None:
         self.instance_id = instance_id
+        # The instance profile's role session, asked at each read (EC2 attaches the profile
+        # while the instance starts); None: no profile, and EC2's metadata service then has
+        # no iam/security-credentials/ at all.
+        self.credentials = credentials
         self.values: dict[str, str] = {
             "meta-data/instance-id": instance_id,
             "meta-data/instance-type": instance_type,
@@ -50,8 +63,6 @@ class Imds:
             "meta-data/placement/region": region,
             "meta-data/local-ipv4": address,
             "meta-data/ami-id": ami_id,
-            "meta-data/iam/security-credentials/": ROLE,
-            f"meta-data/iam/security-credentials/{ROLE}": "",  # filled per request
             "dynamic/instance-identity/document": json.dumps(
                 {
                     "instanceId": instance_id,
@@ -124,6 +135,17 @@ class Imds:
         self._thread.start()
 
     def lookup(self, key: str) -> str | None:
+        if key.startswith("meta-data/iam/security-credentials/"):
+            return self._role_answer(key)
+        with self._lock:
+            return self.values.get(key)
+
+    def _role_answer(self, key: str) -> str | None:
+        credentials = self.credentials()
+        if credentials is None:
+            return None
+        if key == "meta-data/iam/security-credentials/":
+            return ROLE
         if key == f"meta-data/iam/security-credentials/{ROLE}":
             now = time.time()
             return json.dumps(
@@ -131,12 +153,11 @@ class Imds:
                     "Code": "Success",
                     "LastUpdated": _iso(now),
                     "Type": "AWS-HMAC",
-                    **ROLE_CREDENTIALS,
+                    **credentials,
                     "Expiration": _iso(now + 6 * 3600),
                 }
             )
-        with self._lock:
-            return self.values.get(key)
+        return None
 
     def announce(self, key: str, value: str | None) -> None:
         """Serve (or, with None, stop serving) `key`, e.g. meta-data/spot/instance-action."""

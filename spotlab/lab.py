@@ -12,6 +12,7 @@ Servers listen on 127.0.0.0/8 only; no network namespaces are made.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -30,15 +31,20 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
 from spotlab.front import CHECKIP_PATH, AwsFront, Fault, Hold
 from spotlab.hosts import HOST_HOME, Host, HostSpec
-from spotlab.imds import Imds
+from spotlab.iam import Identity
+from spotlab.imds import ROLE, Imds, role_credentials
+from spotrun.cloud.aws.policy import instance_policy, user_policy
 
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 ACCOUNT = "123456789012"  # moto's
+USER = "spotrun-lab-user"  # the IAM user spotrun acts as (its keys: FAKE_CREDENTIALS)
+INSTANCE_PROFILE = "spotrun-lab-profile"  # holds ROLE, whose policy is the README's
 # The user's credentials in the lab: fake (moto takes any) but distinctive, so that a test can
 # look for them where they must never be (logs, the ledger, metrics, the instances' files).
 FAKE_CREDENTIALS = {
@@ -150,6 +156,7 @@ class Lab:
         not_found_s: float = 0.5,
         pending_s: float = 0.5,
         client_tokens: bool = True,
+        iam: bool = True,
     ) -> None:
         self.root = root
         self.boot = boot
@@ -186,6 +193,11 @@ class Lab:
         # (type, zone) -> how many spot instances EC2 can fill there (None: any number)
         self.spot_capacity: dict[tuple[str, str], int] = {}
         self.front.after_run_instances = self._fill
+        # IAM enforced by the front (spotlab/iam.py): spotrun acts as a user holding exactly
+        # the README's user policy, instances as the README's instance role.
+        self.front.iam.enabled = iam
+        self.front.iam.tags_of = self._tags_of
+        self.front.iam.bucket_exists = self._bucket_exists
 
     # ------------------------------------------------------------- set up
     def start(self) -> Lab:
@@ -211,9 +223,112 @@ class Lab:
             for instance_type, prices in DEFAULT_SPOT_PRICES.items():
                 for zone, price in zip(ZONES, prices):
                     self.set_spot_prices(instance_type, zone, [(start, price)])
+        self._make_identities()
         self._watcher = threading.Thread(target=self._watch, name=f"lab-{self.id}", daemon=True)
         self._watcher.start()
         return self
+
+    def _make_identities(self) -> None:
+        """The user spotrun runs as and the instance role, with the policies the README gives."""
+        iam = self.moto.client("iam")
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "ec2.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        bucket = self.bucket or f"spotrun-lab-{self.id}-no-bucket"
+        # Labs side by side share moto's one account: the first makes these, the others find them.
+        with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+            iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps(trust))
+        with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+            iam.create_instance_profile(InstanceProfileName=INSTANCE_PROFILE)
+        with contextlib.suppress(iam.exceptions.LimitExceededException):  # holds it already
+            iam.add_role_to_instance_profile(InstanceProfileName=INSTANCE_PROFILE, RoleName=ROLE)
+        role_arn = f"arn:aws:iam::{ACCOUNT}:role/{ROLE}"
+        self.role_policy = instance_policy(bucket, bucket)
+        self.user_policy = user_policy(bucket, bucket, ROLE)
+        self.front.iam.profiles[INSTANCE_PROFILE] = role_arn
+        self.front.iam.add(
+            FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            Identity(f"arn:aws:iam::{ACCOUNT}:user/{USER}", (self.user_policy,)),
+        )
+
+    def _credentials_reader(self, instance_id: str) -> Callable[[], dict[str, str] | None]:
+        """What the instance's IMDS serves as role credentials: its session once EC2 says the
+        instance has a profile (moto attaches it a moment after the instance appears)."""
+        session: list[dict[str, str]] = []
+
+        def read() -> dict[str, str] | None:
+            if not session and self._has_profile(instance_id):
+                session.append(self._session_of(instance_id))
+            return session[0] if session else None
+
+        return read
+
+    def _has_profile(self, instance_id: str) -> bool:
+        if instance_id in self.front.instance_profiles:
+            return True
+        try:
+            found = self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        except ClientError:
+            return False
+        return any(i.get("IamInstanceProfile") for r in found for i in r["Instances"])
+
+    def _session_of(self, instance_id: str) -> dict[str, str]:
+        """The role session of an instance launched with the lab's profile, known to the front."""
+        credentials = role_credentials(instance_id)
+        self.front.iam.add(
+            credentials["AccessKeyId"],
+            Identity(
+                f"arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE}/{instance_id}",
+                (self.role_policy,),
+                instance_id=instance_id,
+            ),
+        )
+        return credentials
+
+    def _bucket_exists(self, bucket: str) -> bool:
+        try:
+            self.s3.head_bucket(Bucket=bucket)
+        except ClientError:
+            return False
+        return True
+
+    def _tags_of(self, kind: str, resource_id: str) -> dict[str, str] | None:
+        """An EC2 resource's tags as moto (or the front, for placement groups) holds them."""
+        if kind == "placement-group":
+            group = self.front.placement.groups.get(resource_id)
+            return dict(group["tags"]) if group else None  # type: ignore[call-overload]
+        calls: dict[str, tuple[str, dict[str, Any], str]] = {
+            "instance": ("describe_instances", {"InstanceIds": [resource_id]}, "Reservations"),
+            "volume": ("describe_volumes", {"VolumeIds": [resource_id]}, "Volumes"),
+            "security-group": (
+                "describe_security_groups",
+                {"GroupIds": [resource_id]},
+                "SecurityGroups",
+            ),
+            "key-pair": ("describe_key_pairs", {"KeyNames": [resource_id]}, "KeyPairs"),
+            "spot-instances-request": (
+                "describe_spot_instance_requests",
+                {"SpotInstanceRequestIds": [resource_id]},
+                "SpotInstanceRequests",
+            ),
+        }
+        method, args, field_name = calls[kind]
+        try:
+            found = getattr(self.ec2, method)(**args)[field_name]
+        except ClientError:
+            return None  # EC2 knows no such resource
+        if kind == "instance":
+            found = [i for r in found for i in r["Instances"]]
+        if not found:
+            return None
+        return {t["Key"]: t["Value"] for t in found[0].get("Tags", [])}
 
     def _make_network(self) -> LabNetwork:
         # A /22 of 127/8 of our own (labs side by side never share addresses), a /24 per zone
@@ -269,6 +384,8 @@ class Lab:
             # torch's rendezvous store listens on every address of this machine: a port of the
             # lab's own, not torch's usual 29400 that other labs and torchruns here take too
             "rendezvous_port": self.rendezvous_port,
+            # instances get the role's credentials only through a profile, as on EC2
+            "instance_profile": INSTANCE_PROFILE,
         }
         if self.bucket:
             aws["bucket"] = self.bucket
@@ -277,7 +394,9 @@ class Lab:
 
     def write_config(self, home: Path, **overrides: Any) -> Path:
         home.mkdir(parents=True, exist_ok=True)
-        lines = ["[aws]"] + [f"{k} = {_toml(v)}" for k, v in self.settings(**overrides).items()]
+        settings = self.settings(**overrides)
+        # a None override leaves the key out (spotrun's default: e.g. no instance profile)
+        lines = ["[aws]"] + [f"{k} = {_toml(v)}" for k, v in settings.items() if v is not None]
         path = home / "config.toml"
         path.write_text("\n".join(lines) + "\n")
         return path
@@ -523,6 +642,7 @@ class Lab:
                 zone=item["Placement"]["AvailabilityZone"],
                 region=REGION,
                 ami_id=item["ImageId"],
+                credentials=self._credentials_reader(instance_id),
             )
             self._imds[instance_id] = imds
         env = {"AWS_ENDPOINT_URL": self.front.url, "AWS_DEFAULT_REGION": REGION}

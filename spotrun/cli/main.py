@@ -16,6 +16,7 @@ import typer
 from spotrun.cli.common import HELP_OPTIONS, Cloud, print_error
 from spotrun.cli.complete import complete_run, complete_sweep, completion, prepare_completion
 from spotrun.cli.lazy import lazy_module, stderr_console, stdout_console
+from spotrun.cli.doctor import doctor as doctor_command
 from spotrun.cli.sweep import sweep_app
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
@@ -106,6 +107,7 @@ data_app = typer.Typer(
 )
 app.add_typer(data_app, name="data")
 app.command("completion")(completion)  # spotrun/cli/complete.py
+app.command("doctor")(doctor_command)  # spotrun/cli/doctor.py
 
 out: Console = stdout_console()  # wide when piped: tables are not folded at 80 columns
 err: Console = stderr_console()

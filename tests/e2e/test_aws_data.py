@@ -104,9 +104,10 @@ def test_push_a_folder_then_a_run_stages_it_on_the_instance_and_trains(
 
 def test_remote_data_that_cannot_be_staged_is_refused_at_launch(aws_env: Env, lab: Lab) -> None:
     env = aws_env
-    # A snapshot that exists, but in another region than the run's.
+    # A snapshot that exists, but in another region than the run's (made straight in moto,
+    # by someone else: the lab's user may not create snapshots)
     west = boto3.session.Session(**{k.lower(): v for k, v in FAKE_CREDENTIALS.items()}).client(
-        "ec2", region_name="us-west-2", endpoint_url=lab.env()["AWS_ENDPOINT_URL"]
+        "ec2", region_name="us-west-2", endpoint_url=lab.moto.url
     )
     volume = west.create_volume(Size=1, AvailabilityZone="us-west-2a")
     elsewhere = west.create_snapshot(VolumeId=volume["VolumeId"])["SnapshotId"]

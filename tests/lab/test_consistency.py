@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 
 from spotlab import Lab
 from spotlab.fixtures import use_lab
+from spotlab.lab import FAKE_CREDENTIALS
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
 from spotrun.core.config import Resources, load_settings
@@ -25,8 +26,9 @@ def _ec2(lab: Lab) -> Any:
         "ec2",
         endpoint_url=lab.front.url,
         region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
+        # as the lab's IAM user: the front enforces IAM (spotlab/iam.py)
+        aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
     )
 

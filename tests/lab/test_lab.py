@@ -12,6 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from spotlab import Lab
+from spotlab.lab import FAKE_CREDENTIALS
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
 from spotrun.core.config import Resources, load_settings
@@ -94,14 +95,15 @@ def test_faults_are_real_ec2_errors_for_every_process(lab: Lab) -> None:
         "ec2",
         endpoint_url=lab.front.url,
         region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
+        aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],  # the lab's IAM user
+        aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
     )
-    fault = lab.fail("DescribeAvailabilityZones", "UnauthorizedOperation", times=1)
+    # (DescribeRegions: an action the user's policy allows, so the fault and not IAM answers)
+    fault = lab.fail("DescribeRegions", "RequestLimitExceeded", times=1)
     with pytest.raises(ClientError) as caught:
-        client.describe_availability_zones()
-    assert caught.value.response["Error"]["Code"] == "UnauthorizedOperation"
-    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+        client.describe_regions()
+    assert caught.value.response["Error"]["Code"] == "RequestLimitExceeded"
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
     assert fault.hits == 1 and fault.times == 0
-    assert client.describe_availability_zones()["AvailabilityZones"]  # then moto answers again
+    assert client.describe_regions()["Regions"]  # then moto answers again

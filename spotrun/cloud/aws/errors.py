@@ -8,6 +8,7 @@ Throttling (RequestLimitExceeded) never reaches this: botocore's standard retry 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -159,6 +160,16 @@ def translate(
         )
     if code in PERMISSION_CODES:
         action = f"{_iam_prefix(service)}:{operation}"
+        # AWS names the action it refused, which is not always the call's own (RunInstances
+        # with an instance profile also needs iam:PassRole on the profile's role)
+        named = re.search(r"not authorized to perform: ([\w-]+:[\w*]+)", message)
+        if named and named.group(1).lower() != action.lower():
+            action = named.group(1)
+            return QuotaError(
+                f"{code}: these AWS credentials may not call {action} (which {operation} "
+                f"needs) in {region}",
+                hint=f"grant {action} to the IAM user or role that spotrun runs as",
+            )
         return QuotaError(
             f"{code}: these AWS credentials may not call {action} in {region}",
             hint=f"grant {action} to the IAM user or role that spotrun runs as",

@@ -1,0 +1,205 @@
+"""`spotrun doctor`: what a first AWS launch needs, checked before anything is created.
+
+Each check asks AWS the way a launch would (read-only calls, or EC2's DryRun, which answers
+DryRunOperation when the call would have been allowed) and says what to do when it fails.
+Nothing is made: DryRun creates nothing, and the key pair offered to it is a throwaway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+from spotrun.cloud.aws.errors import error_code
+from spotrun.cloud.aws.policy import INSTANCE_ACTIONS
+from spotrun.cloud.aws.quotas import quota_code, vcpu_quota
+from spotrun.cloud.base import Offer
+from spotrun.core.config import Resources
+from spotrun.core.errors import SpotrunError
+
+Status = Literal["ok", "warn", "fail", "skip"]
+README_POLICY = "the user policy in README.md (On AWS > Permissions)"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""  # what to do, when not ok
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+class Doctor:
+    """Runs the checks in order; a check that a failed one makes meaningless is skipped."""
+
+    def __init__(self, provider: Any, resources: Resources) -> None:
+        self.provider = provider  # an AwsProvider (typed loosely: cloud.aws.provider imports us)
+        self.aws = provider.aws
+        self.region: str = provider.aws.region
+        self.resources = resources  # what the first launch will ask for
+        self.offer: Offer | None = None
+        self.checks: list[Check] = []
+
+    def run(self) -> list[Check]:
+        steps: list[tuple[str, Callable[[], Check], tuple[str, ...]]] = [
+            ("credentials", self.credentials, ()),
+            ("region", self.region_enabled, ("credentials",)),
+            ("image", self.image, ("region",)),
+            ("network", self.network, ("region",)),
+            ("spot offers", self.offers, ("network",)),
+            ("launch permissions", self.launch_permissions, ("image", "spot offers")),
+            ("vCPU quota", self.quota, ("spot offers",)),
+            ("bucket", self.bucket, ("credentials",)),
+            ("instance profile", self.instance_profile, ("credentials",)),
+        ]
+        passed: set[str] = set()
+        for name, step, needs in steps:
+            missing = [n for n in needs if n not in passed]
+            if missing:
+                check = Check(name, "skip", f"not checked: '{missing[0]}' failed first")
+            else:
+                check = self._guarded(name, step)
+            if check.status in ("ok", "warn"):
+                passed.add(name)
+            self.checks.append(check)
+        return self.checks
+
+    def _guarded(self, name: str, step: Callable[[], Check]) -> Check:
+        try:
+            return step()
+        except SpotrunError as exc:  # spotrun's own translation of an AWS refusal, with a hint
+            return Check(name, "fail", exc.message, exc.hint or f"see {README_POLICY}")
+        except NoCredentialsError:
+            return Check(
+                name,
+                "fail",
+                "no AWS credentials found",
+                "run `aws configure`, or set AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY",
+            )
+        except ClientError as exc:
+            return Check(name, "fail", f"AWS answered {error_code(exc)}: {exc}", _fix_for(exc))
+        except BotoCoreError as exc:
+            return Check(name, "fail", f"AWS could not be reached: {exc}", "check the network")
+
+    # ------------------------------------------------------------------ checks
+    def _client(self, service: str) -> Any:
+        return self.provider.clients.client(service, self.region, attempts=2)
+
+    def credentials(self) -> Check:
+        identity = self._client("sts").get_caller_identity()
+        return Check("credentials", "ok", f"acting as {identity['Arn']}")
+
+    def region_enabled(self) -> Check:
+        answer = self._client("ec2").describe_regions(RegionNames=[self.region], AllRegions=True)
+        status = answer["Regions"][0].get("OptInStatus", "opt-in-not-required")
+        if status == "not-opted-in":
+            return Check(
+                "region",
+                "fail",
+                f"{self.region} is not enabled for this account",
+                "enable it in the AWS console (Account > AWS Regions), or set aws.region",
+            )
+        return Check("region", "ok", f"{self.region} ({status})")
+
+    def image(self) -> Check:
+        image = self.provider.image(self.region)
+        return Check("image", "ok", f"{image.id} ({image.architecture}, from {image.source})")
+
+    def network(self) -> Check:
+        subnets = self.provider.subnets(self.region)
+        zones = ", ".join(sorted(subnets))
+        return Check("network", "ok", f"{len(subnets)} subnets, in {zones}")
+
+    def offers(self) -> Check:
+        found = self.provider.offers(self.resources)
+        priced = [o for o in found if o.spot_usd_per_hour is not None]
+        if not priced:
+            return Check(
+                "spot offers",
+                "fail",
+                f"no spot offer for {_wanted(self.resources)} in {self.region}'s subnets",
+                "ask for other GPUs (--gpus, --instance-type), or another region",
+            )
+        self.offer = min(priced, key=lambda o: o.spot_usd_per_hour or 0.0)
+        return Check(
+            "spot offers",
+            "ok",
+            f"{len(priced)} for {_wanted(self.resources)}; cheapest {self.offer.instance_type} "
+            f"${self.offer.spot_usd_per_hour:.4f}/h in {self.offer.zone}",
+        )
+
+    def launch_permissions(self) -> Check:
+        assert self.offer is not None
+        allowed = self.provider.dry_run(self.offer)
+        return Check("launch permissions", "ok", "DryRun allows " + ", ".join(allowed))
+
+    def quota(self) -> Check:
+        assert self.offer is not None
+        instance_type = self.offer.instance_type
+        code = quota_code(instance_type, spot=True)
+        value = vcpu_quota(self.provider.clients, self.region, code) if code else None
+        if value is None:
+            return Check(
+                "vCPU quota",
+                "warn",
+                "Service Quotas did not say (EC2 decides at launch)",
+                "grant servicequotas:GetServiceQuota to see it here",
+            )
+        if value < self.offer.vcpus:
+            return Check(
+                "vCPU quota",
+                "fail",
+                f"{value:g} spot vCPUs ({code}) < {self.offer.vcpus} that {instance_type} needs",
+                f"ask AWS for more in Service Quotas (quota {code}, region {self.region})",
+            )
+        return Check("vCPU quota", "ok", f"{value:g} spot vCPUs ({code})")
+
+    def bucket(self) -> Check:
+        bucket = self.aws.bucket
+        if not bucket:
+            return Check(
+                "bucket",
+                "warn",
+                "no aws.bucket: checkpoints stay on the instance and die with it",
+                "create a bucket and set aws.bucket in config.toml",
+            )
+        self._client("s3").list_objects_v2(Bucket=bucket, Prefix="runs/", MaxKeys=1)
+        return Check("bucket", "ok", f"s3://{bucket}/runs/ is readable")
+
+    def instance_profile(self) -> Check:
+        profile = self.aws.instance_profile
+        if not profile:
+            needs = ", ".join(INSTANCE_ACTIONS)
+            return Check(
+                "instance profile",
+                "warn",
+                "no aws.instance_profile: instances get no AWS credentials, so they can neither "
+                "upload checkpoints nor end themselves",
+                f"make a role allowed {needs} (README's instance policy), and set "
+                "aws.instance_profile to its instance profile",
+            )
+        return Check("instance profile", "ok", f"{profile} (RunInstances may pass it: DryRun)")
+
+
+def _wanted(resources: Resources) -> str:
+    if resources.instance_type:
+        return resources.instance_type
+    return f"{resources.gpus} GPU{'s' if resources.gpus != 1 else ''}"
+
+
+def _fix_for(exc: ClientError) -> str:
+    code = error_code(exc)
+    if code in ("InvalidClientTokenId", "AuthFailure", "SignatureDoesNotMatch"):
+        return "these credentials are not valid: check the keys, or run `aws configure` again"
+    if code in ("UnauthorizedOperation", "AccessDenied", "AccessDeniedException", "403"):
+        return f"grant the permission named above; {README_POLICY} lists everything spotrun calls"
+    if code in ("NoSuchBucket", "404"):
+        return "create the bucket (aws s3 mb s3://NAME), or fix aws.bucket"
+    return "see the AWS error above"
