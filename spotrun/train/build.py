@@ -16,6 +16,7 @@ import torch
 from spotrun.core.exitcodes import CHECKPOINTED
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
+from spotrun.train.curves import TensorBoardCurves
 from spotrun.train.data.loading import load_data
 from spotrun.train.data.text import EvalWindows
 from spotrun.train.device import capabilities_of
@@ -25,6 +26,7 @@ from spotrun.train.methods import build_methods
 from spotrun.train.methods.auto import ResolvedMethods, resolve_methods
 from spotrun.train.models import build_model
 from spotrun.train.text_metrics import TextMetrics
+from spotrun.train.trackers import configured_trackers
 from spotrun.train.trainer import FitResult, Trainer
 
 CHECKPOINT_DIR = "checkpoints"
@@ -96,6 +98,8 @@ def build_trainer_on_device(
         algorithms.append(TextMetrics(test.tokens_per_char))
     model = build_model(recipe.model, recipe.num_classes, **recipe.model_options).to(device)
     optimizer = make_optimizer(model, recipe)
+    settings = recipe.model_dump(mode="json")
+    config = {"recipe": recipe.name, "resolved": settings}
     trainer = Trainer(
         model=model,
         optimizer=optimizer,
@@ -106,12 +110,14 @@ def build_trainer_on_device(
         callbacks=[
             MetricsFile(run_dir / METRICS_FILE),
             ConsoleProgress(),
+            TensorBoardCurves(run_dir),  # curves for `tensorboard --logdir SPOTRUN_HOME/runs`
+            *configured_trackers(run_dir, settings),  # W&B, MLflow: if configured
             *(extra_callbacks or []),
         ],
         checkpoint_dir=run_dir / CHECKPOINT_DIR,
         checkpoint_every_steps=recipe.checkpoint_every_steps,
         eval_every_epochs=recipe.eval_every_epochs,
-        config={"recipe": recipe.name, "resolved": recipe.model_dump(mode="json")},
+        config=config,
         device=device,
     )
     if launch.distributed:
