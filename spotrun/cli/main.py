@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from spotrun.cli.plot import plot as plot_command
 from spotrun.cli.sweep import sweep_app
 from spotrun.control import supervisor
 from spotrun.core.config import load_settings
@@ -46,6 +47,7 @@ data_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(data_app, name="data")
+app.command("plot")(plot_command)  # spotrun/cli/plot.py
 
 # Wide when piped, so tables and log lines are not folded at 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
