@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from spotrun.cli.plot import plot as plot_command
+from spotrun.cli.ssh import require_terminal
+from spotrun.cli.ssh import ssh as ssh_command
 from spotrun.cli.sweep import sweep_app
 from spotrun.control import supervisor
 from spotrun.core.config import load_settings
@@ -48,6 +50,7 @@ data_app = typer.Typer(
 )
 app.add_typer(data_app, name="data")
 app.command("plot")(plot_command)  # spotrun/cli/plot.py
+app.command("ssh")(ssh_command)  # spotrun/cli/ssh.py
 
 # Wide when piped, so tables and log lines are not folded at 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -496,6 +499,7 @@ def attach(
     """Put this terminal into the run's live tmux session (detach with Ctrl-b d)."""
     ledger = api.open_ledger()
     argv = api.attach_command(ledger, run, node=node)
+    require_terminal(run)  # tmux's own words would be "open terminal failed: not a terminal"
     env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # allow attaching from inside tmux
     os.execvpe(argv[0], argv, env)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from spotrun.agent.session import session_name
 from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
-from spotrun.control import budget_guard, cluster
+from spotrun.control import budget_guard, cluster, ssh_config
 from spotrun.control.cache_zone import prefer_cache_zone
 from spotrun.control.cluster_steps import ClusterSteps
 from spotrun.control.data_volumes import (
@@ -134,7 +134,15 @@ class RunController:
         return run
 
     def _move(self, target: RunState, reason: str | None = None) -> RunRecord:
-        return self.ledger.transition(self.run_id, target, reason)
+        run = self.ledger.transition(self.run_id, target, reason)
+        self._refresh_ssh_config()  # the run's entries appear as it runs, go as it leaves
+        return run
+
+    def _refresh_ssh_config(self) -> None:
+        try:
+            ssh_config.refresh(self.ledger)
+        except (OSError, SpotrunError) as exc:  # the run goes on; `spotrun ssh` rewrites it
+            print(f"could not rewrite {ssh_config.FILE_NAME}: {exc}", flush=True)
 
     # ------------------------------------------------------------------ steps
     def _request(self, run: RunRecord) -> RunRecord:
