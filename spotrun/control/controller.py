@@ -27,6 +27,7 @@ from spotrun.control.data_volumes import (
 from spotrun.control.instance_records import to_record
 from spotrun.control.metrics import MetricsTail
 from spotrun.control.recovery import Reach, Recovery
+from spotrun.control.threads import threads_env
 from spotrun.core.errors import (
     CapacityError,
     LedgerBusyError,
@@ -238,6 +239,7 @@ class RunController:
         wrap: list[str] = []
         if run.spec.job is None:  # a recipe: spotrun's trainer, started as it always was
             env = {**TRAINING_ENV, "SPOTRUN_RUN_ID": run.id, "SPOTRUN_RUN_DIR": remote_dir}
+            env.update(threads_env(self.provider, self.ledger, run))  # a shared machine's cores
             argv = job_argv(run, self.provider.spotrun_command(head), remote_dir)
         else:  # your own command (spotrun.remote.jobprep)
             argv, env, wrap = self._prepare_own_job(run, head)
@@ -262,6 +264,7 @@ class RunController:
         spotrun = self.provider.spotrun_command(inst)
         if run.spec.job is None:  # a recipe: `spotrun train` in every torchrun process
             env = {**TRAINING_ENV, "SPOTRUN_RUN_ID": run.id, "SPOTRUN_RUN_DIR": remote_dir}
+            env.update(threads_env(self.provider, self.ledger, run))  # a shared machine's cores
             program = job_argv(run, ["-m", "spotrun"], remote_dir)
             return spec.torchrun_argv(spotrun[0], rank, program), env, []
         argv, env, wrap = self._prepare_own_job(run, inst)

@@ -21,6 +21,9 @@ CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 # `tensorboard --logdir SPOTRUN_HOME/runs` shows every run; TensorBoard finds them by this part
 # of the name. They only grow, so sync appends to them like metrics.jsonl.
 EVENT_FILE_MARK = ".tfevents."
+# The training threads the placement chose for the job (the local cloud: one per free core);
+# when set, the trainer uses it instead of the recipe's `threads` (spotrun.train.build).
+THREADS_VAR = "SPOTRUN_THREADS"
 
 
 def is_event_file(name: str) -> bool:

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from spotrun.core.exitcodes import CHECKPOINTED
+from spotrun.core.rundir import THREADS_VAR
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
 from spotrun.train.curves import TensorBoardCurves
@@ -66,6 +67,13 @@ def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimi
     )
 
 
+def training_threads(recipe: Recipe) -> int | None:
+    """SPOTRUN_THREADS when the placement chose (the local cloud: one per free core), else the
+    recipe's `threads` (None: torch's default)."""
+    chosen = os.environ.get(THREADS_VAR, "").strip()
+    return int(chosen) if chosen.isdigit() and int(chosen) > 0 else recipe.threads
+
+
 def build_trainer(
     recipe: Recipe,
     run_dir: Path,
@@ -84,8 +92,9 @@ def build_trainer_on_device(
 ) -> tuple[Trainer, ResolvedMethods]:
     """The trainer, and what the recipe's `auto` methods became on this device (and why)."""
     launch = launch or LaunchEnv()
-    if recipe.threads is not None:
-        torch.set_num_threads(recipe.threads)
+    threads = training_threads(recipe)
+    if threads is not None:
+        torch.set_num_threads(threads)
     device = launch.device()
     resolved = resolve_methods(recipe.methods, capabilities_of(device))
     # Every rank builds the same initial model from the same seed (DDP also broadcasts it).
@@ -152,7 +161,11 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
             (run_dir / RECIPE_FILE).write_text(recipe_json)
             ranks = f" on {launch.world_size} processes" if launch.distributed else ""
             methods = ", ".join(a.name for a in trainer.engine.algorithms) or "none"
-            print(f"training {recipe.name} in {run_dir}{ranks}; methods: {methods}", flush=True)
+            threads = f"; {torch.get_num_threads()} CPU threads" if caps.kind == "cpu" else ""
+            print(
+                f"training {recipe.name} in {run_dir}{ranks}; methods: {methods}{threads}",
+                flush=True,
+            )
         result = trainer.fit()
         if launch.rank == 0:
             summary = json.dumps(trainer.engine.summary(), indent=2)
