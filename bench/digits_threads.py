@@ -2,7 +2,7 @@
 local cloud's thread choice (one per free core) against the recipe's fixed threads=2, with no
 extra load and with one busy background process.
 
-    python bench/digits_threads.py [--repeats 3]
+    python bench/digits_threads.py [--repeats 3] [--only auto]
 
 Each repeat runs every (load, variant) pair once, alternating, each launch in a fresh
 SPOTRUN_HOME and tmux server; prints each launch and then the medians side by side: seconds of
@@ -70,7 +70,15 @@ def launch(extra: list[str]) -> dict[str, float | str]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--only", choices=["auto", "fixed"], help="one variant (fixed threads=2 is slow when busy)"
+    )
     args = parser.parse_args()
+    variants = {
+        name: extra
+        for name, extra in VARIANTS.items()
+        if args.only is None or name.startswith("auto" if args.only == "auto" else "threads=2")
+    }
     with_malloc_settings()
     print(hardware_line())
     results: dict[tuple[str, str], list[dict[str, float | str]]] = {}
@@ -80,7 +88,7 @@ def main() -> None:
             if load != LOADS[0]:
                 busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
             try:
-                for name, extra in VARIANTS.items():
+                for name, extra in variants.items():
                     got = launch(extra)
                     results.setdefault((load, name), []).append(got)
                     print(
@@ -101,7 +109,7 @@ def main() -> None:
         acc = statistics.median(100 * float(r["acc"]) for r in runs)
         threads = ",".join(sorted({str(r["threads"]) for r in runs}))
         print(f"{load:<17}{name:<29}{train:8.1f}{wall:8.1f}{acc:7.1f}  {threads}")
-    for load in LOADS:
+    for load in LOADS if len(variants) == 2 else ():
         auto = statistics.median(
             float(r["train_s"]) for r in results[(load, "auto (README command)")]
         )

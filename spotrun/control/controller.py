@@ -264,7 +264,6 @@ class RunController:
         spotrun = self.provider.spotrun_command(inst)
         if run.spec.job is None:  # a recipe: `spotrun train` in every torchrun process
             env = {**TRAINING_ENV, "SPOTRUN_RUN_ID": run.id, "SPOTRUN_RUN_DIR": remote_dir}
-            env.update(threads_env(self.provider, self.ledger, run))  # a shared machine's cores
             program = job_argv(run, ["-m", "spotrun"], remote_dir)
             return spec.torchrun_argv(spotrun[0], rank, program), env, []
         argv, env, wrap = self._prepare_own_job(run, inst)
