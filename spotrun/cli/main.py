@@ -15,8 +15,11 @@ import typer
 
 from spotrun.cli.common import HELP_OPTIONS, Cloud, print_error
 from spotrun.cli.complete import complete_run, complete_sweep, completion, prepare_completion
-from spotrun.cli.lazy import lazy_module, stderr_console, stdout_console
 from spotrun.cli.doctor import doctor as doctor_command
+from spotrun.cli.lazy import lazy_module, stderr_console, stdout_console
+from spotrun.cli.plot import plot as plot_command
+from spotrun.cli.ssh import require_terminal
+from spotrun.cli.ssh import ssh as ssh_command
 from spotrun.cli.sweep import sweep_app
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
@@ -108,6 +111,8 @@ data_app = typer.Typer(
 app.add_typer(data_app, name="data")
 app.command("completion")(completion)  # spotrun/cli/complete.py
 app.command("doctor")(doctor_command)  # spotrun/cli/doctor.py
+app.command("plot")(plot_command)  # spotrun/cli/plot.py
+app.command("ssh")(ssh_command)  # spotrun/cli/ssh.py
 
 out: Console = stdout_console()  # wide when piped: tables are not folded at 80 columns
 err: Console = stderr_console()
@@ -601,6 +606,7 @@ def attach(
     """
     ledger = api.open_ledger()
     argv = api.attach_command(ledger, run, node=node)
+    require_terminal(run)  # tmux's own words would be "open terminal failed: not a terminal"
     env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # allow attaching from inside tmux
     os.execvpe(argv[0], argv, env)
 

@@ -18,6 +18,7 @@ import time
 
 from spotrun.agent.session import kill_session, session_name
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
+from spotrun.cloud.free_cores import FreeCores, free_cores
 from spotrun.core.config import Resources, Settings
 from spotrun.core.errors import UsageError
 from spotrun.remote.local import LocalRunner
@@ -42,6 +43,10 @@ class LocalProvider:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._records = settings.home / "local-instances"
+
+    def free_cores(self) -> FreeCores:
+        """The cores of this machine that other work leaves free now (training threads)."""
+        return free_cores()
 
     def offers(self, resources: Resources) -> list[Offer]:
         gpus = local_gpu_count()

@@ -16,7 +16,7 @@ from pathlib import Path
 from spotrun.agent.session import session_name
 from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
-from spotrun.control import budget_guard, cluster
+from spotrun.control import budget_guard, cluster, ssh_config
 from spotrun.control.cache_zone import prefer_cache_zone
 from spotrun.control.cluster_steps import ClusterSteps
 from spotrun.control.data_volumes import (
@@ -27,6 +27,7 @@ from spotrun.control.data_volumes import (
 from spotrun.control.instance_records import to_record
 from spotrun.control.metrics import MetricsTail
 from spotrun.control.recovery import Reach, Recovery
+from spotrun.control.threads import threads_env
 from spotrun.core.errors import (
     CapacityError,
     LedgerBusyError,
@@ -134,7 +135,15 @@ class RunController:
         return run
 
     def _move(self, target: RunState, reason: str | None = None) -> RunRecord:
-        return self.ledger.transition(self.run_id, target, reason)
+        run = self.ledger.transition(self.run_id, target, reason)
+        self._refresh_ssh_config()  # the run's entries appear as it runs, go as it leaves
+        return run
+
+    def _refresh_ssh_config(self) -> None:
+        try:
+            ssh_config.refresh(self.ledger)
+        except (OSError, SpotrunError) as exc:  # the run goes on; `spotrun ssh` rewrites it
+            print(f"could not rewrite {ssh_config.FILE_NAME}: {exc}", flush=True)
 
     # ------------------------------------------------------------------ steps
     def _request(self, run: RunRecord) -> RunRecord:
@@ -230,6 +239,7 @@ class RunController:
         wrap: list[str] = []
         if run.spec.job is None:  # a recipe: spotrun's trainer, started as it always was
             env = {**TRAINING_ENV, "SPOTRUN_RUN_ID": run.id, "SPOTRUN_RUN_DIR": remote_dir}
+            env.update(threads_env(self.provider, self.ledger, run))  # a shared machine's cores
             argv = job_argv(run, self.provider.spotrun_command(head), remote_dir)
         else:  # your own command (spotrun.remote.jobprep)
             argv, env, wrap = self._prepare_own_job(run, head)

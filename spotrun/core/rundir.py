@@ -17,6 +17,18 @@ log = logging.getLogger(__name__)
 
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
+# TensorBoard event files, written beside metrics.jsonl (spotrun.train.curves) so that
+# `tensorboard --logdir SPOTRUN_HOME/runs` shows every run; TensorBoard finds them by this part
+# of the name. They only grow, so sync appends to them like metrics.jsonl.
+EVENT_FILE_MARK = ".tfevents."
+# The training threads the placement chose for the job (the local cloud: one per free core);
+# when set, the trainer uses it instead of the recipe's `threads` (spotrun.train.build).
+THREADS_VAR = "SPOTRUN_THREADS"
+
+
+def is_event_file(name: str) -> bool:
+    """Whether `name` (a path in the run folder) is a TensorBoard event file of the run."""
+    return "/" not in name and EVENT_FILE_MARK in name
 
 
 def checkpoint_is_complete(path: Path) -> bool:

@@ -2,10 +2,11 @@
 
 One remote `find` lists the folder (path, size, mtime); what was pulled before is remembered in
 `.sync.json` inside the local run folder, so a supervisor that restarts carries on where the last
-one stopped. Files that only grow (job.log, metrics.jsonl) are fetched from where the local copy
-ends; every other changed file is fetched whole into a temporary name and renamed, so readers
-never see half a checkpoint. Files deleted on the instance are kept here: after a spot
-interruption a fresh instance starts empty, and that must never erase what was already saved.
+one stopped. Files that only grow (job.log, metrics.jsonl, TensorBoard's event files) are
+fetched from where the local copy ends; every other changed file is fetched whole into a
+temporary name and renamed, so readers never see half a checkpoint. Files deleted on the
+instance are kept here: after a spot interruption a fresh instance starts empty, and that must
+never erase what was already saved.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
+from spotrun.core.rundir import is_event_file
 from spotrun.core.safe_paths import safe_join
 
 STATE_FILE = ".sync.json"
@@ -159,7 +161,7 @@ def _pull_listed(
             unchanged += 1
             continue
         remote_path = f"{remote_base}/{item.path}"
-        grows = item.path.endswith(APPEND_ONLY_SUFFIXES)
+        grows = item.path.endswith(APPEND_ONLY_SUFFIXES) or is_event_file(item.path)
         if grows and 0 < have <= item.size and isinstance(runner, RangeReader):
             data = runner.read_from(remote_path, have)
             with open(target, "ab") as fh:

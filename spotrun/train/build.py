@@ -14,8 +14,10 @@ import numpy as np
 import torch
 
 from spotrun.core.exitcodes import CHECKPOINTED
+from spotrun.core.rundir import THREADS_VAR
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
+from spotrun.train.curves import TensorBoardCurves
 from spotrun.train.data.loading import load_data
 from spotrun.train.data.text import EvalWindows
 from spotrun.train.device import capabilities_of
@@ -25,6 +27,7 @@ from spotrun.train.methods import build_methods
 from spotrun.train.methods.auto import ResolvedMethods, resolve_methods
 from spotrun.train.models import build_model
 from spotrun.train.text_metrics import TextMetrics
+from spotrun.train.trackers import configured_trackers
 from spotrun.train.trainer import FitResult, Trainer
 
 CHECKPOINT_DIR = "checkpoints"
@@ -64,6 +67,13 @@ def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimi
     )
 
 
+def training_threads(recipe: Recipe) -> int | None:
+    """SPOTRUN_THREADS when the placement chose (the local cloud: one per free core), else the
+    recipe's `threads` (None: torch's default)."""
+    chosen = os.environ.get(THREADS_VAR, "").strip()
+    return int(chosen) if chosen.isdigit() and int(chosen) > 0 else recipe.threads
+
+
 def build_trainer(
     recipe: Recipe,
     run_dir: Path,
@@ -82,8 +92,9 @@ def build_trainer_on_device(
 ) -> tuple[Trainer, ResolvedMethods]:
     """The trainer, and what the recipe's `auto` methods became on this device (and why)."""
     launch = launch or LaunchEnv()
-    if recipe.threads is not None:
-        torch.set_num_threads(recipe.threads)
+    threads = training_threads(recipe)
+    if threads is not None:
+        torch.set_num_threads(threads)
     device = launch.device()
     resolved = resolve_methods(recipe.methods, capabilities_of(device))
     # Every rank builds the same initial model from the same seed (DDP also broadcasts it).
@@ -96,6 +107,8 @@ def build_trainer_on_device(
         algorithms.append(TextMetrics(test.tokens_per_char))
     model = build_model(recipe.model, recipe.num_classes, **recipe.model_options).to(device)
     optimizer = make_optimizer(model, recipe)
+    settings = recipe.model_dump(mode="json")
+    config = {"recipe": recipe.name, "resolved": settings}
     trainer = Trainer(
         model=model,
         optimizer=optimizer,
@@ -106,12 +119,14 @@ def build_trainer_on_device(
         callbacks=[
             MetricsFile(run_dir / METRICS_FILE),
             ConsoleProgress(),
+            TensorBoardCurves(run_dir),  # curves for `tensorboard --logdir SPOTRUN_HOME/runs`
+            *configured_trackers(run_dir, settings),  # W&B, MLflow: if configured
             *(extra_callbacks or []),
         ],
         checkpoint_dir=run_dir / CHECKPOINT_DIR,
         checkpoint_every_steps=recipe.checkpoint_every_steps,
         eval_every_epochs=recipe.eval_every_epochs,
-        config={"recipe": recipe.name, "resolved": recipe.model_dump(mode="json")},
+        config=config,
         device=device,
     )
     if launch.distributed:
@@ -146,7 +161,11 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
             (run_dir / RECIPE_FILE).write_text(recipe_json)
             ranks = f" on {launch.world_size} processes" if launch.distributed else ""
             methods = ", ".join(a.name for a in trainer.engine.algorithms) or "none"
-            print(f"training {recipe.name} in {run_dir}{ranks}; methods: {methods}", flush=True)
+            threads = f"; {torch.get_num_threads()} CPU threads" if caps.kind == "cpu" else ""
+            print(
+                f"training {recipe.name} in {run_dir}{ranks}; methods: {methods}{threads}",
+                flush=True,
+            )
         result = trainer.fit()
         if launch.rank == 0:
             summary = json.dumps(trainer.engine.summary(), indent=2)

@@ -67,6 +67,21 @@ def test_pull_moves_only_what_changed(host: tuple[Runner, Host], tmp_path: Path)
     assert not (local / ".store.json").exists() and not list(local.rglob("*.tmp"))
 
 
+def test_tensorboard_event_files_move_only_their_new_bytes(
+    host: tuple[Runner, Host], tmp_path: Path
+) -> None:
+    host_runner, machine = host
+    remote = "/root/.spotrun/runs/" + RUN_ID
+    name = "events.out.tfevents.1796300000.host.42.0"
+    local = tmp_path / "run"
+    host_runner.run(f"mkdir -p {remote} && head -c 300 /dev/urandom > {remote}/{name}").check("")
+    assert pull_run_dir(host_runner, remote, local, final=False).whole_bytes == 300
+    host_runner.run(f"head -c 120 /dev/urandom >> {remote}/{name}").check("appending")
+    grown = pull_run_dir(host_runner, remote, local, final=False)
+    assert (grown.fetched, grown.appended_bytes, grown.whole_bytes) == ([name], 120, 0)
+    assert (local / name).read_bytes() == machine.path(f"{remote}/{name}").read_bytes()
+
+
 def test_durable_pull_fills_gaps_and_never_overwrites(
     aws_env: Env, lab: Lab, tmp_path: Path
 ) -> None:

@@ -125,6 +125,12 @@ def test_a_2x3_grid_with_asha_runs_to_the_end_with_its_leaderboard(env: Env) -> 
     assert [(s["name"], s["state"], s["pruned"]) for s in listed] == [
         ("grid", "completed", len(pruned))
     ]
+    # `spotrun plot SWEEP`: one curve per trial, each its run's metrics.jsonl
+    curves = json.loads(env.cli("plot", "grid", "--json", check=True).stdout)["curves"]
+    assert sorted(c["run"] for c in curves) == sorted(r["id"] for r in runs)
+    for curve in curves:
+        lines = (env.home / "runs" / curve["run"] / "metrics.jsonl").read_text().splitlines()
+        assert curve["y"] == [json.loads(line)["test_acc"] for line in lines]
 
 
 @pytest.mark.slow

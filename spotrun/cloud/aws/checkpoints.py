@@ -28,12 +28,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.core.errors import CloudError, UsageError
-from spotrun.core.rundir import CHECKPOINT_NAME, checkpoint_is_complete
+from spotrun.core.rundir import CHECKPOINT_NAME, checkpoint_is_complete, is_event_file
 from spotrun.core.safe_paths import safe_join
 
 STATE_FILE = ".store.json"
 EXIT_FILE = "exit.json"  # written by the job wrapper when the job ends
-DURABLE = ("checkpoints/", "metrics.jsonl", "recipe.json")
+DURABLE = ("checkpoints/", "metrics.jsonl", "recipe.json")  # and TensorBoard's event files
 
 
 def run_prefix(run_id: str) -> str:
@@ -73,7 +73,7 @@ def _durable_files(run_dir: Path) -> Iterator[tuple[str, Path]]:
         if not item.is_file() or item.name.endswith((".tmp", ".part")):
             continue
         rel = item.relative_to(run_dir).as_posix()
-        if rel.startswith(DURABLE[0]) or rel in DURABLE[1:]:
+        if rel.startswith(DURABLE[0]) or rel in DURABLE[1:] or is_event_file(rel):
             yield rel, item
 
 

@@ -31,6 +31,7 @@ from spotrun.cloud.aws.offers import TypeCatalog, build_offers
 from spotrun.cloud.aws.prices import AwsPrices
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
+from spotrun.cloud.ssh_host import SshHost
 from spotrun.core.config import Resources, Settings
 from spotrun.core.errors import CapacityError, CloudError, RemoteError, UsageError
 from spotrun.datasets.placement import TypeStorage
@@ -453,41 +454,42 @@ class AwsProvider:
         return store.pull(s3, self.aws.bucket, run_id, local_dir, region)
 
     # -------------------------------------------------------------- attach
-    def attach_command(self, run_id: str, node: int | None = None) -> list[str]:
-        """The user's own ssh, with the run's key and pinned host key, into the tmux session
-        (of node `node` of a multi-node run, in spotrun.control.cluster's order)."""
-        from spotrun.agent.session import session_name
+    def ssh_host(self, run_id: str, instance_id: str, address: str) -> SshHost | None:
+        """The run's key and the instance's pinned host key for the user's own ssh; None until
+        spotrun has connected to the instance once (nothing is pinned before)."""
+        line = self.host_keys(run_id).known_hosts_line(instance_id, address, self.aws.ssh_port)
+        if line is None:
+            return None
+        known_hosts = self.keys_dir / run_id / f"known_hosts-{instance_id}"
+        if not known_hosts.exists() or known_hosts.read_text() != line + "\n":
+            tmp = known_hosts.with_name(known_hosts.name + ".tmp")
+            tmp.write_text(line + "\n")
+            os.replace(tmp, known_hosts)
+        key = network.key_path(self.keys_dir, run_id)
+        return SshHost(address, self.aws.ssh_port, self.aws.ssh_user, key, known_hosts)
+
+    def live_ssh_host(self, run_id: str, node: int | None = None) -> SshHost:
+        """SshHost of node `node` (spotrun.control.cluster's order) of a live run."""
         from spotrun.control import cluster
 
         live = [i for i in self.describe(run_id) if i.is_live]
         if node is not None:
             live = cluster.order(live)[node:]
         if not live or not live[0].address:
-            raise RemoteError(f"run {run_id} has no live node {node or 0} to attach to")
+            raise RemoteError(f"run {run_id} has no live node {node or 0} to reach")
         head = live[0]
-        line = self.host_keys(run_id).known_hosts_line(
-            head.id, head.address or "", self.aws.ssh_port
-        )
-        if line is None:
+        found = self.ssh_host(run_id, head.id, head.address or "")
+        if found is None:
             raise RemoteError(f"spotrun has not connected to {head.id} yet; try again in a moment")
-        known_hosts = self.keys_dir / run_id / "known_hosts"
-        known_hosts.write_text(line + "\n")
-        return [
-            "ssh",
-            "-i",
-            str(network.key_path(self.keys_dir, run_id)),
-            "-p",
-            str(self.aws.ssh_port),
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            f"UserKnownHostsFile={known_hosts}",
-            "-o",
-            "StrictHostKeyChecking=yes",
-            "-t",
-            f"{self.aws.ssh_user}@{head.address}",
-            f"tmux attach-session -t ={session_name(run_id)}",
-        ]
+        return found
+
+    def attach_command(self, run_id: str, node: int | None = None) -> list[str]:
+        """The user's own ssh, with the run's key and pinned host key, into the tmux session
+        (of node `node` of a multi-node run, in spotrun.control.cluster's order)."""
+        from spotrun.agent.session import session_name
+
+        host = self.live_ssh_host(run_id, node)
+        return host.argv(tty=True, command=f"tmux attach-session -t ={session_name(run_id)}")
 
     # ----------------------------------------------------------- terminate
     def terminate(self, run_id: str) -> list[Instance]:

@@ -1,0 +1,32 @@
+"""Which trackers an environment asks for: W&B's and MLflow's own variables decide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spotrun.train.trackers import (
+    MlflowTracker,
+    WandbTracker,
+    configured_trackers,
+    mlflow_configured,
+    wandb_configured,
+)
+
+
+def test_nothing_is_configured_by_default() -> None:
+    assert configured_trackers(Path("run"), {}, environ={}) == []
+    assert not wandb_configured({"WANDB_MODE": "disabled", "WANDB_API_KEY": "k"})
+    assert wandb_configured({"WANDB_MODE": "offline"}) and wandb_configured({"WANDB_API_KEY": "k"})
+    assert mlflow_configured({"MLFLOW_TRACKING_URI": "file:///x"})
+    assert not mlflow_configured({"MLFLOW_TRACKING_URI": "  "})
+
+
+def test_configured_and_installed_trackers_are_made() -> None:
+    pytest.importorskip("wandb")
+    pytest.importorskip("mlflow")
+    env = {"WANDB_MODE": "offline", "WANDB_PROJECT": "p", "MLFLOW_TRACKING_URI": "file:///x"}
+    wandb, mlflow = configured_trackers(Path("run"), {"lr": 0.1}, environ=env)
+    assert isinstance(wandb, WandbTracker) and wandb.project == "p"
+    assert isinstance(mlflow, MlflowTracker) and mlflow.experiment == "spotrun"
