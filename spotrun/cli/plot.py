@@ -22,6 +22,7 @@ def plot(
 ) -> None:
     """Overlay runs' training curves (a metric against step, training time or cost).
 
+    \b
     Examples:
       spotrun plot digits-fast-1a2b3c4d
       spotrun plot run-a run-b --metric test_loss --x time -o loss.png

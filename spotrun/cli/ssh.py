@@ -20,6 +20,7 @@ def ssh(
     spotrun keeps SPOTRUN_HOME/ssh_config with a `Host spotrun-NAME` entry per running run;
     `Include` it from ~/.ssh/config and plain ssh, scp and editors reach the instance too.
 
+    \b
     Examples:
       spotrun ssh my-run
       spotrun ssh my-run nvidia-smi
