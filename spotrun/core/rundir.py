@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
+METRICS_FILE = "metrics.jsonl"  # one JSON line per evaluation, written by the trainer
 
 
 def checkpoint_is_complete(path: Path) -> bool:
