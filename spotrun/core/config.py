@@ -132,6 +132,12 @@ class Settings(StrictModel):
     max_cost_usd: float | None = Field(
         None, gt=0, allow_inf_nan=False, description="default budget for every launch"
     )
+    controller: Literal["one", "per-run"] = Field(
+        "one",
+        description="one: a single controller process drives every live run and sweep of this "
+        "home (started by any command when something is live, gone when nothing is); "
+        "per-run: a supervisor process per run and per sweep",
+    )
     budget_check_s: float = Field(30.0, gt=0, description="how often a capped run is projected")
     budget_stop_margin_s: float = Field(
         180.0, ge=0, description="seconds a budget stop takes: checkpoint, sync, terminate"

@@ -26,6 +26,7 @@ from typing import IO, Literal
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
+from spotrun.control.home import ensure_controller
 from spotrun.control.metrics import MetricsTail
 from spotrun.control.supervisor import LOCK_FILE, LOG_FILE, _try_lock, lock_is_held
 from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
@@ -47,7 +48,10 @@ BUDGET_REASON = "stopped by the sweep's budget"
 
 # ------------------------------------------------------------------ process
 def spawn(settings: Settings, sweep: SweepRecord) -> int:
-    """Start a detached supervisor for `sweep`; returns its pid."""
+    """Start a detached supervisor for `sweep` (or make sure the home's one controller, which
+    then drives it, runs); returns its pid."""
+    if settings.controller == "one":
+        return ensure_controller(settings)[0]
     sweep.sweep_dir.mkdir(parents=True, exist_ok=True)
     log_fh = open(sweep.sweep_dir / LOG_FILE, "ab")
     proc = subprocess.Popen(
