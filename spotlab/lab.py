@@ -70,6 +70,15 @@ def image_paths() -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def _xdist_worker() -> tuple[int, int]:
+    """(this worker's index, how many workers) under pytest-xdist; (0, 1) otherwise."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not name.startswith("gw") or not count.isdigit() or int(count) < 1:
+        return 0, 1
+    return int(name[2:]) % int(count), int(count)
+
+
 def free_port(address: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((address, 0))
@@ -209,7 +218,11 @@ class Lab:
     def _make_network(self) -> LabNetwork:
         # A /22 of 127/8 of our own (labs side by side never share addresses), a /24 per zone
         # (moto does not hand a terminated instance's address out again: room for many).
-        a, b = random.randint(16, 250), 4 * random.randint(1, 62)
+        # Under pytest-xdist each worker takes its own second octets, so two workers' labs
+        # never draw the same /22.
+        worker, workers = _xdist_worker()
+        a = random.choice([n for n in range(16, 251) if n % workers == worker])
+        b = 4 * random.randint(1, 62)
         cidr = f"127.{a}.{b}.0/22"
         vpc_id = self.ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
         subnets = {}

@@ -9,34 +9,93 @@ import sys
 from decimal import ROUND_HALF_UP, Decimal
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from spotrun.cli.common import HELP_OPTIONS, Cloud, print_error
+from spotrun.cli.complete import complete_run, complete_sweep, completion, prepare_completion
+from spotrun.cli.lazy import lazy_module, stderr_console, stdout_console
 from spotrun.cli.sweep import sweep_app
-from spotrun.control import supervisor
-from spotrun.core.config import load_settings
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
 from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
-from spotrun.service import runs as api
+
+# `spotrun --help` and `spotrun ls` must answer fast: the library, rich and the run control
+# are imported when a command first uses them (spotrun/cli/lazy.py), not here.
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    from spotrun.control import supervisor
+    from spotrun.core.config import Settings
+    from spotrun.service import runs as api
+else:
+    # reading runs (ls, status, logs, completion) needs only service.lookup
+    _reads = {name: "spotrun.service.lookup" for name in ("open_ledger", "run_summary")}
+    api = lazy_module("spotrun.service.runs", light=_reads)
+    supervisor = lazy_module("spotrun.control.supervisor")
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
+
+def Table(**options: Any) -> RichTable:  # noqa: N802 - stands in for rich's class, imported late
+    from rich.table import Table as RichTable
+
+    return RichTable(**options)
+
+
+def load_settings() -> Settings:
+    from spotrun.core.config import load_settings as load
+
+    return load()
+
+
 app = typer.Typer(
     name="spotrun",
-    help="Train deep-learning models fast and cheaply on AWS spot GPUs.",
     no_args_is_help=True,
+    # `spotrun completion SHELL` instead of typer's --install-completion: typer's root options
+    # would cost every subcommand a pydantic import (their None defaults get coerced)
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=HELP_OPTIONS,  # every subcommand inherits -h from here
 )
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from spotrun import __version__
+
+        sys.stdout.write(f"spotrun {__version__}\n")
+        raise typer.Exit(SUCCESS)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print spotrun's version and exit.",
+    ),
+) -> None:
+    """Train deep-learning models fast and cheaply on AWS spot GPUs.
+
+    \b
+    Examples:
+      spotrun launch digits-fast          train a recipe on this machine
+      spotrun ls                          live and recent runs
+      spotrun logs -f RUN                 follow a run's output
+      eval "$(spotrun completion bash)"   Tab completion (bash, zsh, fish)
+    """
+
+
 recipes_app = typer.Typer(help="List recipes, or show one in full.", rich_markup_mode=None)
 app.add_typer(recipes_app, name="recipes")
 app.add_typer(sweep_app, name="sweep")  # spotrun/cli/sweep.py
@@ -46,15 +105,10 @@ data_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(data_app, name="data")
+app.command("completion")(completion)  # spotrun/cli/complete.py
 
-# Wide when piped, so tables and log lines are not folded at 80 columns.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-class Cloud(str, Enum):
-    local = "local"
-    aws = "aws"
+out: Console = stdout_console()  # wide when piped: tables are not folded at 80 columns
+err: Console = stderr_console()
 
 
 def _print_json(data: Any) -> None:
@@ -118,7 +172,15 @@ def launch(
     ),
 ) -> None:
     """Launch a recipe, a task file or your own command (--cmd) on the cheapest capacity that
-    fits, and follow it to the end."""
+    fits, and follow it to the end.
+
+    \b
+    Examples:
+      spotrun launch digits-fast
+      spotrun launch cifar10-fast --cloud aws --gpus 1 --max-cost 2
+      spotrun launch --cmd "python train.py" --workdir .
+      spotrun launch task.yaml --detach
+    """
     settings = load_settings()
     own = OwnJobFlags(cmd, workdir, setup, env_)
     own.check(target, set_)
@@ -294,7 +356,15 @@ def prices(
     zone: str | None = typer.Option(None, "--zone"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """The spot offers a launch chooses from, cheapest first, beside on-demand prices."""
+    """The spot offers a launch chooses from, cheapest first, beside on-demand prices (without
+    AWS credentials: the GPU types of spotrun's shipped, dated catalog).
+
+    \b
+    Examples:
+      spotrun prices
+      spotrun prices --gpus 4 --gpu-model A100
+      spotrun prices --instance-type g5.xlarge --json
+    """
     if gpus < 0:
         raise UsageError(f"--gpus must be 0 or more, got {gpus}")
     settings = load_settings()
@@ -306,6 +376,8 @@ def prices(
     offers = priced.offers
     if as_json:
         _print_json([{**o.to_dict(), "saving_pct": o.saving_pct} for o in offers])
+        if priced.offline:  # the list's shape stays the same; say where it came from aside
+            err.print(f"note: {priced.offline}", markup=False)
         return
     table = Table(box=None, pad_edge=False)
     for col in ("TYPE", "ZONE", "GPUS", "GPU", "SPOT $/H", "ON-DEMAND $/H", "SAVING"):
@@ -323,7 +395,9 @@ def prices(
             f"{o.saving_pct:.0f}%" if o.saving_pct is not None else "-",
         )
     out.print(table)
-    out.print(f"spot: EC2's current prices; on-demand: {priced.on_demand_source}")
+    out.print(f"spot: {priced.spot_source}; on-demand: {priced.on_demand_source}")
+    if priced.offline:
+        out.print(f"{priced.offline}; give AWS credentials for live prices", markup=False)
 
 
 def _follow(ledger: Any, run_id: str) -> int:
@@ -375,7 +449,13 @@ def list_runs(
     ),
     as_json: bool = typer.Option(False, "--json", help="a JSON list of runs"),
 ) -> None:
-    """List runs: live ones and the most recent finished ones."""
+    """List runs: live ones and the most recent finished ones.
+
+    \b
+    Examples:
+      spotrun ls
+      spotrun ls --all --json
+    """
     ledger = api.open_ledger()
     runs = ledger.list_runs(include_all=all_)
     rows = [api.run_summary(ledger, r) for r in runs]
@@ -405,10 +485,18 @@ def list_runs(
 
 @app.command()
 def status(
-    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Show one run: state history, instances, events, metrics, cost."""
+    """Show one run: state history, instances, events, metrics, cost.
+
+    \b
+    Examples:
+      spotrun status RUN
+      spotrun status RUN --json
+    """
     ledger = api.open_ledger()
     st = api.run_status(ledger, run)
     summary = api.run_summary(ledger, st.run)
@@ -470,13 +558,22 @@ def status(
 
 @app.command()
 def logs(
-    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the run ends"),
     node: str | None = typer.Option(
         None, "--node", help="a multi-node run's node number, or 'all' (default: node 0)"
     ),
 ) -> None:
-    """Print the job's output (what its tmux session shows)."""
+    """Print the job's output (what its tmux session shows).
+
+    \b
+    Examples:
+      spotrun logs RUN
+      spotrun logs -f RUN
+      spotrun logs RUN --node all
+    """
     ledger = api.open_ledger()
     try:
         for chunk in api.read_log(ledger, run, follow_log=follow, node=node):
@@ -488,10 +585,18 @@ def logs(
 
 @app.command()
 def attach(
-    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
     node: int = typer.Option(0, "--node", help="which node of a multi-node run"),
 ) -> None:
-    """Put this terminal into the run's live tmux session (detach with Ctrl-b d)."""
+    """Put this terminal into the run's live tmux session (detach with Ctrl-b d).
+
+    \b
+    Examples:
+      spotrun attach RUN
+      spotrun attach RUN --node 1
+    """
     ledger = api.open_ledger()
     argv = api.attach_command(ledger, run, node=node)
     env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # allow attaching from inside tmux
@@ -500,11 +605,19 @@ def attach(
 
 @app.command("exec")
 def exec_(
-    run: str = typer.Argument(..., help="run name or a unique prefix of its id"),
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
     cmd: str = typer.Option(..., "--cmd", help="the command (bash), run in the job's folder"),
     detach: bool = typer.Option(False, "--detach", "-d", help="start it and return at once"),
 ) -> None:
-    """Run another command on a live run's instance, in a new window of its tmux session."""
+    """Run another command on a live run's instance, in a new window of its tmux session.
+
+    \b
+    Examples:
+      spotrun exec RUN --cmd "nvidia-smi"
+      spotrun exec RUN --cmd "du -sh ." --detach
+    """
     import time
 
     ledger = api.open_ledger()
@@ -524,8 +637,17 @@ def exec_(
 
 
 @app.command()
-def stop(run: str = typer.Argument(..., help="run name or a unique prefix of its id")) -> None:
-    """Stop a run: the job checkpoints, results are synced, instances terminated."""
+def stop(
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
+) -> None:
+    """Stop a run: the job checkpoints, results are synced, instances terminated.
+
+    \b
+    Examples:
+      spotrun stop RUN
+    """
     ledger = api.open_ledger()
     target = ledger.resolve(run)
     err.print(f"stopping {target.name} ({target.id}) ...")
@@ -537,7 +659,13 @@ def stop(run: str = typer.Argument(..., help="run name or a unique prefix of its
 def gc_command(
     yes: bool = typer.Option(False, "--yes", help="remove what is listed (default: only list)"),
 ) -> None:
-    """List (and with --yes remove) spotrun-tagged AWS resources that no live run owns."""
+    """List (and with --yes remove) spotrun-tagged AWS resources that no live run owns.
+
+    \b
+    Examples:
+      spotrun gc
+      spotrun gc --yes
+    """
     ledger = api.open_ledger()
     report = api.gc(ledger, remove=yes)
     if not report.orphans:
@@ -573,8 +701,15 @@ def _money(value: float | None) -> str:
 
 @app.command()
 def cost(
-    run: str | None = typer.Argument(None, help="one run; default every run"),
-    sweep: str | None = typer.Option(None, "--sweep", help="only the runs of this sweep id"),
+    run: str | None = typer.Argument(
+        None, help="one run; default every run", autocompletion=complete_run
+    ),
+    sweep: str | None = typer.Option(
+        None,
+        "--sweep",
+        help="only the runs of this sweep (name or id prefix)",
+        autocompletion=complete_sweep,
+    ),
     since: str | None = typer.Option(
         None, "--since", metavar="DATE", help="only runs created since (UTC date or date-time)"
     ),
@@ -585,7 +720,15 @@ def cost(
         None, "--plot", metavar="FILE.png", help="also draw cumulative cost over time per run"
     ),
 ) -> None:
-    """What runs cost, as AWS bills it: instance-hours, spot and on-demand USD, saving."""
+    """What runs cost, as AWS bills it: instance-hours, spot and on-demand USD, saving.
+
+    \b
+    Examples:
+      spotrun cost
+      spotrun cost RUN
+      spotrun cost --sweep SWEEP --by instance-type
+      spotrun cost --since 2026-12-01 --csv
+    """
     from spotrun.cost import reports
     from spotrun.cost.plot import check_plot_path
 
@@ -612,7 +755,7 @@ def cost(
     else:
         _print_cost_table(report, records)
     for problem in report.errors:
-        err.print(f"error: cannot price {problem}", markup=False)
+        print_error(f"cannot price {problem}")
     if report.errors:
         raise typer.Exit(FAILURE)
 
@@ -695,7 +838,13 @@ def _target_cells(row: Any) -> list[str]:
 # ------------------------------------------------------------------- recipes
 @recipes_app.callback(invoke_without_command=True)
 def recipes_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
-    """The recipes you can launch, with what each was measured to reach."""
+    """The recipes you can launch, with what each was measured to reach.
+
+    \b
+    Examples:
+      spotrun recipes
+      spotrun recipes --json
+    """
     if ctx.invoked_subcommand is not None:
         return
     items = api.recipes()
@@ -712,7 +861,12 @@ def recipes_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json
 
 @recipes_app.command("show")
 def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> None:
-    """A recipe in full: hyperparameters, methods, resources, stated result."""
+    """A recipe in full: hyperparameters, methods, resources, stated result.
+
+    \b
+    Examples:
+      spotrun recipes show digits-fast
+    """
     from spotrun.recipes import get_recipe
     from spotrun.recipes.describe import describe_recipe
 
@@ -728,7 +882,13 @@ def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> No
 @app.command()
 def methods(as_json: bool = typer.Option(False, "--json")) -> None:
     """The speed-up methods a recipe can switch on (--set methods.NAME={}), in the order they
-    apply, with their options and conflicts (spotrun/train/methods/README.md explains each)."""
+    apply, with their options and conflicts (spotrun/train/methods/README.md explains each).
+
+    \b
+    Examples:
+      spotrun methods
+      spotrun launch cifar10-fast --set methods.label_smoothing={}
+    """
     from spotrun.train.methods.catalog import describe_catalog
 
     rows = describe_catalog()
@@ -755,7 +915,13 @@ def data_push(
     shard_size: str = typer.Option("256MB", "--shard-size", help="bytes per tar shard"),
     parallel: int = typer.Option(8, "--parallel", help="shards packed and uploaded at once"),
 ) -> None:
-    """Pack FOLDER into tar shards and a manifest, and upload them in parallel."""
+    """Pack FOLDER into tar shards and a manifest, and upload them in parallel.
+
+    \b
+    Examples:
+      spotrun data push ./imagenet s3://my-bucket/imagenet
+      spotrun data push ./cifar10 s3://my-bucket/cifar10 --shard-size 64MB
+    """
     result = api.data_push(
         folder, dest, shard_size=shard_size, parallel=parallel, log=lambda line: out.print(line)
     )
@@ -767,7 +933,13 @@ def data_ls(
     where: str | None = typer.Argument(None, help="s3://BUCKET[/PREFIX]; default aws.bucket"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """List the data sets pushed at or under an S3 prefix."""
+    """List the data sets pushed at or under an S3 prefix.
+
+    \b
+    Examples:
+      spotrun data ls
+      spotrun data ls s3://my-bucket/
+    """
     rows = api.data_list(where, load_settings())
     if as_json:
         _print_json(rows)
@@ -807,6 +979,11 @@ def train(
 
     Under torchrun (`torchrun --nproc-per-node N -m spotrun train ...`) each process is one
     rank of a DDP job; rank 0 writes the checkpoints and metrics.
+
+    \b
+    Examples:
+      spotrun train digits-fast --run-dir /tmp/run
+      spotrun train digits-fast --run-dir /tmp/run --set epochs=2
     """
     from spotrun.recipes import get_recipe
     from spotrun.train.build import exit_checkpointed, train_recipe
@@ -826,14 +1003,24 @@ def train(
 # -------------------------------------------------------------------- sample
 @app.command()
 def sample(
-    run: str = typer.Argument(..., help="run name, a unique prefix of its id, or a run folder"),
+    run: str = typer.Argument(
+        ...,
+        help="run name, a unique prefix of its id, or a run folder",
+        autocompletion=complete_run,
+    ),
     prompt: str = typer.Option("", "--prompt", help="text to continue (default: a new line)"),
     tokens: int = typer.Option(200, "--tokens", min=1, help="tokens to generate"),
     temperature: float = typer.Option(0.8, "--temperature", min=0.0),
     top_k: int | None = typer.Option(None, "--top-k", min=1, help="sample among the k likeliest"),
     seed: int = typer.Option(0, "--seed", help="the sampling seed"),
 ) -> None:
-    """Text from a language-model run's newest checkpoint."""
+    """Text from a language-model run's newest checkpoint.
+
+    \b
+    Examples:
+      spotrun sample RUN
+      spotrun sample RUN --prompt "ROMEO:" --tokens 400
+    """
     from spotrun.train.sample import sample_text  # torch: imported only when sampling
 
     folder = Path(run)
@@ -860,18 +1047,22 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> int:
+    prepare_completion()
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="spotrun", standalone_mode=False)
     except click_exceptions.UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `spotrun`: the help is the answer
             err.print(exc.format_message(), markup=False)
         else:
-            err.print(f"error: {exc.format_message()}", markup=False)
+            print_error(exc.format_message())
         return 2
+    except click_exceptions.ClickException as exc:  # e.g. a file option that cannot be opened
+        print_error(exc.format_message())
+        return exc.exit_code
     except typer.Abort:
         return 130
     except SpotrunError as exc:
-        err.print(f"error: {exc.user_message()}", markup=False)
+        print_error(exc.user_message())
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -10,20 +10,39 @@ import csv
 import json
 import sys
 import time
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
-from spotrun.core.config import load_settings
+from spotrun.cli.common import Cloud
+from spotrun.cli.complete import complete_sweep
+from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.core.errors import UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
 
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    from spotrun.core.config import Settings
+
+out: Console = stdout_console()  # imported at first use: `spotrun --help` stays fast
+err: Console = stderr_console()
+
+
+def load_settings() -> Settings:
+    from spotrun.core.config import load_settings as load
+
+    return load()
+
+
+def Table(**options: Any) -> RichTable:  # noqa: N802 - stands in for rich's class, imported late
+    from rich.table import Table as RichTable
+
+    return RichTable(**options)
 
 
 class _SweepGroup(TyperGroup):
@@ -33,6 +52,16 @@ class _SweepGroup(TyperGroup):
         if args and not args[0].startswith("-") and args[0] not in self.commands:
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+
+class EarlyStop(str, Enum):
+    none = "none"
+    asha = "asha"
+
+
+class Mode(str, Enum):
+    max = "max"
+    min = "min"
 
 
 sweep_app = typer.Typer(
@@ -96,14 +125,18 @@ def run_sweep(
     max_cost: float | None = typer.Option(
         None, "--max-cost", metavar="USD", help="the whole sweep's budget"
     ),
-    early_stop: str = typer.Option("none", "--early-stop", help="asha or none"),
+    early_stop: EarlyStop = typer.Option(
+        EarlyStop.none, "--early-stop", help="ASHA stops the losing trials early"
+    ),
     grace_epochs: int = typer.Option(1, "--grace-epochs", help="ASHA: epochs every trial gets"),
     reduction_factor: int = typer.Option(
         3, "--reduction-factor", help="ASHA: 1 in this many goes on at each rung"
     ),
     metric: str | None = typer.Option(None, "--metric", help="what to rank by (test_acc)"),
-    mode: str | None = typer.Option(None, "--mode", help="max or min"),
-    cloud: str | None = typer.Option(None, "--cloud", help="local or aws"),
+    mode: Mode | None = typer.Option(
+        None, "--mode", help="whether higher --metric is better (default: the metric's)"
+    ),
+    cloud: Cloud | None = typer.Option(None, "--cloud", help="where to run; default from config"),
     name: str | None = typer.Option(None, "--name", help="a name to refer to the sweep by"),
     seed: int = typer.Option(0, "--seed", help="seed of the --random draws"),
     instance_type: str | None = typer.Option(None, "--instance-type", help="e.g. g5.12xlarge"),
@@ -113,12 +146,17 @@ def run_sweep(
     ),
     detach: bool = typer.Option(False, "--detach", "-d", help="print the sweep id and return"),
 ) -> None:
-    """Start a sweep of RECIPE: every --grid combination, or --random N draws."""
+    """Start a sweep of RECIPE: every --grid combination, or --random N draws.
+
+    \b
+    Examples:
+      spotrun sweep digits-fast --grid lr=0.05,0.1,0.2
+      spotrun sweep cifar10-fast --random 8 --space lr=0.01:1:log --early-stop asha
+      spotrun sweep digits-fast --grid lr=0.1,0.2 --max-cost 1 --detach
+    """
     from spotrun.service import runs as api
     from spotrun.service import sweeps as service
 
-    if cloud is not None and cloud not in ("local", "aws"):
-        raise UsageError(f"--cloud must be local or aws, got '{cloud}'")
     settings = load_settings()
     ledger = api.open_ledger(settings)
     resources: dict[str, object] = {
@@ -136,10 +174,10 @@ def run_sweep(
         max_parallel=max_parallel,
         gpus_per_trial=gpus_per_trial,
         max_cost_usd=max_cost,
-        early_stop=early_stop,
+        early_stop=early_stop.value,
         metric=metric,
-        mode=mode,
-        cloud="aws" if cloud == "aws" else ("local" if cloud == "local" else None),
+        mode=mode.value if mode else None,
+        cloud=cloud.value if cloud else None,
         name=name,
         seed=seed,
         grace_epochs=grace_epochs,
@@ -199,7 +237,13 @@ def _follow(ledger: Any, sweep_id: str) -> int:
 # ------------------------------------------------------------------------- ls
 @sweep_app.command("ls")
 def list_sweeps(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Every sweep, newest last, with its trials' progress."""
+    """Every sweep, newest last, with its trials' progress.
+
+    \b
+    Examples:
+      spotrun sweep ls
+      spotrun sweep ls --json
+    """
     from spotrun.service import runs as api
     from spotrun.service import sweeps as service
     from spotrun.store.sweeps import SweepStore
@@ -330,24 +374,40 @@ def _print_board(ledger: Any, sweep: Any, entries: list[Any] | None = None) -> N
 @sweep_app.command("leaderboard")  # the same command under the name users look for
 @sweep_app.command("status")
 def sweep_status(
-    sweep: str = typer.Argument(..., help="sweep name or id (prefix)"),
+    sweep: str = typer.Argument(
+        ..., help="sweep name or id (prefix)", autocompletion=complete_sweep
+    ),
     as_json: bool = typer.Option(False, "--json", help="the sweep and its leaderboard as JSON"),
     as_csv: bool = typer.Option(False, "--csv", help="the leaderboard as CSV"),
     plot: Path | None = typer.Option(
         None, "--plot", metavar="FILE.png", help="draw the metric against cost per trial"
     ),
 ) -> None:
-    """A sweep's state and its leaderboard: trials ranked by the metric, with cost."""
+    """A sweep's state and its leaderboard: trials ranked by the metric, with cost.
+
+    \b
+    Examples:
+      spotrun sweep status SWEEP
+      spotrun sweep leaderboard SWEEP --csv
+      spotrun sweep status SWEEP --plot board.png
+    """
     _status(sweep, as_json, as_csv, plot)
 
 
 # ----------------------------------------------------------------------- stop
 @sweep_app.command("stop")
 def stop(
-    sweep: str = typer.Argument(..., help="sweep name or id (prefix)"),
+    sweep: str = typer.Argument(
+        ..., help="sweep name or id (prefix)", autocompletion=complete_sweep
+    ),
     timeout: float = typer.Option(300.0, "--timeout", help="seconds to wait for the end"),
 ) -> None:
-    """Stop a sweep: no new trials; live ones checkpoint, sync and terminate."""
+    """Stop a sweep: no new trials; live ones checkpoint, sync and terminate.
+
+    \b
+    Examples:
+      spotrun sweep stop SWEEP
+    """
     from spotrun.service import runs as api
     from spotrun.service import sweeps as service
 

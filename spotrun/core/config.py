@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import getpass
 import logging
-import os
 import re
 import sys
 from pathlib import Path
@@ -17,7 +16,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spotrun.core.errors import UsageError
+from spotrun.core.home import LEDGER_FILE, default_home
 from spotrun.core.jobspec import JobSpec
+from spotrun.core.suggest import unknown_key
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -152,7 +153,7 @@ class Settings(StrictModel):
 
     @property
     def ledger_path(self) -> Path:
-        return self.home / "ledger.db"
+        return self.home / LEDGER_FILE
 
     @property
     def runs_dir(self) -> Path:
@@ -171,11 +172,6 @@ class Settings(StrictModel):
     def cache_dir(self) -> Path:
         """Derived files that can be rebuilt: unpacked archives, decoded image caches."""
         return self.home / "cache"
-
-
-def default_home() -> Path:
-    env = os.environ.get("SPOTRUN_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".spotrun"
 
 
 def load_settings(home: Path | None = None) -> Settings:
@@ -206,7 +202,7 @@ def load_settings(home: Path | None = None) -> Settings:
     try:
         return Settings(home=home, **data)
     except ValidationError as exc:
-        raise UsageError(f"{config_path}: {describe_validation_error(exc)}") from exc
+        raise UsageError(f"{config_path}: {describe_validation_error(exc, Settings)}") from exc
 
 
 # Bounds on counts that drive work or money, so that a typo (gpus: 80000) is refused at launch.
@@ -259,13 +255,14 @@ class LaunchSpec(StrictModel):
         return value
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line naming each bad key and what was expected of it."""
+def describe_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One line naming each bad key and what was expected of it; given the model, an unknown
+    key comes with the known keys it is close to."""
     parts = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "value"
         if err["type"] == "extra_forbidden":
-            parts.append(f"unknown key '{key}'")
+            parts.append(unknown_key(model, err["loc"]))
         else:
             parts.append(f"{key}: {err['msg']}")
     return "; ".join(parts)

@@ -28,6 +28,10 @@ class UsageError(SpotrunError):
     exit_code = 2
 
 
+class CredentialsError(UsageError):
+    """No usable cloud credentials: none found, half set, or a profile that does not exist."""
+
+
 class NotFoundError(UsageError):
     """A run, recipe, sweep or file the user named does not exist (or is ambiguous)."""
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from spotrun.core.config import MAX_DISK_GB, MAX_GPUS_PER_NODE, MAX_NODES
 from spotrun.core.errors import UsageError
+from spotrun.core.suggest import unknown_key
 
 
 class TaskModel(BaseModel):
@@ -78,7 +79,7 @@ def describe_task_error(exc: ValidationError) -> str:
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "the file"
         if err["type"] == "extra_forbidden":
-            parts.append(f"unknown key '{key}'")
+            parts.append(unknown_key(TaskFile, err["loc"]))
         elif err["type"] == "missing":
             parts.append(f"'{key}' is required")
         else:

@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,14 @@ from spotrun.core.config import (
     Resources,
     Settings,
     describe_validation_error,
-    load_settings,
 )
-from spotrun.core.errors import NotFoundError, SpotrunError, StateError, UsageError
+from spotrun.core.errors import (
+    CredentialsError,
+    NotFoundError,
+    SpotrunError,
+    StateError,
+    UsageError,
+)
 from spotrun.core.jobspec import JobSpec
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import WaitTimeout, wait_until
@@ -41,19 +45,13 @@ from spotrun.jobs import own_command as ownjob
 from spotrun.launch.plan import Plan, make_plan
 from spotrun.recipes import Recipe, Target, check_recipe, get_recipe, recipe_names
 from spotrun.remote.job import JobDriver
+from spotrun.service.lookup import as_float as _as_float
+from spotrun.service.lookup import open_ledger as open_ledger  # re-exported: the library surface
+from spotrun.service.lookup import run_summary as run_summary
+from spotrun.service.lookup import staging_summary as _staging_summary
 from spotrun.store.ledger import CostLine, InstanceRecord, Ledger, RunEvent, RunRecord, Transition
-from spotrun.sweep.supervisor import ensure_sweeps_supervised
+from spotrun.store.sweeps import SweepStore
 from spotrun.train.data.source import pin_data_paths
-from spotrun.train.device_record import read_record
-
-
-def open_ledger(settings: Settings | None = None, *, reconcile: bool = True) -> Ledger:
-    """Open the ledger; by default also restart supervisors of live runs that lost theirs."""
-    ledger = Ledger(settings or load_settings())
-    if reconcile:
-        live_sweeps = ensure_sweeps_supervised(ledger)  # sweeps first: they drive their trials
-        supervisor.ensure_supervised(ledger, live_sweeps)
-    return ledger
 
 
 # -------------------------------------------------------------------- launch
@@ -217,19 +215,61 @@ def dry_run(settings: Settings, prepared: LaunchPlan) -> list[str]:
 class PriceTable:
     offers: list[Offer]  # cheapest first
     on_demand_source: str  # where the on-demand column came from
+    spot_source: str = "EC2's current prices"
+    offline: str | None = None  # why the prices are the shipped catalog's, not the cloud's
 
 
 def prices(
     settings: Settings, cloud: CloudName = "aws", resources: dict[str, Any] | None = None
 ) -> PriceTable:
-    """The offers a launch with these resources would choose from, cheapest first."""
+    """The offers a launch with these resources would choose from, cheapest first; without
+    credentials, the GPU types of spotrun's shipped, dated catalog instead (and it says so)."""
     try:
         wanted = Resources.model_validate(resources or {})
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc
-    provider = get_provider(cloud, settings)
-    offers = make_plan(wanted, provider.offers(wanted), limit=None).offers
+    try:  # a profile that does not exist fails as the provider is made
+        provider = get_provider(cloud, settings)
+        offers = make_plan(wanted, provider.offers(wanted), limit=None).offers
+    except CredentialsError as exc:
+        return catalog_prices(settings, wanted, why=exc.message)
     return PriceTable(offers, str(getattr(provider, "on_demand_source", "the cloud")))
+
+
+def catalog_prices(settings: Settings, wanted: Resources, *, why: str) -> PriceTable:
+    """The shipped catalog's GPU offers that fit `wanted`: known spot prices first, cheapest
+    first, then the types it has only on-demand prices for."""
+    from spotrun.cloud.gpu_catalog import shipped_catalog
+    from spotrun.cloud.pricing_table import shipped_table
+
+    if not wanted.gpus:
+        raise UsageError(
+            f"{why}, and spotrun's shipped catalog lists GPU types only",
+            hint="ask for GPUs (--gpus 1), or give AWS credentials to see CPU types",
+        )
+    catalog = shipped_catalog()
+    if wanted.region and wanted.region != catalog.region:
+        raise UsageError(
+            f"{why}, and spotrun's shipped catalog holds {catalog.region} prices only",
+            hint=f"drop --region to see {catalog.region}, or give AWS credentials",
+        )
+    # make_plan keeps what fits, or says why nothing does
+    fitting = make_plan(wanted, catalog.matching(settings.aws.gpu_instance_types), limit=None)
+    offers = sorted(
+        fitting.offers,
+        key=lambda o: (
+            o.spot_usd_per_hour is None,
+            o.spot_usd_per_hour or o.on_demand_usd_per_hour or float("inf"),
+            o.gpus,
+            o.instance_type,
+        ),
+    )
+    return PriceTable(
+        offers,
+        on_demand_source=shipped_table().label,
+        spot_source=f"typical prices from {catalog.label}",
+        offline=f"{why}: these are spotrun's shipped prices, not live ones",
+    )
 
 
 def launch(
@@ -303,55 +343,6 @@ def run_status(ledger: Ledger, ref: str) -> RunStatus:
         cost_usd=_as_float(run_cost(ledger, run)),
         supervised=supervisor.is_supervised(run),
     )
-
-
-def run_summary(ledger: Ledger, run: RunRecord) -> dict[str, Any]:
-    """The machine-readable row of `ls --json` and the head of `status --json`."""
-    return {
-        "id": run.id,
-        "name": run.name,
-        "recipe": run.recipe,
-        "cloud": run.cloud,
-        "state": run.state.value,
-        "created": _iso(run.created_at),
-        "started": _iso(run.started_at),
-        "ended": _iso(run.ended_at),
-        "duration_s": round(run.duration_s(), 3),
-        "cost_usd": _as_float(run_cost(ledger, run)),
-        "metrics": run.last_metrics,
-        "message": run.message,
-        "sweep_id": run.sweep_id,
-        "staging": _staging(run),
-        "device": _device(run),
-    }
-
-
-def _device(run: RunRecord) -> dict[str, Any] | None:
-    """The device the run trained on and what auto chose there (device.json), None if none."""
-    record = read_record(run.run_dir)
-    return None if record is None else record.to_dict()
-
-
-def _staging(run: RunRecord) -> dict[str, Any] | None:
-    """Time and bytes the run spent staging remote data (s3://, snapshot:), None if none."""
-    found = _staging_summary(run)
-    return None if found is None else found.to_dict()
-
-
-def _staging_summary(run: RunRecord) -> Any:
-    from spotrun.datasets.record import summary
-
-    return summary(run.run_dir)
-
-
-def _as_float(amount: Fraction | None) -> float | None:
-    return None if amount is None else round(float(amount), 6)
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 # ---------------------------------------------------------------------- logs
@@ -600,7 +591,8 @@ def cost_report(
     if ref is not None:
         runs = [ledger.resolve(ref)]
     else:
-        runs = ledger.list_runs(include_all=True, sweep_id=sweep, since=since)
+        sweep_id = None if sweep is None else _sweep_id(ledger, sweep)
+        runs = ledger.list_runs(include_all=True, sweep_id=sweep_id, since=since)
         if sweep is not None and not runs:
             raise NotFoundError(f"no run belongs to sweep '{sweep}'")
     book = PriceBook(ledger, sources if sources is not None else provider_prices(ledger.settings))
@@ -612,6 +604,18 @@ def cost_report(
     if grouping == "run" and any(r.target_wanted is not None for r in rows):
         methods.append(reports.TARGET_METHOD)
     return CostReport(grouping, rows, reports.total(rows), methods, bills, now)
+
+
+def _sweep_id(ledger: Ledger, ref: str) -> str:
+    """A sweep's id from its name, id or id prefix, as every sweep command takes it; a ref the
+    sweeps table does not know is taken as the id its runs carry."""
+    store = SweepStore(ledger)
+    try:
+        return store.resolve(ref).id
+    except NotFoundError:
+        if any(s.id.startswith(ref) for s in store.all()):
+            raise  # a prefix of several sweep ids
+        return ref
 
 
 def _priced_run(ledger: Ledger, run: RunRecord, book: PriceBook, now: float) -> reports.PricedRun:

@@ -21,7 +21,7 @@ from spotrun.recipes import check_recipe, get_recipe
 from spotrun.service.runs import check_cluster_quota, check_multi_node, check_nodes
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialStatus
-from spotrun.sweep import supervisor
+from spotrun.sweep import revive
 from spotrun.sweep.planner import SweepPlan, plan_sweep
 from spotrun.sweep.space import check_trials, overrides_of, trial_params, typed_space
 from spotrun.sweep.spec import SweepSpec, check_metric, parse_grid, parse_space
@@ -146,7 +146,7 @@ def start_sweep(ledger: Ledger, prepared: PreparedSweep) -> SweepRecord:
     """Record the sweep and its trials, and hand it to a new sweep supervisor."""
     store = SweepStore(ledger)
     sweep = store.create(prepared.spec, prepared.trials, prepared.plan.to_dict())
-    store.set_supervisor(sweep.id, supervisor.spawn(ledger.settings, sweep))
+    store.set_supervisor(sweep.id, revive.spawn(ledger.settings, sweep))
     return store.get(sweep.id)
 
 
@@ -161,8 +161,8 @@ def stop_sweep(ledger: Ledger, ref: str, *, timeout_s: float = 300.0) -> SweepRe
     if sweep.is_over:
         raise StateError(f"sweep {sweep.name} has already ended ({sweep.state.value})")
     store.request_stop(sweep.id, "stopped by the user")
-    if not supervisor.is_supervised(sweep):
-        store.set_supervisor(sweep.id, supervisor.spawn(ledger.settings, sweep))
+    if not revive.is_supervised(sweep):
+        store.set_supervisor(sweep.id, revive.spawn(ledger.settings, sweep))
     try:
         return wait_until(
             lambda: _over(store, sweep.id),

@@ -15,7 +15,6 @@ import faulthandler
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -26,9 +25,8 @@ from typing import IO, Literal
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
-from spotrun.control.home import ensure_controller
 from spotrun.control.metrics import MetricsTail
-from spotrun.control.supervisor import LOCK_FILE, LOG_FILE, _try_lock, lock_is_held
+from spotrun.control.supervisor import LOCK_FILE, _try_lock
 from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
 from spotrun.core.errors import SpotrunError, StateError
 from spotrun.cost import budget
@@ -44,44 +42,6 @@ log = logging.getLogger(__name__)
 # terminate): what the budget keeps in hand.
 STOP_MARGIN = budget.StopMargin(checkpoint_s=20.0, sync_s=20.0, terminate_s=20.0)
 BUDGET_REASON = "stopped by the sweep's budget"
-
-
-# ------------------------------------------------------------------ process
-def spawn(settings: Settings, sweep: SweepRecord) -> int:
-    """Start a detached supervisor for `sweep` (or make sure the home's one controller, which
-    then drives it, runs); returns its pid."""
-    if settings.controller == "one":
-        return ensure_controller(settings)[0]
-    sweep.sweep_dir.mkdir(parents=True, exist_ok=True)
-    log_fh = open(sweep.sweep_dir / LOG_FILE, "ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "spotrun.sweep.supervisor", sweep.id],
-        stdin=subprocess.DEVNULL,
-        stdout=log_fh,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env={**os.environ, "SPOTRUN_HOME": str(settings.home)},
-        close_fds=True,
-    )
-    log_fh.close()
-    return proc.pid
-
-
-def is_supervised(sweep: SweepRecord) -> bool:
-    return lock_is_held(sweep.sweep_dir / LOCK_FILE, sweep.supervisor_pid)
-
-
-def ensure_sweeps_supervised(ledger: Ledger) -> set[str]:
-    """Restart the supervisor of every live sweep that lost it; returns the sweeps' ids (their
-    trial runs are theirs to drive, not a run supervisor's)."""
-    store = SweepStore(ledger)
-    live = store.live()
-    for sweep in live:
-        if not is_supervised(sweep):
-            pid = spawn(ledger.settings, sweep)
-            store.set_supervisor(sweep.id, pid)
-            log.info("sweep %s had no supervisor; restarted (pid %d)", sweep.id, pid)
-    return {s.id for s in live}
 
 
 # -------------------------------------------------------------- trial threads

@@ -142,6 +142,8 @@ def test_prices_table(aws_env: Env, lab: Lab) -> None:
     text = aws_env.cli("prices", "--gpus", "4", check=True).stdout
     assert "g5.12xlarge" in text and "SAVING" in text
     assert "on-demand: the AWS Pricing API" in text
+    # with credentials the prices are live ones, not the shipped catalog's
+    assert "spot: EC2's current prices" in text and "shipped catalog" not in text
 
     proc = aws_env.cli("prices", "--gpus", "3", "--region", "mars-1")
     assert_one_line_error(proc, 2, "unknown AWS region")

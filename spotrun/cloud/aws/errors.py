@@ -19,10 +19,18 @@ from botocore.exceptions import (
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
+    ProfileNotFound,
     WaiterError,
 )
 
-from spotrun.core.errors import CapacityError, CloudError, QuotaError, SpotrunError, UsageError
+from spotrun.core.errors import (
+    CapacityError,
+    CloudError,
+    CredentialsError,
+    QuotaError,
+    SpotrunError,
+    UsageError,
+)
 
 # The request could be filled elsewhere: another zone, another type, later.
 CAPACITY_CODES = frozenset(
@@ -56,6 +64,21 @@ FAIL_FAST_CODES = CAPACITY_CODES | QUOTA_CODES | PERMISSION_CODES
 CREDENTIALS_HINT = (
     "set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run `aws configure`"
 )
+# botocore's errors for credentials that are missing, half set or name an unknown profile
+CREDENTIAL_ERRORS = (NoCredentialsError, PartialCredentialsError, ProfileNotFound)
+
+
+def credentials_error(exc: BaseException) -> CredentialsError:
+    """The one message for unusable credentials, wherever boto3 finds out (making a session,
+    a client, or sending a request): every command words it the same."""
+    if isinstance(exc, PartialCredentialsError):
+        missing = exc.kwargs.get("cred_var", "a key")
+        what = f"incomplete AWS credentials ({missing} is missing)"
+    elif isinstance(exc, ProfileNotFound):
+        what = f"AWS profile '{exc.kwargs.get('profile')}' is not in the AWS config files"
+    else:
+        what = "no AWS credentials found"
+    return CredentialsError(what, hint=CREDENTIALS_HINT)
 
 
 def error_code(exc: ClientError) -> str:
@@ -107,8 +130,8 @@ def translate(
     spot: bool = True,
 ) -> SpotrunError:
     """The spotrun error for a botocore failure of `service`:`operation` in `region`."""
-    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-        return UsageError("no AWS credentials found", hint=CREDENTIALS_HINT)
+    if isinstance(exc, CREDENTIAL_ERRORS):
+        return credentials_error(exc)
     if isinstance(exc, NoRegionError):
         return UsageError("no AWS region set", hint="set aws.region in config.toml")
     if isinstance(exc, EndpointConnectionError):

@@ -15,7 +15,7 @@ import boto3
 from botocore.config import Config
 from botocore.loaders import create_loader
 
-from spotrun.cloud.aws.errors import fail_fast
+from spotrun.cloud.aws.errors import CREDENTIAL_ERRORS, credentials_error, fail_fast
 from spotrun.core.config import AwsSettings
 from spotrun.core.errors import UsageError
 
@@ -36,7 +36,10 @@ def shared_session() -> boto3.session.Session:
     with _SESSION_LOCK:
         key = _aws_environment()
         if key not in _SESSIONS:
-            _SESSIONS[key] = boto3.session.Session()
+            try:
+                _SESSIONS[key] = boto3.session.Session()
+            except CREDENTIAL_ERRORS as exc:  # AWS_PROFILE names no profile
+                raise credentials_error(exc) from exc
         return _SESSIONS[key]
 
 
@@ -65,7 +68,10 @@ class AwsClients:
                 read_timeout=60,
                 user_agent_extra="spotrun",
             )
-            made = self._session.client(service, config=config)
+            try:
+                made = self._session.client(service, config=config)
+            except CREDENTIAL_ERRORS as exc:  # e.g. a key id without its secret
+                raise credentials_error(exc) from exc
             if service == "ec2":
                 for operation in ("RunInstances", "CreateFleet", "RequestSpotInstances"):
                     made.meta.events.register(f"needs-retry.ec2.{operation}", fail_fast)

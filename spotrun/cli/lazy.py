@@ -1,0 +1,75 @@
+"""Import on first use, so `spotrun --help` and `spotrun ls` load only what they need.
+
+The command modules name the library (`api.launch(...)`) and a console (`out.print(...)`) at
+their top level as before; the module behind `api`, and rich behind `out`, are imported the
+first time a command body touches them. Type checkers see the real objects (see main.py's
+`TYPE_CHECKING` block).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import ModuleType
+from typing import Any
+
+
+class LazyModule:
+    """Stands for module `name`, importing it at the first attribute read.
+
+    `light` names attributes to take from a lighter module that the heavy one re-exports
+    them from (the same objects), so a command that needs only those never loads `name`."""
+
+    def __init__(self, name: str, light: dict[str, str] | None = None) -> None:
+        self._name = name
+        self._light = light or {}
+        self._module: ModuleType | None = None
+
+    def _load(self) -> ModuleType:
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return self._module
+
+    def __getattr__(self, attr: str) -> Any:
+        if self._module is None and attr in self._light:
+            return getattr(importlib.import_module(self._light[attr]), attr)
+        return getattr(self._load(), attr)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._name}>"
+
+
+class LazyConsole:
+    """A rich Console made at its first use (rich costs tens of ms to import)."""
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Any = None
+
+    def _load(self) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            if self._stderr:
+                self._console = Console(stderr=True, highlight=False, soft_wrap=True)
+            else:
+                # Wide when piped, so tables and log lines are not folded at 80 columns.
+                width = None if sys.stdout.isatty() else 200
+                self._console = Console(highlight=False, soft_wrap=True, width=width)
+        return self._console
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._load(), attr)
+
+
+def lazy_module(name: str, light: dict[str, str] | None = None) -> Any:
+    """`api = lazy_module("spotrun.service.runs")`: the module, imported when first used."""
+    return LazyModule(name, light)
+
+
+def stdout_console() -> Any:
+    return LazyConsole(stderr=False)
+
+
+def stderr_console() -> Any:
+    return LazyConsole(stderr=True)

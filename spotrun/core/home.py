@@ -1,0 +1,18 @@
+"""Where spotrun keeps its state (SPOTRUN_HOME) and the ledger's file in it.
+
+Apart from spotrun.core.config so that a caller that only needs the path (shell completion
+reading run names) does not import the settings models.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HOME_VARIABLE = "SPOTRUN_HOME"
+LEDGER_FILE = "ledger.db"
+
+
+def default_home() -> Path:
+    env = os.environ.get(HOME_VARIABLE)
+    return Path(env).expanduser() if env else Path.home() / ".spotrun"
