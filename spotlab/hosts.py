@@ -10,7 +10,9 @@ terminating an instance does. sshd runs as `/usr/sbin/sshd -D -e -f CONFIG`.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -221,6 +223,30 @@ class Host:
                 self._proc.kill()  # --kill-child: the host's PID namespace dies with it
             self._proc.wait(timeout=10)
             self._proc = None
+
+    def _sshd_pids(self) -> list[int]:
+        """The host's sshd processes: the listener and one per connection."""
+        if self._proc is None:
+            return []
+        found, todo = [], [self._proc.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            todo += [int(c) for c in children]
+            if name == "sshd":
+                found.append(pid)
+        return found
+
+    def hang_ssh(self, hung: bool = True) -> None:
+        """Stop (hung) or continue every sshd of the host: connections stay open and new ones
+        are accepted by the kernel, but nothing answers (a host that hangs); its jobs go on."""
+        for pid in self._sshd_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP if hung else signal.SIGCONT)
 
     def restart(self, *, new_host_key: bool = False) -> None:
         self.stop()

@@ -38,6 +38,7 @@ COMPARED = ("step", "epoch", "train_loss", "test_loss", "test_acc", "lr")
 # a silent instance is replaced after 4 s (default 60 s).
 FAST = {"notice_poll_s": 0.5, "unreachable_s": 4.0, "end_grace_s": 600.0}
 NOTICE_S = 8.0  # notice to reclaim in the lab (EC2 gives 120 s)
+END_GRACE_S = 3.0  # job's end to the agent ending its instance, when no controller collects it
 
 
 def reference_metrics(work: Path) -> dict[str, Any]:
@@ -255,6 +256,8 @@ class Scenario:
             ]
             return f"supervisor {pid} is not running; supervisor.lock open in: {holders}"
         log = self.run_dir / "supervisor.log"
+        if (self.env.home / "controller.log").exists():  # controller = "one": the home's log
+            log = self.env.home / "controller.log"
         before = log.stat().st_size if log.exists() else 0
         os.kill(pid, signal.SIGUSR2)
         time.sleep(1.0)
@@ -592,6 +595,61 @@ def supervisor_killed(s: Scenario, seed: int = 7) -> None:
     )
 
 
+def _stored(s: Scenario, key: str) -> dict[str, Any] | None:
+    """A JSON file the run's agent stored in the lab's S3 (runs/RUN/KEY), if there."""
+    try:
+        body = s.lab.s3.get_object(Bucket=s.lab.bucket, Key=f"runs/{s.run_id}/{key}")["Body"]
+    except s.lab.s3.exceptions.NoSuchKey:
+        return None
+    return dict(json.loads(body.read()))
+
+
+def controller_away(s: Scenario) -> None:
+    """No controller while the job trains, is interrupted and ends: the supervisor is killed and
+    nothing restarts it (the laptop closed) while the job goes on for epochs, a spot notice
+    comes and EC2 takes the instance (the agent stores the notice's checkpoint in S3); a
+    command then starts a supervisor, which replaces the instance and resumes from S3. It is
+    killed again once the job runs there: the job ends with nobody collecting it, and the
+    instance's agent terminates the instance after aws.end_grace_s; the next command's
+    supervisor finds the agent's record in S3 and finishes the run from what is stored."""
+    # The grace after the job's end, scaled down (default 300 s); the rest as every scenario.
+    s.lab.write_config(s.env.home, **{**FAST, "end_grace_s": END_GRACE_S})
+    s.launch()
+    first = s.live_instance()
+    s.wait_host_epoch(first, 1)
+    s.kill_supervisor()
+    s.wait_host_epoch(first, 3)  # trains on with no controller anywhere
+    s.notice(first)
+    s._wait(
+        lambda: not s.lab.instances(s.run_id, states=("pending", "running")),
+        120,
+        f"EC2 to reclaim {first} while no controller runs",
+    )
+    stored = _stored(s, f"instances/{first}/notice.json")
+    if not stored or not stored.get("checkpointed") or stored.get("stored_at") is None:
+        raise AssertionError(f"the agent stored no checkpointed notice: {stored}")
+    with s.ledger() as ledger:
+        if is_supervised(ledger.get_run(s.run_id)):
+            raise AssertionError("a supervisor came back before any command ran")
+    s._act("reclaimed while away; the notice's checkpoint is in S3")
+    s.reconcile()  # a command: the supervisor comes back and picks the run up
+    second = s.wait_running_on_new(first)
+    s.wait_host_resumed(second)
+    s.kill_supervisor()  # away again, until after the job's end
+    s._wait(
+        lambda: _stored(s, f"instances/{second}/self-terminated.json"),
+        240,
+        f"the agent of {second} to end it after the job ended",
+    )
+    s._wait(
+        lambda: not s.lab.instances(s.run_id, states=("pending", "running")),
+        60,
+        f"{second} terminated by its agent",
+    )
+    s._act("the agent ended the instance while away")
+    s.reconcile()
+
+
 def notice_while_booting(s: Scenario) -> None:
     """The notice comes while the instance boots: EC2 says running, its SSH does not answer
     yet (no agent is there to see the notice), and EC2 takes it back."""
@@ -669,4 +727,5 @@ SCENARIOS: dict[str, Callable[[Scenario], None]] = {
     "notice while terminating": notice_while_terminating,
     "SSH dropped while syncing": ssh_dropped_while_syncing,
     "supervisor SIGKILLed at 10 random points": supervisor_killed,
+    "no controller through a notice and the job's end": controller_away,
 }

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from spotrun.agent.exec_window import exec_status, start_exec
 from spotrun.agent.session import kill_session, session_exists, start_session
-from spotrun.agent.watcher import HEARTBEAT_FILE
 from spotrun.agent.wrapper import (
     EXIT_FILE,
     JOB_FILE,
@@ -37,7 +36,6 @@ def _read_json(path: Path) -> dict[str, object] | None:
 
 
 def job_status(session: str, run_dir: Path) -> dict[str, object]:
-    _heartbeat(run_dir)
     exit_info = _read_json(run_dir / EXIT_FILE)
     return {
         "alive": session_exists(session),
@@ -45,12 +43,6 @@ def job_status(session: str, run_dir: Path) -> dict[str, object]:
         "ended_at": exit_info.get("ended_at") if exit_info else None,
         "job": _read_json(run_dir / JOB_FILE),
     }
-
-
-def _heartbeat(run_dir: Path) -> None:
-    """The controller asked: the instance's watcher sees a live controller by this file."""
-    if run_dir.is_dir():
-        (run_dir / HEARTBEAT_FILE).touch()
 
 
 def start_job(

@@ -1,4 +1,4 @@
-"""The instance's own watch: spot notices, the controller's heartbeat, the run's caps.
+"""The instance's own watch: spot notices, the job's progress, the run's caps.
 
 `python -m spotrun.agent.watcher --run-dir ... --run-id ...` runs in the background on the
 instance (started with the job, its pid in watcher.pid). Every `--poll` seconds it asks the
@@ -8,10 +8,14 @@ metadata service (IMDSv2) for `spot/instance-action` and the rebalance recommend
   replacement is requested at once), sends SIGTERM to the job (the trainer checkpoints and
   exits), and uploads the checkpoint, notice.json, exit.json and job.log to the durable store.
 - A rebalance recommendation is written to rebalance.json (the controller records it).
-- When the job has ended, or no controller heartbeat came for `--heartbeat-timeout` seconds, or
-  the `--deadline` (max-hours / budget cap) has passed, it stops the job the same way, uploads,
-  and terminates its own instance (TerminateInstances with the instance profile's permissions),
-  so that nothing is left billing when the controller is gone.
+- The job never depends on a controller being there: it runs on while it makes progress (its
+  log, metrics, data staging or checkpoints move), whether or not any controller is watching.
+  The watcher ends the job and terminates its own instance (TerminateInstances with the
+  instance profile's permissions) only when the job has ended and no controller collected it
+  within `--end-grace` seconds, when the `--deadline` (max-hours / budget cap) has passed, or
+  when the job has made no progress for `--no-progress` seconds. Before terminating it uploads
+  the checkpoints and its final files and writes self-terminated.json (why, in a word the
+  controller acts on when it comes back), so nothing is left billing and nothing is lost.
 """
 
 from __future__ import annotations
@@ -26,20 +30,45 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotrun.agent.imds import Imds, MetadataError
-from spotrun.agent.wrapper import EXIT_FILE, LOG_FILE, signal_job, write_json_atomic
+from spotrun.agent.wrapper import (
+    CHECKPOINTS,
+    EXIT_FILE,
+    LOG_FILE,
+    SETUP_LOG_FILE,
+    signal_job,
+    write_json_atomic,
+)
+from spotrun.core.rundir import METRICS_FILE
+from spotrun.datasets.progress import STATUS_FILE as STAGING_FILE
 
 log = logging.getLogger("spotrun.watcher")
 
 NOTICE_FILE = "notice.json"
 REBALANCE_FILE = "rebalance.json"
 SELF_TERMINATED_FILE = "self-terminated.json"
-HEARTBEAT_FILE = ".heartbeat"  # touched by every `spotrun agent status` the controller runs
 PID_FILE = "watcher.pid"
 ACTION_PATH = "meta-data/spot/instance-action"
 REBALANCE_PATH = "meta-data/events/recommendations/rebalance"
 # Files the durable store receives besides the checkpoints, so the controller learns the
 # outcome even when the instance is gone before its last sync.
-FINAL_FILES = (NOTICE_FILE, EXIT_FILE, LOG_FILE, SELF_TERMINATED_FILE)
+FINAL_FILES = (NOTICE_FILE, EXIT_FILE, LOG_FILE, METRICS_FILE, SELF_TERMINATED_FILE)
+# What moves while a job makes progress: its output, its evaluations, its data staging, its
+# checkpoints folder (a new checkpoint changes the folder's mtime).
+PROGRESS_FILES = (LOG_FILE, SETUP_LOG_FILE, METRICS_FILE, STAGING_FILE, CHECKPOINTS)
+
+# Why the watcher ended its instance (self-terminated.json's "why"): the controller that comes
+# back reads it to end the run the right way instead of replacing the instance.
+JOB_ENDED = "job-ended"  # the job ended and nobody collected it within the grace
+DEADLINE = "deadline"  # the run's max-hours or budget cap
+NO_PROGRESS = "no-progress"  # the job's files stopped moving
+
+
+@dataclass(frozen=True)
+class Ending:
+    """Why the instance ends itself now: one of the words above, and a sentence."""
+
+    why: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -48,9 +77,9 @@ class WatchConfig:
     run_id: str
     metadata_url: str
     poll_s: float = 5.0
-    heartbeat_timeout_s: float = 1800.0
+    no_progress_s: float = 3600.0  # a job whose files have not moved this long is ended; 0: never
     deadline: float | None = None  # unix time: the max-hours or budget cap
-    end_grace_s: float = 300.0  # after the job ends, time the controller has to tear down
+    end_grace_s: float = 300.0  # after the job ends, time a controller has to collect it
     bucket: str | None = None
     region: str | None = None
     terminate: bool = True  # terminate the own instance (False: only report, e.g. tests)
@@ -122,12 +151,31 @@ class Watcher:
         log.info("uploaded %s", ", ".join(uploaded) or "nothing new")
         return uploaded
 
-    def terminate_self(self, reason: str) -> bool:
-        """Record why, upload, then end this instance's billing; False if EC2 refused."""
+    def _exit_code(self) -> int | None:
+        try:
+            code = json.loads(self._file(EXIT_FILE).read_text()).get("exit_code")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return code if isinstance(code, int) else None
+
+    def record_ending(self, ending: Ending) -> None:
+        """self-terminated.json: why this instance ends (written before the job is stopped, so
+        that a controller's sync brings the reason with the job's exit record)."""
         write_json_atomic(
             self._file(SELF_TERMINATED_FILE),
-            {"reason": reason, "at": time.time(), "instance_id": self._own_id()},
+            {
+                "why": ending.why,
+                "reason": ending.reason,
+                "at": time.time(),
+                "instance_id": self._own_id(),
+                "exit_code": self._exit_code(),
+            },
         )
+
+    def terminate_self(self, ending: Ending) -> bool:
+        """Record why, upload, then end this instance's billing; False if EC2 refused."""
+        reason = ending.reason
+        self.record_ending(ending)
         self.upload()
         instance_id = self._own_id()
         if not self.config.terminate or instance_id is None:
@@ -185,23 +233,38 @@ class Watcher:
         write_json_atomic(self._file(NOTICE_FILE), notice)
         self.upload()  # notice.json again, now saying what is stored
 
-    def check_lifetime(self, now: float) -> str | None:
-        """Why this instance should end itself now, if it should."""
+    def last_progress(self) -> float:
+        """When the job last moved (its newest progress file), at the earliest our start."""
+        newest = self.started
+        for name in PROGRESS_FILES:
+            try:
+                newest = max(newest, self._file(name).stat().st_mtime)
+            except OSError:
+                continue
+        return newest
+
+    def check_lifetime(self, now: float) -> Ending | None:
+        """Why this instance should end itself now, if it should. A silent controller is no
+        reason: the job goes on while it makes progress, and a controller picks it up later."""
         cfg = self.config
         if cfg.deadline is not None and now >= cfg.deadline:
-            return "the run's max-hours or budget cap was reached"
-        try:
-            beat = self._file(HEARTBEAT_FILE).stat().st_mtime
-        except FileNotFoundError:
-            beat = self.started
-        if now - max(beat, self.started) > cfg.heartbeat_timeout_s:
-            return f"no controller heartbeat for {cfg.heartbeat_timeout_s:.0f} s"
+            return Ending(DEADLINE, "the run's max-hours or budget cap was reached")
         if self._job_ended():
             self._ended_at = self._ended_at or now
             if now - self._ended_at >= cfg.end_grace_s:
-                return f"the job ended {cfg.end_grace_s:.0f} s ago and no controller ended this"
-        else:
-            self._ended_at = None  # started again (a multi-node run's survivor rejoins)
+                return Ending(
+                    JOB_ENDED,
+                    f"the job ended {cfg.end_grace_s:.0f} s ago and no controller collected it",
+                )
+            return None
+        self._ended_at = None  # started again (a multi-node run's survivor rejoins)
+        idle = now - self.last_progress()
+        if cfg.no_progress_s > 0 and idle >= cfg.no_progress_s:
+            return Ending(
+                NO_PROGRESS,
+                f"the job made no progress for {idle:.0f} s (its log, metrics, data staging "
+                f"and checkpoints unchanged; aws.no_progress_s is {cfg.no_progress_s:.0f})",
+            )
         return None
 
     def step(self) -> bool:
@@ -210,11 +273,12 @@ class Watcher:
             self.check_metadata()
         if self._noticed:
             return True  # EC2 ends the instance; the controller has the notice
-        reason = self.check_lifetime(time.time())
-        if reason is None:
+        ending = self.check_lifetime(time.time())
+        if ending is None:
             return True
-        self.stop_job(reason)
-        return not self.terminate_self(reason)
+        self.record_ending(ending)
+        self.stop_job(ending.reason)
+        return not self.terminate_self(ending)
 
     def run(self) -> int:
         log.info("watching run %s (metadata %s)", self.config.run_id, self.config.metadata_url)
@@ -229,7 +293,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--metadata-url", help="default: aws.metadata_url of this machine")
     parser.add_argument("--poll", type=float, default=5.0)
-    parser.add_argument("--heartbeat-timeout", type=float, default=1800.0)
+    parser.add_argument(
+        "--no-progress", type=float, default=3600.0, help="seconds of no progress; 0 = never"
+    )
     parser.add_argument("--deadline", type=float, default=None, help="unix time of the cap")
     parser.add_argument("--end-grace", type=float, default=300.0)
     parser.add_argument("--bucket")
@@ -249,7 +315,7 @@ def main(argv: list[str]) -> int:
         run_id=args.run_id,
         metadata_url=url,
         poll_s=args.poll,
-        heartbeat_timeout_s=args.heartbeat_timeout,
+        no_progress_s=args.no_progress,
         deadline=args.deadline,
         end_grace_s=args.end_grace,
         bucket=args.bucket,

@@ -3,8 +3,8 @@
 Bootstrapping a cluster provisions every node, brings a restarted cluster's checkpoint to its
 node 0, starts the agent's watcher on every node and then torchrun on every node in one tmux
 session of the run's name. While it runs, node 0 is the run's job (its exit is the run's) and
-every other node is synced for what its watcher reports (a spot notice) and kept alive with the
-controller's heartbeat.
+every other node is synced for what its watcher reports (a spot notice); node 0's watcher alone
+judges the job's progress (the other nodes' files need not move).
 
 When a node is lost (notice, reclaim, silence), the survivors' torchrun processes stop too (the
 notice reaches every rank: the job agrees to stop at one step and rank 0 checkpoints). The run is
@@ -31,13 +31,10 @@ from spotrun.store.ledger import RunRecord
 if TYPE_CHECKING:
     from spotrun.control.controller import RunController
 
-HEARTBEAT_EVERY_S = 10.0  # how often the other nodes hear from the controller
-
 
 class ClusterSteps:
     def __init__(self, controller: RunController) -> None:
         self.c = controller
-        self._beat_at = 0.0
         self._lost_since: float | None = None  # when the cluster's zone first had no room
 
     # --------------------------------------------------------------- bootstrap
@@ -55,8 +52,9 @@ class ClusterSteps:
             list(pool.map(lambda inst: provider.bootstrap(inst, provider.runner(inst)), live))
         self._rejoin(run, live)
         c._restore_checkpoints(run, live[0])  # your own command's checkpoint dir, on node 0
-        for inst in live:
-            c.recovery.start_watcher(run, inst, provider.runner(inst))
+        for rank, inst in enumerate(live):
+            runner = provider.runner(inst)
+            c.recovery.start_watcher(run, inst, runner, judge_progress=rank == 0)
         head = live[0]
         spec = cluster.ClusterSpec(
             run_id=run.id,
@@ -115,14 +113,10 @@ class ClusterSteps:
 
     # ----------------------------------------------------------------- monitor
     def watch_others(self, run: RunRecord, live: list[Instance]) -> None:
-        """Each poll: bring the other nodes' reports home; now and then, their heartbeat."""
+        """Each poll: bring the other nodes' reports home (a notice, their logs)."""
         c = self.c
         for inst in live[1:]:
             c._sync(run, inst, final=False)
-        if time.monotonic() - self._beat_at >= HEARTBEAT_EVERY_S:
-            self._beat_at = time.monotonic()
-            for inst in live[1:]:
-                c._driver(inst).status()  # the agent touches the heartbeat file as it answers
 
     # ----------------------------------------------------------------- request
     def zone_bound_passed(self, run: RunRecord, survivors: list[Instance]) -> bool:

@@ -14,9 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from spotrun.agent.session import session_name
+from spotrun.agent.watcher import DEADLINE, JOB_ENDED, NO_PROGRESS
 from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
 from spotrun.control import budget_guard, cluster, ssh_config
+from spotrun.control.agent_end import AgentEnd, adopt_files, find_end
 from spotrun.control.cache_zone import prefer_cache_zone
 from spotrun.control.cluster_steps import ClusterSteps
 from spotrun.control.data_volumes import (
@@ -26,7 +28,7 @@ from spotrun.control.data_volumes import (
 )
 from spotrun.control.instance_records import to_record
 from spotrun.control.metrics import MetricsTail
-from spotrun.control.recovery import Reach, Recovery
+from spotrun.control.recovery import DOOMED, Reach, Recovery
 from spotrun.control.threads import threads_env
 from spotrun.core.errors import (
     CapacityError,
@@ -123,6 +125,13 @@ class RunController:
                 print(f"ledger busy, trying again: {exc.user_message()}", flush=True)
                 continue
             except SpotrunError as exc:
+                end = self._agent_end_after(self.ledger.get_run(self.run_id))
+                if end is not None:  # its agent ended the instance: not a loss to replace
+                    try:
+                        run = self._end_as_agent_said(self.ledger.get_run(self.run_id), end)
+                    except SpotrunError as again:
+                        return self._fail(f"{end.reason}; then: {again.user_message()}")
+                    continue
                 recovered = self.recovery.lost(self.ledger.get_run(self.run_id), exc)
                 if recovered is not None:  # interrupted (or retried): drive on from there
                     run = recovered
@@ -313,6 +322,9 @@ class RunController:
     def _monitor(self, run: RunRecord) -> RunRecord:
         live = self._live_instances()
         if not live:
+            end = self._agent_end(run, stored=True)  # e.g. while no controller was there
+            if end is not None:
+                return self._end_as_agent_said(run, end)
             return self._move(
                 RunState.INTERRUPTED, self.recovery.describe_loss() or "the instance is gone"
             )
@@ -346,6 +358,9 @@ class RunController:
                 if self._live_instances():
                     self._write_exit(run, 137)  # session killed with no exit code written
                     return self._job_ended(run, JobStatus(False, 137))
+                end = self._agent_end(run, stored=True)
+                if end is not None:
+                    return self._end_as_agent_said(run, end)
                 return self._move(RunState.INTERRUPTED, "the instance is gone")
             # Quick at first, so that a short job's end is seen at once: 0.1, 0.2, 0.4 s, ...
             time.sleep(min(self.poll_s, 0.05 * 2**polls))
@@ -364,8 +379,56 @@ class RunController:
                 self.recovery.restore(run, head, runner, remote_dir)
         self.recovery.start_watcher(run, head, runner)
 
+    def _agent_end(self, run: RunRecord, *, stored: bool) -> AgentEnd | None:
+        """The self-termination record of the run's current instance, if its agent ended it:
+        synced here, or (stored=True, for an instance that is gone) in the durable store."""
+        if run.state not in (RunState.BOOTSTRAPPING, RunState.RUNNING):
+            return None  # the agent is started while bootstrapping (before the job)
+        current = {r.id for r in self.ledger.instances(run.id) if not r.details.get(DOOMED)}
+        end = find_end(run.run_dir, current)
+        if end is None and stored and not self.provider.shares_filesystem:
+            self._pull_durable(run)
+            end = find_end(run.run_dir, current)
+        if end is not None and end.why == JOB_ENDED and run.state is not RunState.RUNNING:
+            return None  # no job of this instance ran yet: an older record
+        return end
+
+    def _agent_end_after(self, run: RunRecord) -> AgentEnd | None:
+        """After an error: the agent's record, if the instance's agent ended the instance."""
+        if run.state not in (RunState.BOOTSTRAPPING, RunState.RUNNING):
+            return None
+        try:
+            return self._agent_end(run, stored=not self._live_instances())
+        except SpotrunError as exc:  # EC2 or S3 unreachable too: recovery decides
+            log.warning("could not look for the agent's record: %s", exc)
+            return None
+
+    def _end_as_agent_said(self, run: RunRecord, end: AgentEnd) -> RunRecord:
+        """End the run the way its agent ended the instance (spotrun.control.agent_end)."""
+        taken = adopt_files(run.run_dir, end)
+        self.ledger.add_event(
+            run.id,
+            "agent",
+            f"the agent of {end.instance_id} ended it: {end.reason}"
+            + (f"; its last {', '.join(taken)} taken from the durable store" if taken else ""),
+        )
+        if end.why == DEADLINE:
+            return self._stop(run, f"{end.reason}; the instance's agent stopped the job")
+        if end.why == NO_PROGRESS:
+            return self._fail(f"the instance's agent ended the job: {end.reason}")
+        code = end.exit_code if end.exit_code is not None else self._exit_code(run)
+        if code == CHECKPOINTED and not run.stop_requested:  # stopped on a signal: go on
+            for inst in self.provider.describe(run.id):
+                if inst.id == end.instance_id:
+                    self.recovery.mark_doomed(inst, "its agent ended it")
+            return self._move(RunState.INTERRUPTED, "the job checkpointed and stopped on a signal")
+        return self._move(RunState.SYNCING, f"job exited with code {code} (its agent saw it)")
+
     def _job_ended(self, run: RunRecord, status: JobStatus) -> RunRecord:
         self.ledger.add_event(run.id, "job", f"job exited with code {status.exit_code}")
+        end = self._agent_end(run, stored=False)
+        if end is not None:  # the agent stopped the job (the run's cap, no progress)
+            return self._end_as_agent_said(run, end)
         if self.cluster is not None and status.exit_code != 0 and not run.stop_requested:
             lost = self._cluster_loss(run)  # a node's loss ends torchrun on the others too
             if lost is not None:

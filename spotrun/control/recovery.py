@@ -23,7 +23,6 @@ from fractions import Fraction
 from pathlib import Path
 
 from spotrun.agent.watcher import (
-    HEARTBEAT_FILE,
     NOTICE_FILE,
     PID_FILE,
     REBALANCE_FILE,
@@ -33,14 +32,13 @@ from spotrun.cloud.base import Instance, Offer, Provider, Runner
 from spotrun.control.cluster import node_dirs
 from spotrun.control.instance_records import to_record
 from spotrun.core.errors import CapacityError, RemoteError, SpotrunError
-from spotrun.core.rundir import newest_complete_checkpoint
+from spotrun.core.rundir import METRICS_FILE, newest_complete_checkpoint
 from spotrun.core.runstates import RunState
 from spotrun.cost import budget
 from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
 
 log = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
 RECIPE_FILE = "recipe.json"
 DOOMED = "doomed"  # key in an instance record's details: why it no longer counts
 NOTICED = "spot interruption notice"  # the DOOMED reason of a noticed instance
@@ -446,8 +444,13 @@ class Recovery:
                 ends.append(float(verdict.stop_at))
         return min(ends) if ends else None
 
-    def start_watcher(self, run: RunRecord, head: Instance, runner: Runner) -> None:
-        """Start the agent's watcher on `head` unless it runs already (idempotent)."""
+    def start_watcher(
+        self, run: RunRecord, head: Instance, runner: Runner, *, judge_progress: bool = True
+    ) -> None:
+        """Start the agent's watcher on `head` unless it runs already (idempotent).
+
+        judge_progress=False: this node's files are no sign of the job's progress (a cluster's
+        other nodes; node 0 judges, and when it ends the job the others' jobs end too)."""
         aws = self.settings.aws
         remote_dir = self.provider.run_dir(head, run.id)
         argv = [
@@ -460,8 +463,8 @@ class Recovery:
             run.id,
             "--poll",
             str(aws.notice_poll_s),
-            "--heartbeat-timeout",
-            str(self.settings.heartbeat_timeout_s),
+            "--no-progress",
+            str(aws.no_progress_s if judge_progress else 0.0),
             "--end-grace",
             str(aws.end_grace_s),
             "--region",
@@ -482,7 +485,7 @@ class Recovery:
             argv += ["--deadline", f"{deadline:.0f}"]
         folder = shlex.quote(remote_dir)
         command = (
-            f"mkdir -p {folder} && cd {folder} && touch {HEARTBEAT_FILE} && "
+            f"mkdir -p {folder} && cd {folder} && "
             f"{{ test -f {PID_FILE} && kill -0 $(cat {PID_FILE}) 2>/dev/null || "
             f"{{ setsid nohup {shlex.join(argv)} >> watcher.log 2>&1 < /dev/null & "
             f"echo $! > {PID_FILE}; }}; }}"

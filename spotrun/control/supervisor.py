@@ -1,5 +1,9 @@
 """The run supervisor: a detached process per run that drives it to the end.
 
+(With `controller = "one"`, the default, one process drives every run and sweep of the home
+instead: spotrun.control.home. `spawn` and `ensure_supervised` then start that one; a run's
+lock below is then held by the thread of that process that drives it.)
+
 `launch` starts one and returns (or follows along); it outlives the terminal. A supervisor
 holds an exclusive lock on its run's folder for its whole life, so there is never more than one
 per run, and any spotrun command can tell whether one is alive by trying that lock: the next
@@ -9,17 +13,15 @@ command after a crash (or a reboot) starts a new one, which picks the run up whe
 from __future__ import annotations
 
 import faulthandler
-import fcntl
 import logging
 import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 from types import FrameType
-from typing import IO
 
+from spotrun.control.home import ensure_controller, running_pid
+from spotrun.control.locks import _try_lock, lock_is_held, process_running
 from spotrun.core.config import Settings, load_settings
 from spotrun.core.errors import SpotrunError
 from spotrun.store.ledger import Ledger, RunRecord
@@ -28,53 +30,19 @@ LOCK_FILE = "supervisor.lock"
 LOG_FILE = "supervisor.log"
 
 
-def _try_lock(path: Path, wait_s: float = 0.0) -> IO[str] | None:
-    """The lock held open (keep the handle), or None if another process holds it."""
-    fh = open(path, "a")
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fh
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                fh.close()
-                return None
-            time.sleep(0.05)
+# the sweep supervisor and spotlab take the lock helpers from here
+__all__ = ["_try_lock", "is_supervised", "lock_is_held", "process_running", "spawn"]
 
 
 def is_supervised(run: RunRecord) -> bool:
     return lock_is_held(run.run_dir / LOCK_FILE, run.supervisor_pid)
 
 
-def lock_is_held(lock_path: Path, holder_pid: int | None) -> bool:
-    """True while a live supervisor holds `lock_path` (holder_pid: the one the ledger names)."""
-    if not lock_path.exists():
-        return False
-    fh = _try_lock(lock_path)
-    if fh is None and not process_running(holder_pid):
-        # A killed process's main thread turns zombie before its other threads have let go
-        # of its files, this lock among them: give them a moment rather than trust the lock.
-        fh = _try_lock(lock_path, wait_s=2.0)
-    if fh is None:
-        return True
-    fh.close()  # we got it, so nobody holds it; closing releases it
-    return False
-
-
-def process_running(pid: int | None) -> bool:
-    """pid is a process that is not a zombie (a zombie's main thread has exited)."""
-    if pid is None:
-        return False
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z"
-
-
 def spawn(settings: Settings, run: RunRecord) -> int:
-    """Start a detached supervisor for `run`; returns its pid."""
+    """Start a detached supervisor for `run` (or make sure the home's one controller runs);
+    returns its pid."""
+    if settings.controller == "one":
+        return ensure_controller(settings)[0]
     run.run_dir.mkdir(parents=True, exist_ok=True)
     log_fh = open(run.run_dir / LOG_FILE, "ab")
     env = {**os.environ, "SPOTRUN_HOME": str(settings.home)}
@@ -100,6 +68,11 @@ class Prewarmed:
 
     def __init__(self, settings: Settings, cloud: str) -> None:
         self.settings = settings
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.home_pid: int | None = None
+        if settings.controller == "one":  # the home's controller is the warm process
+            self.home_pid = ensure_controller(settings)[0]
+            return
         env = {**os.environ, "SPOTRUN_HOME": str(settings.home)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spotrun.control.supervisor", "--prewarm", cloud],
@@ -114,6 +87,10 @@ class Prewarmed:
     def hand(self, run: RunRecord) -> int:
         """Give it `run`; returns its pid. It logs to the run's supervisor.log from now on."""
         run.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.proc is None:  # the home's controller: it finds the run in the ledger
+            if running_pid(self.settings) is None and process_running(self.home_pid):
+                return self.home_pid or 0  # started for this launch, still taking its lock
+            return ensure_controller(self.settings)[0]
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(f"{run.id}\n".encode())
@@ -123,7 +100,7 @@ class Prewarmed:
         return self.proc.pid
 
     def cancel(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
+        if self.proc is not None and self.proc.stdin is not None and not self.proc.stdin.closed:
             self.proc.stdin.close()
 
 
@@ -152,6 +129,8 @@ def _await_run(cloud: str) -> str | None:
 def ensure_supervised(ledger: Ledger, live_sweeps: set[str]) -> list[str]:
     """Start a supervisor for every live run that has none, except the trials of the sweeps
     in `live_sweeps` (a live sweep drives its own trials); returns the run ids restarted."""
+    if ledger.settings.controller == "one":
+        return _ensure_controller(ledger, live_sweeps)
     restarted = []
     for run in ledger.active_runs():
         if run.sweep_id in live_sweeps:
@@ -164,6 +143,22 @@ def ensure_supervised(ledger: Ledger, live_sweeps: set[str]) -> list[str]:
             )
             restarted.append(run.id)
     return restarted
+
+
+def _ensure_controller(ledger: Ledger, live_sweeps: set[str]) -> list[str]:
+    """The home's one controller runs whenever something is live: start it if not."""
+    runs = [r for r in ledger.active_runs() if r.sweep_id not in live_sweeps]
+    if not runs and not live_sweeps:
+        return []
+    if running_pid(ledger.settings) is not None:
+        return []  # it drives them (or picks up a new one within a second)
+    pid, _started = ensure_controller(ledger.settings)
+    for run in runs:
+        ledger.set_supervisor(run.id, pid)
+        ledger.add_event(
+            run.id, "supervisor", f"supervisor was not running; restarted (controller pid {pid})"
+        )
+    return [r.id for r in runs]
 
 
 def _raise_exit(signum: int, _frame: FrameType | None) -> None:

@@ -7,6 +7,7 @@ the key instead of a setting silently ignored.
 from __future__ import annotations
 
 import getpass
+import logging
 import re
 import sys
 from pathlib import Path
@@ -100,7 +101,16 @@ class AwsSettings(StrictModel):
         60.0, gt=0, description="a running instance silent this long is replaced"
     )
     end_grace_s: float = Field(
-        300.0, gt=0, description="after its job ends, an instance no controller ended ends itself"
+        300.0,
+        gt=0,
+        description="after its job ends, an instance no controller collected ends itself",
+    )
+    no_progress_s: float = Field(
+        3600.0,
+        ge=0,
+        description="a job whose log, metrics, data staging and checkpoints have not moved this "
+        "long is stopped (it checkpoints) and its instance ended; 0 = never. A silent "
+        "controller never ends a job.",
     )
     # Multi-node runs (--nodes; spotrun.control.cluster)
     max_nodes: int = Field(16, ge=1, description="the most instances one run may have")
@@ -123,7 +133,12 @@ class Settings(StrictModel):
     max_cost_usd: float | None = Field(
         None, gt=0, allow_inf_nan=False, description="default budget for every launch"
     )
-    heartbeat_timeout_s: float = Field(1800.0, gt=0)
+    controller: Literal["one", "per-run"] = Field(
+        "one",
+        description="one: a single controller process drives every live run and sweep of this "
+        "home (started by any command when something is live, gone when nothing is); "
+        "per-run: a supervisor process per run and per sweep",
+    )
     budget_check_s: float = Field(30.0, gt=0, description="how often a capped run is projected")
     budget_stop_margin_s: float = Field(
         180.0, ge=0, description="seconds a budget stop takes: checkpoint, sync, terminate"
@@ -177,6 +192,12 @@ def load_settings(home: Path | None = None) -> Settings:
         raise UsageError(
             f"{config_path}: 'home' cannot be set in the config file it lives in",
             hint="set SPOTRUN_HOME to choose another home",
+        )
+    if data.pop("heartbeat_timeout_s", None) is not None:  # gone: no timer ends a job now
+        logging.getLogger(__name__).warning(
+            "spotrun: %s: heartbeat_timeout_s no longer does anything (an instance keeps its "
+            "job running while no controller is there; see aws.no_progress_s); remove it",
+            config_path,
         )
     try:
         return Settings(home=home, **data)

@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
+METRICS_FILE = "metrics.jsonl"  # one JSON line per evaluation, written by the trainer
 # TensorBoard event files, written beside metrics.jsonl (spotrun.train.curves) so that
 # `tensorboard --logdir SPOTRUN_HOME/runs` shows every run; TensorBoard finds them by this part
 # of the name. They only grow, so sync appends to them like metrics.jsonl.

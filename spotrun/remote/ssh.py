@@ -70,6 +70,9 @@ class _PinOnFirstUse(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
         self.pins.pin(self.instance_id, key)
 
 
+SFTP_STALL_S = 60.0  # the longest an SFTP request may wait for an answer
+
+
 class SshRunner:
     """Runs commands on one instance over one SSH connection, reconnecting when it drops.
 
@@ -175,7 +178,8 @@ class SshRunner:
     # --------------------------------------------------------------- commands
     def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
         try:
-            channel = self._transport().open_session()
+            # bounded: a host that hangs (a stopped sshd, a dead link) answers with an error
+            channel = self._transport().open_session(timeout=self.connect_timeout_s)
         except (OSError, EOFError, paramiko.SSHException) as exc:
             self.close()
             raise RemoteError(f"lost the connection to {self.where}: {exc}") from exc
@@ -236,7 +240,22 @@ class SshRunner:
                 self._sftp = paramiko.SFTPClient.from_transport(transport)
                 if self._sftp is None:
                     raise RemoteError(f"{self.where} offers no SFTP")
+                # every read bounded: a host that stops answering mid-transfer raises instead
+                # of holding this run (and its thread of the controller) for ever
+                channel = self._sftp.get_channel()
+                if channel is not None:
+                    channel.settimeout(SFTP_STALL_S)
             return self._sftp
+
+    def _drop_sftp(self, exc: BaseException) -> None:
+        """After a timeout (or a broken session) the SFTP session may answer late: never
+        reuse it. A missing file leaves it as it is."""
+        if not isinstance(exc, (TimeoutError, EOFError, paramiko.SSHException)):
+            return
+        with self._lock:
+            if self._sftp is not None:
+                self._sftp.close()
+                self._sftp = None
 
     def put(self, local: Path, remote: str) -> None:
         try:
@@ -248,6 +267,7 @@ class SshRunner:
                     self._mkdirs(sftp, os.path.dirname(remote))
                     sftp.put(str(local), remote)
         except (OSError, EOFError, paramiko.SSHException) as exc:
+            self._drop_sftp(exc)
             raise RemoteError(f"cannot copy {local} to {self.where}:{remote}: {exc}") from exc
 
     def _put_tree(self, sftp: paramiko.SFTPClient, local: Path, remote: str) -> None:
@@ -279,6 +299,7 @@ class SshRunner:
                 else:
                     self._get_file(sftp, remote, local)
         except (OSError, EOFError, paramiko.SSHException) as exc:
+            self._drop_sftp(exc)
             raise RemoteError(f"cannot copy {self.where}:{remote} to {local}: {exc}") from exc
 
     def _get_tree(self, sftp: paramiko.SFTPClient, remote: str, local: Path) -> None:
@@ -306,6 +327,7 @@ class SshRunner:
                     fh.prefetch()
                     return bytes(fh.read())
         except (OSError, EOFError, paramiko.SSHException) as exc:
+            self._drop_sftp(exc)
             raise RemoteError(f"cannot read {self.where}:{remote}: {exc}") from exc
 
 

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+from spotrun.control.home import ensure_controller
 from spotrun.control.supervisor import LOCK_FILE, LOG_FILE, lock_is_held
 from spotrun.core.config import Settings
 from spotrun.store.ledger import Ledger
@@ -20,7 +21,10 @@ log = logging.getLogger(__name__)
 
 
 def spawn(settings: Settings, sweep: SweepRecord) -> int:
-    """Start a detached supervisor for `sweep`; returns its pid."""
+    """Start a detached supervisor for `sweep` (or make sure the home's one controller, which
+    then drives it, runs); returns its pid."""
+    if settings.controller == "one":
+        return ensure_controller(settings)[0]
     sweep.sweep_dir.mkdir(parents=True, exist_ok=True)
     log_fh = open(sweep.sweep_dir / LOG_FILE, "ab")
     proc = subprocess.Popen(

@@ -143,3 +143,21 @@ def test_notice_while_terminating(spot_env: Env, lab: Lab, reference: dict[str, 
     scenario, out = _scenario("notice while terminating", spot_env, lab, reference)
     assert scenario.states_at_fault == ["syncing"], scenario.acts  # teardown ends the syncing
     assert out.instances == 1 and out.to_request_s == [] and out.lost_steps == [], str(out)
+
+
+def test_no_controller_through_a_notice_and_the_jobs_end(
+    spot_env: Env, lab: Lab, reference: dict[str, Any]
+) -> None:
+    """The laptop closes twice: the job trains on with no controller, is interrupted and its
+    checkpoint stored; the returning supervisor replaces the instance and resumes from S3;
+    away again, the job ends and its agent terminates the instance after the grace; the
+    returning supervisor finishes the run from the stored files: same metrics, all billed."""
+    scenario, out = _scenario(
+        "no controller through a notice and the job's end", spot_env, lab, reference
+    )
+    assert out.instances == 2 and out.lost_steps == [0], str(out)
+    assert out.restored_from == ["s3"], str(out)
+    ended = [e for e in out.events if e.startswith("agent: the agent of")]
+    assert len(ended) == 1 and "the job ended" in ended[0], out.events
+    assert "metrics.jsonl" in ended[0], ended  # the last metrics came from the store
+    assert sum("supervisor was not running" in e for e in out.events) == 2, out.events

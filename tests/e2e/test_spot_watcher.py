@@ -107,45 +107,58 @@ def test_notice_checkpoints_the_job_and_stores_it(aws_env: Env, lab: Lab, tmp_pa
 
 
 @pytest.mark.parametrize(
-    ("options", "why"),
+    ("options", "why", "said"),
     [
-        ({"heartbeat_timeout_s": 0.5}, "no controller heartbeat"),
-        ({"deadline": 1.0}, "max-hours or budget cap"),
+        ({"no_progress_s": 0.5}, "no-progress", "made no progress"),
+        ({"deadline": 1.0}, "deadline", "max-hours or budget cap"),
     ],
 )
-def test_lost_controller_or_cap_ends_the_instance(
-    aws_env: Env, lab: Lab, tmp_path: Path, options: dict[str, float], why: str
+def test_a_stalled_job_or_the_cap_ends_the_instance(
+    aws_env: Env, lab: Lab, tmp_path: Path, options: dict[str, float], why: str, said: str
 ) -> None:
+    """No controller anywhere: the job's files stop moving (it sleeps), or the cap passes."""
     instance_id = _instance(lab, aws_env)
     run_dir = tmp_path / "run"
     job = _job(run_dir)
     watcher = _watcher(lab, instance_id, run_dir, **options)
-    time.sleep(0.6)
-    assert watcher.step() is False  # it ended its instance
+    wait_for(lambda: watcher.step() is False, 30, "the watcher to end its instance")
     assert job.wait(timeout=10) == 75  # after the job checkpointed
     record = json.loads((run_dir / "self-terminated.json").read_text())
-    assert why in record["reason"] and record["instance_id"] == instance_id
-    assert "checkpoints/ckpt-000000007.pt" in _stored(lab)
+    assert record["why"] == why and said in record["reason"], record
+    assert record["instance_id"] == instance_id and record["exit_code"] == 75
+    stored = _stored(lab)
+    assert "checkpoints/ckpt-000000007.pt" in stored
+    for name in ("self-terminated.json", "exit.json", "job.log"):
+        assert f"instances/{instance_id}/{name}" in stored, stored
     (item,) = lab.instances("w4tcher00001")
     assert item["State"]["Name"] in ("shutting-down", "terminated")
 
 
-def test_a_fresh_heartbeat_keeps_it_and_an_ended_job_ends_it_after_the_grace(
+def test_a_moving_job_runs_on_with_no_controller_and_an_ended_one_ends_after_the_grace(
     aws_env: Env, lab: Lab, tmp_path: Path
 ) -> None:
+    """The job's log moves and nobody asks after it (no controller, no heartbeat) for well over
+    the no-progress time: it runs on. Once it has ended and nobody collected it within the
+    grace, the instance ends itself."""
     instance_id = _instance(lab, aws_env)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    watcher = _watcher(lab, instance_id, run_dir, heartbeat_timeout_s=1.0, end_grace_s=0.5)
-    for _ in range(3):
-        (run_dir / ".heartbeat").touch()  # what every `spotrun agent status` does
-        time.sleep(0.4)
-        assert watcher.step()
+    watcher = _watcher(lab, instance_id, run_dir, no_progress_s=1.0, end_grace_s=0.5)
+    log = run_dir / "job.log"
+    started = time.monotonic()
+    lines = 0
+    while time.monotonic() - started < 3.0:  # three times the no-progress time
+        with log.open("a") as fh:
+            fh.write(f"step {lines}\n")
+        lines += 1
+        assert watcher.step(), f"ended a job that moves (line {lines})"
+        time.sleep(0.2)
+    (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
     (run_dir / "exit.json").write_text(json.dumps({"exit_code": 0}))
     assert watcher.step()  # the grace starts
-    time.sleep(0.6)
-    (run_dir / ".heartbeat").touch()
-    assert watcher.step() is False
-    assert "job ended" in json.loads((run_dir / "self-terminated.json").read_text())["reason"]
+    wait_for(lambda: watcher.step() is False, 30, "the watcher to end its instance")
+    record = json.loads((run_dir / "self-terminated.json").read_text())
+    assert record["why"] == "job-ended" and record["exit_code"] == 0, record
+    assert f"instances/{instance_id}/metrics.jsonl" in _stored(lab)
     (item,) = lab.instances("w4tcher00001")
     assert item["State"]["Name"] in ("shutting-down", "terminated")

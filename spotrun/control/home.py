@@ -1,0 +1,86 @@
+"""The one controller of a SPOTRUN_HOME, seen from outside it: its lock, its pid, starting it.
+
+With `controller = "one"` (the default) a single detached process drives every live run and
+sweep of the home, each as a thread of its own (spotrun.sweep.home_controller: it lives in the
+sweep layer because it drives sweeps as well as runs). It holds SPOTRUN_HOME/controller.lock
+for its whole life, with its pid written in it; any command that finds something live and no
+controller starts one (`ensure_controller`), and it exits once nothing is live. A run's own
+lock (supervisor.lock in its folder) is still taken by the thread that drives it, so that a run
+is never driven twice, by this process or any other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO
+
+from spotrun.control.locks import _try_lock, lock_is_held
+from spotrun.core.config import Settings
+
+LOCK_FILE = "controller.lock"
+LOG_FILE = "controller.log"
+MODULE = "spotrun.sweep.home_controller"
+WAKE = signal.SIGUSR1  # "look at the ledger now": a run or sweep was just handed to it
+
+
+def lock_path(settings: Settings) -> Path:
+    return settings.home / LOCK_FILE
+
+
+def _pid_in(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip() or "0") or None
+    except (OSError, ValueError):
+        return None
+
+
+def running_pid(settings: Settings) -> int | None:
+    """The pid of the home's live controller, or None when none runs."""
+    path = lock_path(settings)
+    pid = _pid_in(path)
+    return pid if lock_is_held(path, pid) else None
+
+
+def acquire(settings: Settings) -> IO[str] | None:
+    """Become the home's controller: the lock held open (keep the handle), with this
+    process's pid in it; None if another process holds it."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    fh = _try_lock(lock_path(settings))
+    if fh is None:
+        return None
+    os.ftruncate(fh.fileno(), 0)  # opened for appending: the pid lands at 0
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    return fh
+
+
+def spawn_controller(settings: Settings) -> int:
+    """Start a detached controller for the home; returns its pid."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    with open(settings.home / LOG_FILE, "ab") as log_fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", MODULE],
+            stdin=subprocess.DEVNULL,
+            stdout=log_fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # not in the terminal's process group: Ctrl-C spares it
+            env={**os.environ, "SPOTRUN_HOME": str(settings.home)},
+            close_fds=True,
+        )
+    return proc.pid
+
+
+def ensure_controller(settings: Settings) -> tuple[int, bool]:
+    """The home's controller pid, starting one if none runs; and whether it was started now.
+    A running one is woken, so that a run or sweep just recorded is picked up at once."""
+    pid = running_pid(settings)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, WAKE)
+        return pid, False
+    return spawn_controller(settings), True

@@ -1,0 +1,192 @@
+"""The one controller of a SPOTRUN_HOME: every live run and sweep, each a thread of this process.
+
+`python -m spotrun.sweep.home_controller` (started detached by any command that finds something
+live and no controller: spotrun.control.home) takes SPOTRUN_HOME/controller.lock, then every
+second (at once when a command wakes it with SIGUSR1) looks at the ledger: each live sweep gets
+a thread running its SweepSupervisor (which drives its trials in threads of its own), and each
+other live run a thread running its RunController, with the run's own lock held, exactly as a
+per-run supervisor process did. The state machine, recovery, sync, budget and sweep logic are
+the same code; only the process is shared. A thread that ends with a run still live (a bug, a
+crash of its controller) is started again after RESTART_S.
+
+Nothing is kept only in memory: the ledger and the cloud's tags are the state, so a crash of
+this process loses nothing, and the next controller picks every run up where it is. One run
+never waits on another: each has its own thread, and every remote call is bounded
+(spotrun.remote.ssh), so a host that hangs holds its own run only. With nothing live for
+LINGER_S (a launch may be on its way) it exits.
+
+It lives in the sweep layer because it drives sweeps as well as runs (control never imports
+sweep code).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+from typing import IO
+
+from spotrun.control.controller import RunController
+from spotrun.control.home import WAKE, acquire
+from spotrun.control.supervisor import LOCK_FILE, _try_lock
+from spotrun.core.config import Settings, load_settings
+from spotrun.core.errors import SpotrunError, StateError
+from spotrun.store.ledger import Ledger
+from spotrun.store.sweeps import SweepState, SweepStore
+from spotrun.sweep.supervisor import SweepSupervisor
+
+log = logging.getLogger(__name__)
+
+POLL_S = 1.0  # how often the ledger is looked at when nobody wakes the controller
+LINGER_S = 10.0  # nothing live this long: exit
+RESTART_S = 10.0  # a thread that ended with its run still live is started again after this
+
+
+class RunThread(threading.Thread):
+    """Drives one run to its end, holding the run's lock (so nothing else drives it)."""
+
+    def __init__(self, settings: Settings, run_id: str) -> None:
+        super().__init__(name=f"run-{run_id}", daemon=True)
+        self.settings = settings
+        self.run_id = run_id
+
+    def run(self) -> None:
+        ledger = Ledger(self.settings)
+        try:
+            run = ledger.get_run(self.run_id)
+            lock = _try_lock(run.run_dir / LOCK_FILE)
+            if lock is None:  # another process drives it (a per-run supervisor, `stop`)
+                return
+            try:
+                ledger.set_supervisor(self.run_id, os.getpid())
+                log.info("driving run %s from state %s", self.run_id, run.state)
+                final = RunController(ledger, self.run_id).drive()
+                log.info("run %s ended: %s %s", self.run_id, final.state, final.message or "")
+            finally:
+                lock.close()
+        except Exception:  # its controller has recorded the failure; the other runs go on
+            log.exception("run %s: its controller stopped with an error", self.run_id)
+        finally:
+            ledger.close()
+
+
+class SweepThread(threading.Thread):
+    """Drives one sweep (its trials in threads of their own), holding the sweep's lock."""
+
+    def __init__(self, settings: Settings, sweep_id: str) -> None:
+        super().__init__(name=f"sweep-{sweep_id}", daemon=True)
+        self.settings = settings
+        self.sweep_id = sweep_id
+
+    def run(self) -> None:
+        ledger = Ledger(self.settings)
+        store = SweepStore(ledger)
+        try:
+            sweep = store.get(self.sweep_id)
+            lock = _try_lock(sweep.sweep_dir / LOCK_FILE)
+            if lock is None:
+                return
+            try:
+                store.set_supervisor(self.sweep_id, os.getpid())
+                final = SweepSupervisor(self.settings, self.sweep_id).drive()
+                log.info("sweep %s ended: %s %s", self.sweep_id, final.state, final.message or "")
+            except SpotrunError as exc:
+                log.error("sweep %s failed: %s", self.sweep_id, exc.user_message())
+                with contextlib.suppress(StateError):  # it had ended meanwhile
+                    store.end(self.sweep_id, SweepState.FAILED, exc.user_message())
+            finally:
+                lock.close()
+        except Exception:
+            log.exception("sweep %s: its supervisor stopped with an error", self.sweep_id)
+        finally:
+            ledger.close()
+
+
+class HomeController:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.ledger = Ledger(settings)
+        self.threads: dict[str, threading.Thread] = {}
+        self.started_at: dict[str, float] = {}
+        self.wake = threading.Event()
+
+    def _start(self, key: str, thread: threading.Thread) -> None:
+        known = self.threads.get(key)
+        if known is not None and known.is_alive():
+            return
+        if known is not None and time.monotonic() - self.started_at[key] < RESTART_S:
+            return  # it ended with its run live: not again at once
+        self.threads[key] = thread
+        self.started_at[key] = time.monotonic()
+        thread.start()
+
+    def tick(self) -> int:
+        """Start a thread for every live sweep and run that has none; how many are live."""
+        sweeps = SweepStore(self.ledger).live()
+        for sweep in sweeps:
+            self._start(f"sweep:{sweep.id}", SweepThread(self.settings, sweep.id))
+        swept = {s.id for s in sweeps}  # their trials are theirs to drive
+        runs = [r for r in self.ledger.active_runs() if r.sweep_id not in swept]
+        for run in runs:
+            self._start(f"run:{run.id}", RunThread(self.settings, run.id))
+        alive = sum(1 for t in self.threads.values() if t.is_alive())
+        return len(sweeps) + len(runs) + alive
+
+    def _anything_live(self) -> bool:
+        return bool(self.ledger.active_runs() or SweepStore(self.ledger).live())
+
+    def serve(self, lock: IO[str]) -> int:
+        idle_since: float | None = None
+        while True:
+            if self.tick():
+                idle_since = None
+            else:
+                idle_since = idle_since if idle_since is not None else time.monotonic()
+                if time.monotonic() - idle_since >= LINGER_S:
+                    # Let go first, then look once more: a command that recorded a run before
+                    # this look is seen now, one after it finds no controller and starts one.
+                    lock.close()
+                    if not self._anything_live():
+                        log.info("nothing live: the controller exits")
+                        return 0
+                    again = acquire(self.settings)
+                    if again is None:  # a new controller has taken over
+                        return 0
+                    lock, idle_since = again, None
+            self.wake.wait(POLL_S)
+            self.wake.clear()
+
+
+def _raise_exit(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s",
+        stream=sys.stdout,
+    )
+    settings = load_settings()
+    lock = acquire(settings)
+    if lock is None:
+        log.info("another controller holds %s; leaving it to that one", settings.home)
+        return 0
+    faulthandler.register(signal.SIGUSR2, all_threads=True)  # `kill -USR2 PID`: every stack
+    # SIGTERM/SIGHUP end the controller only; the runs go on and the next command restarts it.
+    signal.signal(signal.SIGTERM, _raise_exit)
+    signal.signal(signal.SIGHUP, _raise_exit)
+    controller = HomeController(settings)
+    signal.signal(WAKE, lambda _s, _f: controller.wake.set())
+    log.info("controller of %s (pid %d)", settings.home, os.getpid())
+    return controller.serve(lock)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
