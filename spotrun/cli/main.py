@@ -15,12 +15,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from spotrun.cli import resume as resume_cli
+from spotrun.cli.follow_view import fmt_duration as _fmt_duration
+from spotrun.cli.follow_view import fmt_metrics as _fmt_metrics
 from spotrun.cli.sweep import sweep_app
 from spotrun.control import supervisor
 from spotrun.core.config import load_settings
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
-from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
 from spotrun.service import runs as api
 
@@ -46,6 +48,8 @@ data_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(data_app, name="data")
+app.command("resume")(resume_cli.resume)  # spotrun/cli/resume.py
+app.command("rm")(resume_cli.rm)
 
 # Wide when piped, so tables and log lines are not folded at 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -59,27 +63,6 @@ class Cloud(str, Enum):
 
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def _fmt_metrics(metrics: dict[str, Any]) -> str:
-    parts = []
-    if "test_acc" in metrics:
-        parts.append(f"acc {100 * float(metrics['test_acc']):.1f}%")
-    if "train_loss" in metrics:
-        parts.append(f"loss {float(metrics['train_loss']):.3f}")
-    if "step" in metrics:
-        parts.append(f"step {metrics['step']}")
-    return "  ".join(parts)
-
-
-def _fmt_duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 # -------------------------------------------------------------------- launch
@@ -116,6 +99,7 @@ def launch(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="check the plan and the cloud's permissions; launch nothing"
     ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="show only the run's stages"),
 ) -> None:
     """Launch a recipe, a task file or your own command (--cmd) on the cheapest capacity that
     fits, and follow it to the end."""
@@ -175,7 +159,9 @@ def launch(
         )
         return
     out.print(f"run {run.id}  {run.name}  on {run.cloud}")
-    raise typer.Exit(_follow(ledger, run.id))
+    from spotrun.cli.follow_view import follow_run
+
+    raise typer.Exit(follow_run(ledger, run.id, out, err, quiet=quiet))
 
 
 class OwnJobFlags:
@@ -252,6 +238,7 @@ class OwnJobFlags:
             task = task.model_copy(update=updates)
             job = ownjob.task_job(task, envs=envs, workdir_max_mb=limit)
             label = ownjob.task_label(task.name)
+            name = name if name is not None else task.name  # the task's name is the run's
             resources = {**task.resources.as_flags(), **resources}
             max_cost_usd = max_cost_usd if max_cost_usd is not None else task.max_cost
             max_hours = max_hours if max_hours is not None else task.max_hours
@@ -324,47 +311,6 @@ def prices(
         )
     out.print(table)
     out.print(f"spot: EC2's current prices; on-demand: {priced.on_demand_source}")
-
-
-def _follow(ledger: Any, run_id: str) -> int:
-    run = ledger.get_run(run_id)
-    t0 = run.created_at
-    try:
-        for update in api.follow(ledger, run_id):
-            stamp = f"[{_fmt_duration(max(0.0, update.at - t0)):>7}]"
-            if update.kind == "state":
-                out.print(f"{stamp} {update.state.value:<13} {update.text}")
-            elif update.kind == "event":
-                out.print(f"{stamp} {'':<13} {update.text}")
-            elif update.kind == "metrics":
-                m = update.metrics
-                line = f"epoch {m.get('epoch', '?')}  {_fmt_metrics(m)}"
-                if "elapsed_s" in m:
-                    line += f"  ({_fmt_duration(float(m['elapsed_s']))} training)"
-                out.print(f"{stamp} {'':<13} {line}")
-            else:
-                final = ledger.get_run(run_id)
-                cost = ledger.run_cost_usd(run_id)
-                summary = _fmt_metrics(final.last_metrics)
-                out.print(
-                    f"{final.state.value} in {_fmt_duration(final.duration_s())}"
-                    + (f": {summary}" if summary else "")
-                    + f"  cost ${cost:.2f}"
-                    + (
-                        f"\n{printable(final.message)}"
-                        if final.state is not RunState.SUCCEEDED and final.message
-                        else ""
-                    )
-                )
-                return SUCCESS if final.state is RunState.SUCCEEDED else FAILURE
-    except KeyboardInterrupt:
-        run = ledger.get_run(run_id)
-        err.print(
-            f"\ndetached from {run.name}; it goes on under its supervisor. "
-            f"`spotrun stop {run.name}` stops it."
-        )
-        return 130
-    return FAILURE
 
 
 # ------------------------------------------------------------------ ls/status

@@ -24,6 +24,7 @@ from spotrun.train.distributed import LaunchEnv, init_process_group, leave_proce
 from spotrun.train.methods import build_methods
 from spotrun.train.methods.auto import ResolvedMethods, resolve_methods
 from spotrun.train.models import build_model
+from spotrun.train.progress import PROGRESS_FILE, ProgressFile
 from spotrun.train.text_metrics import TextMetrics
 from spotrun.train.trainer import FitResult, Trainer
 
@@ -106,6 +107,7 @@ def build_trainer_on_device(
         callbacks=[
             MetricsFile(run_dir / METRICS_FILE),
             ConsoleProgress(),
+            ProgressFile(run_dir / PROGRESS_FILE),
             *(extra_callbacks or []),
         ],
         checkpoint_dir=run_dir / CHECKPOINT_DIR,
