@@ -22,6 +22,14 @@ from spotrun.train.state import State
 
 PROGRESS_FILE = "progress.json"
 EVERY_S = 1.0  # the most often the file is rewritten
+# What the file says at the events that rewrite it whatever the interval.
+_PHASES = {
+    Event.FIT_START: "train",
+    Event.EVAL_START: "eval",
+    Event.EVAL_END: "train",
+    Event.FIT_END: "done",
+    Event.INTERRUPT: "stopped",
+}
 
 
 class ProgressFile(Callback):
@@ -46,28 +54,24 @@ class ProgressFile(Callback):
     def on_event(self, event: Event, state: State) -> None:
         if not state.is_main:
             return
-        if event is Event.FIT_START:
-            self._restart_window(state)
-            self._write(state, "train")
-        elif event is Event.BATCH_END:
+        if event is Event.BATCH_END:
             if state.inputs is not None and state.inputs.ndim > 0:
                 self._samples += int(state.inputs.shape[0]) * state.world_size
                 self._unit = "images" if state.inputs.ndim == 4 else "samples"
-            now = self.clock()
+            now = self.clock()  # the one clock read per step
             if self._written_at is None or now - self._written_at >= self.every_s:
                 self._measure(state, now)
-                self._write(state, "train")
-        elif event is Event.EVAL_START:
-            self._measure(state, self.clock())
-            self._write(state, "eval")
-        elif event is Event.EVAL_END:
-            self._restart_window(state)  # evaluation time is not training speed
-            self._write(state, "train")
-        elif event in (Event.FIT_END, Event.INTERRUPT):
-            self._write(state, "done" if event is Event.FIT_END else "stopped")
-
-    def _restart_window(self, state: State) -> None:
-        self._window_start, self._window_step, self._samples = self.clock(), state.step, 0
+                self._write(state, "train", now)
+            return
+        phase = _PHASES.get(event)
+        if phase is None:
+            return
+        now = self.clock()
+        if event is Event.EVAL_START:
+            self._measure(state, now)
+        elif event in (Event.FIT_START, Event.EVAL_END):  # evaluation time is not speed
+            self._window_start, self._window_step, self._samples = now, state.step, 0
+        self._write(state, phase, now)
 
     def _measure(self, state: State, now: float) -> None:
         seconds, steps = now - self._window_start, state.step - self._window_step
@@ -78,8 +82,8 @@ class ProgressFile(Callback):
             self._samples_per_s = self._samples / seconds
         self._window_start, self._window_step, self._samples = now, state.step, 0
 
-    def _write(self, state: State, phase: str) -> None:
-        self._written_at = self.clock()
+    def _write(self, state: State, phase: str, now: float) -> None:
+        self._written_at = now
         left = max(0, state.total_steps - state.step)
         record: dict[str, Any] = {
             "phase": phase,
