@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,23 @@ def test_task_name_is_the_run_name_and_its_output_streams_in_the_foreground(
 
     own = env.cli("launch", "--cmd", "echo hi from cmd", timeout=120)
     assert own.returncode == 0 and "hi from cmd" in own.stdout, own.stdout + own.stderr
+
+
+def test_a_budget_stopped_run_needs_a_larger_cap_and_hours_left(env: Env) -> None:
+    from spotrun.core.config import LaunchSpec, load_settings
+    from spotrun.core.runstates import RunState
+    from spotrun.store.ledger import CostLine, Ledger
+
+    with Ledger(load_settings(env.home)) as ledger:
+        spec = LaunchSpec(recipe="digits-fast", name="capped", max_cost_usd=1.0, max_hours=0.001)
+        run = ledger.create_run(spec, plan={"offers": []})
+        ledger.transition(run.id, RunState.STOPPED, "budget: $1.00 cap; stopping now")
+        line = CostLine(run.id, "compute", 60.0, "instance-s", 1.0, "m", usd_exact=Fraction(1))
+        ledger.replace_cost_lines(run.id, [line])
+    spent = env.cli("resume", "capped", "--max-hours", "1")
+    assert spent.returncode == 2, spent.stderr
+    assert "has spent $1.00 of its $1 cap" in spent.stderr and "--max-cost" in spent.stderr
+    hours = env.cli("resume", "capped", "--max-cost", "3")
+    assert hours.returncode == 2 and "used up its --max-hours" in hours.stderr, hours.stderr
+    assert "--max-hours 1" in hours.stderr
+    assert [r["state"] for r in env.runs()] == ["stopped"]  # refused: nothing changed
