@@ -68,7 +68,7 @@ def progress_line(p: dict[str, Any], cost_usd: float | None, now: float) -> str:
     return "  ".join(parts)
 
 
-class _ProgressShown:
+class ProgressShown:
     """Where the progress line goes: a live line on a terminal, plain lines now and then."""
 
     def __init__(self, console: Console) -> None:
@@ -119,7 +119,7 @@ def follow_run(
 
     run = ledger.get_run(run_id)
     t0 = run.created_at
-    shown = _ProgressShown(out)
+    shown = ProgressShown(out)
     cost: float | None = None
     priced_at = 0.0
     epochs: int | None = None

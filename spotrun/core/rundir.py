@@ -16,6 +16,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 CHECKPOINTS_DIR = "checkpoints"
+# Where training is inside its epoch (spotrun.train.progress writes it, followers read it).
+PROGRESS_FILE = "progress.json"
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from spotrun.agent.wrapper import LOG_FILE
 from spotrun.control.metrics import MetricsTail
+from spotrun.core.rundir import PROGRESS_FILE
 from spotrun.core.runstates import RunState
 from spotrun.store.ledger import Ledger
-from spotrun.train.progress import PROGRESS_FILE
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class _LogLines:
         return text + (tail.decode(errors="replace") + "\n" if tail else "")
 
 
-class _ProgressWatch:
+class ProgressWatch:
     """The trainer's progress.json, each time it changes."""
 
     def __init__(self, path: Path) -> None:
@@ -119,7 +119,7 @@ def follow(
     seen_transitions, seen_events, shown_step = start.transitions, start.events, start.after_step
     run = ledger.get_run(run_id)
     tail = MetricsTail(run.run_dir / "metrics.jsonl")
-    progress = _ProgressWatch(run.run_dir / PROGRESS_FILE)
+    progress = ProgressWatch(run.run_dir / PROGRESS_FILE)
     show_output = run.spec.job is not None if output is None else output
     log = _LogLines(run.run_dir / LOG_FILE, start.log_offset) if show_output else None
     while True:

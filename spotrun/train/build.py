@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from spotrun.core.exitcodes import CHECKPOINTED
+from spotrun.core.rundir import PROGRESS_FILE
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
 from spotrun.train.data.loading import load_data
@@ -24,7 +25,7 @@ from spotrun.train.distributed import LaunchEnv, init_process_group, leave_proce
 from spotrun.train.methods import build_methods
 from spotrun.train.methods.auto import ResolvedMethods, resolve_methods
 from spotrun.train.models import build_model
-from spotrun.train.progress import PROGRESS_FILE, ProgressFile
+from spotrun.train.progress import ProgressFile
 from spotrun.train.text_metrics import TextMetrics
 from spotrun.train.trainer import FitResult, Trainer
 

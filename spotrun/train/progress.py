@@ -20,7 +20,6 @@ from spotrun.train.callbacks import Callback
 from spotrun.train.events import Event
 from spotrun.train.state import State
 
-PROGRESS_FILE = "progress.json"
 EVERY_S = 1.0  # the most often the file is rewritten
 # What the file says at the events that rewrite it whatever the interval.
 _PHASES = {

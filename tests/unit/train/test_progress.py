@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.cli.follow_view import progress_line
+from spotrun.core.rundir import PROGRESS_FILE
 from spotrun.train.callbacks import Callback
 from spotrun.train.events import Event
-from spotrun.train.progress import PROGRESS_FILE, ProgressFile
+from spotrun.train.progress import ProgressFile
 from spotrun.train.state import State
 from tests.unit.train.tiny import BATCH, TRAIN, make_trainer
 
