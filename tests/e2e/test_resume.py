@@ -159,3 +159,20 @@ def test_a_budget_stopped_run_needs_a_larger_cap_and_hours_left(env: Env) -> Non
     assert hours.returncode == 2 and "used up its --max-hours" in hours.stderr, hours.stderr
     assert "--max-hours 1" in hours.stderr
     assert [r["state"] for r in env.runs()] == ["stopped"]  # refused: nothing changed
+
+
+def test_a_failed_own_command_resumes_and_its_output_shows(env: Env, tmp_path: Path) -> None:
+    fixed = tmp_path / "fixed"
+    script = f"if [ -e {fixed} ]; then echo works now; else echo broken; exit 3; fi"
+    failed = env.cli("launch", "--cmd", script, "--name", "flaky", timeout=120)
+    assert failed.returncode == 1 and "broken" in failed.stdout, failed.stdout + failed.stderr
+    assert _run(env, "flaky")["state"] == "failed"
+    assert "--set" in env.cli("resume", "flaky", "--set", "epochs=2").stderr  # no recipe keys
+
+    fixed.touch()
+    resumed = env.cli("resume", "flaky", timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    lines = resumed.stdout.splitlines()
+    assert "works now" in lines and "broken" not in lines, resumed.stdout  # only what is new
+    run = _run(env, "flaky")
+    assert run["state"] == "succeeded" and len(run["instances"]) == 2
