@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -18,6 +18,9 @@ from rich.text import Text
 from spotrun.core.exitcodes import FAILURE, SUCCESS
 from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
+
+if TYPE_CHECKING:
+    from spotrun.service.follow import FollowFrom
 
 PLAIN_EVERY_S = 10.0  # piped: a progress line at most this often
 COST_EVERY_S = 5.0  # the cost so far is priced again at most this often
@@ -110,7 +113,7 @@ def follow_run(
     out: Console,
     err: Console,
     *,
-    start: Any = None,
+    start: FollowFrom | None = None,
     quiet: bool = False,
 ) -> int:
     """Show the run until it ends; its exit code (0 only if it succeeded, 130 on Ctrl-C)."""
@@ -124,7 +127,7 @@ def follow_run(
     priced_at = 0.0
     epochs: int | None = None
     try:
-        for update in follow(ledger, run_id, start=start, output=None if not quiet else False):
+        for update in follow(ledger, run_id, start=start, output=False if quiet else None):
             stamp = f"[{fmt_duration(max(0.0, update.at - t0)):>7}]"
             if update.kind == "state":
                 shown.line(f"{stamp} {update.state.value:<13} {printable(update.text)}")

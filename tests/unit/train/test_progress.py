@@ -70,3 +70,11 @@ def test_progress_line_names_epoch_step_speed_eta_accuracy_and_cost() -> None:
     assert line == "epoch 3/12  step 7/23  1,234 img/s  ETA 2m00s  acc 97.1%  $0.01 so far"
     evaluating = progress_line({**record, "phase": "eval", "eta_s": None}, None, now=0.0)
     assert evaluating == "epoch 3/12  evaluating  1,234 img/s  acc 97.1%"
+
+
+def test_progress_changes_nothing_of_the_training(tmp_path: Path) -> None:
+    plain = make_trainer({}, tmp_path / "plain", epochs=1).fit()
+    path = tmp_path / "watched" / PROGRESS_FILE
+    watched = make_trainer({}, tmp_path / "watched", epochs=1, callbacks=[ProgressFile(path)])
+    same = {k: v for k, v in watched.fit().metrics.items() if k != "elapsed_s"}
+    assert same == {k: v for k, v in plain.metrics.items() if k != "elapsed_s"}  # bitwise
