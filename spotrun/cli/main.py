@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from spotrun.cli import resume as resume_cli
 from spotrun.cli.common import HELP_OPTIONS, Cloud, print_error
 from spotrun.cli.complete import complete_run, complete_sweep, completion, prepare_completion
 from spotrun.cli.doctor import doctor as doctor_command
+from spotrun.cli.follow_view import fmt_duration as _fmt_duration
+from spotrun.cli.follow_view import fmt_metrics as _fmt_metrics
 from spotrun.cli.lazy import lazy_module, stderr_console, stdout_console
 from spotrun.cli.plot import plot as plot_command
 from spotrun.cli.ssh import require_terminal
@@ -23,7 +26,6 @@ from spotrun.cli.ssh import ssh as ssh_command
 from spotrun.cli.sweep import sweep_app
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
-from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
 
 # `spotrun --help` and `spotrun ls` must answer fast: the library, rich and the run control
@@ -113,6 +115,8 @@ app.command("completion")(completion)  # spotrun/cli/complete.py
 app.command("doctor")(doctor_command)  # spotrun/cli/doctor.py
 app.command("plot")(plot_command)  # spotrun/cli/plot.py
 app.command("ssh")(ssh_command)  # spotrun/cli/ssh.py
+app.command("resume")(resume_cli.resume)  # spotrun/cli/resume.py
+app.command("rm")(resume_cli.rm)
 
 out: Console = stdout_console()  # wide when piped: tables are not folded at 80 columns
 err: Console = stderr_console()
@@ -120,27 +124,6 @@ err: Console = stderr_console()
 
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def _fmt_metrics(metrics: dict[str, Any]) -> str:
-    parts = []
-    if "test_acc" in metrics:
-        parts.append(f"acc {100 * float(metrics['test_acc']):.1f}%")
-    if "train_loss" in metrics:
-        parts.append(f"loss {float(metrics['train_loss']):.3f}")
-    if "step" in metrics:
-        parts.append(f"step {metrics['step']}")
-    return "  ".join(parts)
-
-
-def _fmt_duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 # -------------------------------------------------------------------- launch
@@ -177,6 +160,7 @@ def launch(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="check the plan and the cloud's permissions; launch nothing"
     ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="show only the run's stages"),
 ) -> None:
     """Launch a recipe, a task file or your own command (--cmd) on the cheapest capacity that
     fits, and follow it to the end.
@@ -244,7 +228,9 @@ def launch(
         )
         return
     out.print(f"run {run.id}  {run.name}  on {run.cloud}")
-    raise typer.Exit(_follow(ledger, run.id))
+    from spotrun.cli.follow_view import follow_run
+
+    raise typer.Exit(follow_run(ledger, run.id, out, err, quiet=quiet))
 
 
 class OwnJobFlags:
@@ -321,6 +307,7 @@ class OwnJobFlags:
             task = task.model_copy(update=updates)
             job = ownjob.task_job(task, envs=envs, workdir_max_mb=limit)
             label = ownjob.task_label(task.name)
+            name = name if name is not None else task.name  # the task's name is the run's
             resources = {**task.resources.as_flags(), **resources}
             max_cost_usd = max_cost_usd if max_cost_usd is not None else task.max_cost
             max_hours = max_hours if max_hours is not None else task.max_hours
@@ -405,47 +392,6 @@ def prices(
     out.print(f"spot: {priced.spot_source}; on-demand: {priced.on_demand_source}")
     if priced.offline:
         out.print(f"{priced.offline}; give AWS credentials for live prices", markup=False)
-
-
-def _follow(ledger: Any, run_id: str) -> int:
-    run = ledger.get_run(run_id)
-    t0 = run.created_at
-    try:
-        for update in api.follow(ledger, run_id):
-            stamp = f"[{_fmt_duration(max(0.0, update.at - t0)):>7}]"
-            if update.kind == "state":
-                out.print(f"{stamp} {update.state.value:<13} {update.text}")
-            elif update.kind == "event":
-                out.print(f"{stamp} {'':<13} {update.text}")
-            elif update.kind == "metrics":
-                m = update.metrics
-                line = f"epoch {m.get('epoch', '?')}  {_fmt_metrics(m)}"
-                if "elapsed_s" in m:
-                    line += f"  ({_fmt_duration(float(m['elapsed_s']))} training)"
-                out.print(f"{stamp} {'':<13} {line}")
-            else:
-                final = ledger.get_run(run_id)
-                cost = ledger.run_cost_usd(run_id)
-                summary = _fmt_metrics(final.last_metrics)
-                out.print(
-                    f"{final.state.value} in {_fmt_duration(final.duration_s())}"
-                    + (f": {summary}" if summary else "")
-                    + f"  cost ${cost:.2f}"
-                    + (
-                        f"\n{printable(final.message)}"
-                        if final.state is not RunState.SUCCEEDED and final.message
-                        else ""
-                    )
-                )
-                return SUCCESS if final.state is RunState.SUCCEEDED else FAILURE
-    except KeyboardInterrupt:
-        run = ledger.get_run(run_id)
-        err.print(
-            f"\ndetached from {run.name}; it goes on under its supervisor. "
-            f"`spotrun stop {run.name}` stops it."
-        )
-        return 130
-    return FAILURE
 
 
 # ------------------------------------------------------------------ ls/status

@@ -205,14 +205,17 @@ def _of_nodes(nodes: int) -> str:
 
 def _follow(ledger: Any, sweep_id: str) -> int:
     """Print each trial's changes until the sweep ends; Ctrl-C detaches."""
+    from spotrun.cli.sweep_view import TrialsView
     from spotrun.service import sweeps as service
     from spotrun.store.sweeps import SweepState, SweepStore
 
     store = SweepStore(ledger)
     seen: dict[int, str] = {}
+    view = TrialsView(out)  # each trial's evaluations, and a progress line for the live ones
     try:
         while True:
             sweep = store.get(sweep_id)
+            watched = []
             for trial in store.trials(sweep_id):
                 run = None if trial.run_id is None else ledger.get_run(trial.run_id)
                 state = trial.status.value if run is None else run.state.value
@@ -221,8 +224,12 @@ def _follow(ledger: Any, sweep_id: str) -> int:
                 if seen.get(trial.index) != state:
                     seen[trial.index] = state
                     shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
-                    out.print(f"trial {trial.index} ({shown}): {state}", markup=False)
+                    view.line(f"trial {trial.index} ({shown}): {state}")
+                if run is not None:
+                    watched.append((trial.index, run.run_dir, not run.is_terminal))
+            view.poll(watched)
             if sweep.is_over:
+                view.close()
                 c = service.counts(store, sweep)
                 out.print(f"sweep {sweep.state.value}: {sweep.message or ''}", markup=False)
                 out.print(", ".join(f"{k} {v}" for k, v in c.items() if v), markup=False)
@@ -230,8 +237,11 @@ def _follow(ledger: Any, sweep_id: str) -> int:
                 return SUCCESS if sweep.state is SweepState.COMPLETED else FAILURE
             time.sleep(0.5)
     except KeyboardInterrupt:
+        view.close()
         err.print(f"\ndetached; the sweep goes on. `spotrun sweep stop {sweep_id}` stops it.")
         return 130
+    finally:
+        view.close()
 
 
 # ------------------------------------------------------------------------- ls

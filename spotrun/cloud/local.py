@@ -77,11 +77,12 @@ class LocalProvider:
         ]
 
     def launch(self, request: InstanceRequest) -> list[Instance]:
-        existing = [i for i in self.describe(request.run_id) if i.is_live]
+        known = self.describe(request.run_id)
+        existing = [i for i in known if i.is_live]
         if existing:
             return existing
         instance = Instance(
-            id=f"local-{request.run_id}",
+            id=_instance_id(request.run_id, known),
             run_id=request.run_id,
             provider=self.name,
             instance_type="local",
@@ -115,7 +116,8 @@ class LocalProvider:
         return ended
 
     def terminate_instances(self, run_id: str, ids: list[str]) -> list[Instance]:
-        return self.terminate(run_id) if f"local-{run_id}" in ids else []
+        mine = {i.id for i in self.describe(run_id)}
+        return self.terminate(run_id) if mine & set(ids) else []
 
     def runner(self, instance: Instance) -> Runner:
         return LocalRunner()
@@ -129,12 +131,25 @@ class LocalProvider:
     def bootstrap(self, instance: Instance, runner: Runner) -> None:
         return None  # this machine already runs spotrun
 
+    def forget(self, run_id: str) -> None:
+        """Drop an ended run's instance record (`spotrun rm`)."""
+        (self._records / f"{run_id}.json").unlink(missing_ok=True)
+
     def _write(self, instance: Instance) -> None:
         self._records.mkdir(parents=True, exist_ok=True)
         path = self._records / f"{instance.run_id}.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(instance.__dict__))
         os.replace(tmp, path)
+
+
+def _instance_id(run_id: str, before: list[Instance]) -> str:
+    """local-<run id>, and for a resumed run's next "instance" local-<run id>-2, -3, ...: every
+    instance of a run keeps its own ledger row (its own launch, end and cost)."""
+    if not before:
+        return f"local-{run_id}"
+    last = before[-1].id.removeprefix(f"local-{run_id}").lstrip("-")
+    return f"local-{run_id}-{int(last) + 1 if last.isdigit() else 2}"
 
 
 def _memory_gb() -> float:

@@ -16,6 +16,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 CHECKPOINTS_DIR = "checkpoints"
+# Where training is inside its epoch (spotrun.train.progress writes it, followers read it).
+PROGRESS_FILE = "progress.json"
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 METRICS_FILE = "metrics.jsonl"  # one JSON line per evaluation, written by the trainer
 # TensorBoard event files, written beside metrics.jsonl (spotrun.train.curves) so that

@@ -29,6 +29,10 @@ class RunState(str, Enum):
 TERMINAL: frozenset[RunState] = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.STOPPED})
 
 _ENDINGS = {RunState.FAILED, RunState.STOPPED}
+# Ended runs that `spotrun resume` may start again from their newest checkpoint (a run that
+# succeeded has nothing left to do). Reopening is not a transition of the table below: the
+# controller can never move an ended run, only the ledger's reopen can (spotrun.store.runs_admin).
+RESUMABLE: frozenset[RunState] = frozenset({RunState.FAILED, RunState.STOPPED})
 
 ALLOWED: dict[RunState, frozenset[RunState]] = {
     RunState.PLANNED: frozenset({RunState.REQUESTED, RunState.PROVISIONING} | _ENDINGS),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from spotrun.agent.wrapper import LOG_FILE
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer, Provider
 from spotrun.control import budget_guard, supervisor
-from spotrun.control.metrics import MetricsTail, read_all
+from spotrun.control.metrics import read_all
 from spotrun.core.config import (
     CloudName,
     LaunchSpec,
@@ -45,6 +45,7 @@ from spotrun.jobs import own_command as ownjob
 from spotrun.launch.plan import Plan, make_plan
 from spotrun.recipes import Recipe, Target, check_recipe, get_recipe, recipe_names
 from spotrun.remote.job import JobDriver
+from spotrun.service.follow import FollowFrom, Update, follow  # noqa: F401  (the library surface)
 from spotrun.service.lookup import as_float as _as_float
 from spotrun.service.lookup import open_ledger as open_ledger  # re-exported: the library surface
 from spotrun.service.lookup import run_summary as run_summary
@@ -76,10 +77,10 @@ def prepare_launch(
     resources: dict[str, Any] | None = None,
 ) -> LaunchPlan:
     """Validate everything a launch needs and choose offers; nothing is created."""
-    if gpus is not None and gpus < 1:
+    if gpus is not None and gpus < 0:  # 0: the run needs no GPU (as in a task file)
         raise UsageError(
-            f"--gpus must be a whole number of at least 1, got {gpus}",
-            hint="leave it out to use the recipe's own GPU count",
+            f"--gpus must be 0 or more, got {gpus}",
+            hint="leave it out to use the recipe's own GPU count; 0 asks for no GPU",
         )
     check_nodes(settings, (resources or {}).get("nodes"))
     # The job runs in its run folder: a relative data path must mean what it meant here.
@@ -281,43 +282,6 @@ def launch(
     pid = prewarmed.hand(run) if prewarmed else supervisor.spawn(ledger.settings, run)
     ledger.set_supervisor(run.id, pid)
     return ledger.get_run(run.id)
-
-
-@dataclass(frozen=True)
-class Update:
-    """One thing that happened to a run, for a follower to show."""
-
-    kind: str  # "state", "metrics", "event", "end"
-    at: float
-    state: RunState
-    text: str = ""
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-
-def follow(ledger: Ledger, run_id: str, *, poll_s: float = 0.25) -> Iterator[Update]:
-    """Updates of a run as they happen, ending with one of kind "end"."""
-    seen_transitions = 0
-    seen_events = 0
-    run = ledger.get_run(run_id)
-    tail = MetricsTail(run.run_dir / "metrics.jsonl")
-    while True:
-        run = ledger.get_run(run_id)
-        transitions = ledger.transitions(run_id)
-        events = ledger.events(run_id)
-        fresh = [
-            Update("state", t.at, t.to_state, t.reason or "")
-            for t in transitions[seen_transitions:]
-        ] + [
-            Update("event", e.at, run.state, f"{e.kind}: {e.message}") for e in events[seen_events:]
-        ]
-        yield from sorted(fresh, key=lambda u: u.at)
-        seen_transitions, seen_events = len(transitions), len(events)
-        for record in tail.read_new():
-            yield Update("metrics", time.time(), run.state, metrics=record)
-        if run.is_terminal:
-            yield Update("end", run.ended_at or time.time(), run.state, run.message or "")
-            return
-        time.sleep(poll_s)
 
 
 # -------------------------------------------------------------------- status

@@ -500,7 +500,9 @@ class Ledger:
             if db.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone():
                 if spec.name is not None:
                     raise UsageError(
-                        f"a run named '{name}' already exists", hint="choose another --name"
+                        f"a run named '{name}' already exists",
+                        hint=f"choose another --name, or continue it (`spotrun resume {name}`) "
+                        f"or forget it (`spotrun rm {name}`) once it has ended",
                     )
                 name = f"{spec.recipe}-{run_id}"  # the short default is taken; the id is unique
             db.execute(

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from spotrun.core.exitcodes import CHECKPOINTED
-from spotrun.core.rundir import THREADS_VAR
+from spotrun.core.rundir import PROGRESS_FILE, THREADS_VAR
 from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
 from spotrun.train.curves import TensorBoardCurves
@@ -26,6 +26,7 @@ from spotrun.train.distributed import LaunchEnv, init_process_group, leave_proce
 from spotrun.train.methods import build_methods
 from spotrun.train.methods.auto import ResolvedMethods, resolve_methods
 from spotrun.train.models import build_model
+from spotrun.train.progress import ProgressFile
 from spotrun.train.text_metrics import TextMetrics
 from spotrun.train.trackers import configured_trackers
 from spotrun.train.trainer import FitResult, Trainer
@@ -121,6 +122,7 @@ def build_trainer_on_device(
             ConsoleProgress(),
             TensorBoardCurves(run_dir),  # curves for `tensorboard --logdir SPOTRUN_HOME/runs`
             *configured_trackers(run_dir, settings),  # W&B, MLflow: if configured
+            ProgressFile(run_dir / PROGRESS_FILE),
             *(extra_callbacks or []),
         ],
         checkpoint_dir=run_dir / CHECKPOINT_DIR,

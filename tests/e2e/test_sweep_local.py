@@ -94,6 +94,9 @@ def test_a_2x3_grid_with_asha_runs_to_the_end_with_its_leaderboard(env: Env) -> 
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "sweep completed" in proc.stdout and "RANK" in proc.stdout
+    # The trials' evaluations show as they come, not only in the board at the end.
+    first = re.search(r"^trial \d: epoch 1  acc [\d.]+%", proc.stdout, re.MULTILINE)
+    assert first is not None and first.start() < proc.stdout.index("sweep completed")
     status = json.loads(env.cli("sweep", "status", "grid", "--json", check=True).stdout)
     assert status["state"] == "completed" and status["counts"]["trials"] == 6
     board = status["leaderboard"]

@@ -1,0 +1,199 @@
+"""The foreground view of a run (`launch`, `resume`): its stages, events, evaluations, your
+command's own output, and a progress line inside each epoch.
+
+On a terminal the progress line is one live line under the others (rich); piped, it becomes a
+plain line now and then, so a log file still shows how training went.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+from spotrun.core.exitcodes import FAILURE, SUCCESS
+from spotrun.core.runstates import RunState
+from spotrun.core.terminal_text import printable
+
+if TYPE_CHECKING:
+    from spotrun.service.follow import FollowFrom
+
+PLAIN_EVERY_S = 10.0  # piped: a progress line at most this often
+COST_EVERY_S = 5.0  # the cost so far is priced again at most this often
+
+
+def fmt_duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def fmt_metrics(metrics: dict[str, Any]) -> str:
+    parts = []
+    if "test_acc" in metrics:
+        parts.append(f"acc {100 * float(metrics['test_acc']):.1f}%")
+    if "train_loss" in metrics:
+        parts.append(f"loss {float(metrics['train_loss']):.3f}")
+    if "step" in metrics:
+        parts.append(f"step {metrics['step']}")
+    return "  ".join(parts)
+
+
+def progress_line(p: dict[str, Any], cost_usd: float | None, now: float) -> str:
+    """epoch k/N, step in the epoch, speed, ETA, accuracy and cost so far, in one line."""
+    parts = [f"epoch {p.get('epoch', '?')}/{p.get('epochs', '?')}"]
+    if p.get("phase") == "eval":
+        parts.append("evaluating")
+    else:
+        parts.append(f"step {p.get('batch', '?')}/{p.get('batches', '?')}")
+    per_s = p.get("per_s")
+    if isinstance(per_s, (int, float)):
+        unit = "img" if p.get("unit") == "images" else "samples"
+        parts.append(f"{per_s:,.0f} {unit}/s")
+    eta = p.get("eta_s")
+    if isinstance(eta, (int, float)):
+        at = p.get("at")
+        left = eta - (now - at) if isinstance(at, (int, float)) else eta
+        parts.append(f"ETA {fmt_duration(max(0.0, left))}")
+    acc = p.get("test_acc")
+    if isinstance(acc, (int, float)):
+        parts.append(f"acc {100 * acc:.1f}%")
+    if cost_usd is not None:
+        parts.append(f"${cost_usd:.2f} so far")
+    return "  ".join(parts)
+
+
+class ProgressShown:
+    """Where the progress line goes: a live line on a terminal, plain lines now and then."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.live import Live  # rich: only when a run is followed
+        from rich.text import Text
+
+        self._text = Text
+        self.console = console
+        self.live = (
+            Live(Text(""), console=console, auto_refresh=False, transient=True)
+            if console.is_terminal
+            else None
+        )
+        self._plain_at = 0.0
+        if self.live is not None:
+            self.live.start()
+
+    def line(self, text: str) -> None:
+        """A line above the progress line (or just a line, piped)."""
+        self.console.print(text, markup=False, highlight=False)
+
+    def progress(self, text: str) -> None:
+        if self.live is not None:
+            self.live.update(self._text(text), refresh=True)
+            return
+        now = time.monotonic()
+        if now - self._plain_at >= PLAIN_EVERY_S:
+            self._plain_at = now
+            self.console.print(f"{'':>9} {'':<13} {text}", markup=False, highlight=False)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.update(self._text(""), refresh=True)
+            self.live.stop()
+            self.live = None
+
+
+def follow_run(
+    ledger: Any,
+    run_id: str,
+    out: Console,
+    err: Console,
+    *,
+    start: FollowFrom | None = None,
+    quiet: bool = False,
+) -> int:
+    """Show the run until it ends; its exit code (0 only if it succeeded, 130 on Ctrl-C)."""
+    from spotrun.cost.bills import run_cost
+    from spotrun.service.follow import follow
+
+    run = ledger.get_run(run_id)
+    t0 = run.created_at
+    shown = ProgressShown(out)
+    cost: float | None = None
+    priced_at = 0.0
+    epochs: int | None = None
+    try:
+        for update in follow(ledger, run_id, start=start, output=False if quiet else None):
+            stamp = f"[{fmt_duration(max(0.0, update.at - t0)):>7}]"
+            if update.kind == "state":
+                shown.line(f"{stamp} {update.state.value:<13} {printable(update.text)}")
+            elif quiet and update.kind != "end":
+                continue
+            elif update.kind == "event":
+                shown.line(f"{stamp} {'':<13} {printable(update.text)}")
+            elif update.kind == "output":
+                for line in update.text.splitlines():
+                    shown.line(printable(line))
+            elif update.kind == "metrics":
+                m = update.metrics
+                epochs = epochs or _epoch_total(run.run_dir)
+                of = f"/{epochs}" if epochs else ""
+                line = f"epoch {m.get('epoch', '?')}{of}  {fmt_metrics(m)}"
+                if "elapsed_s" in m:
+                    line += f"  ({fmt_duration(float(m['elapsed_s']))} training)"
+                shown.line(printable(f"{stamp} {'':<13} {line}"))
+            elif update.kind == "progress":
+                if time.monotonic() - priced_at >= COST_EVERY_S:
+                    priced_at = time.monotonic()
+                    found = run_cost(ledger, ledger.get_run(run_id))
+                    cost = None if found is None else float(found)
+                shown.progress(progress_line(update.metrics, cost, time.time()))
+            else:
+                shown.close()
+                return _summary(ledger, run_id, out)
+    except KeyboardInterrupt:
+        shown.close()
+        run = ledger.get_run(run_id)
+        err.print(
+            f"\ndetached from {run.name}; it goes on under its supervisor. "
+            f"`spotrun stop {run.name}` stops it.",
+            markup=False,
+        )
+        return 130
+    finally:
+        shown.close()
+    return FAILURE
+
+
+def _epoch_total(run_dir: Path) -> int | None:
+    """The recipe's epochs, from the recipe.json its trainer wrote (None: your own command)."""
+    try:
+        epochs = json.loads((run_dir / "recipe.json").read_text()).get("epochs")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return epochs if isinstance(epochs, int) else None
+
+
+def _summary(ledger: Any, run_id: str, out: Console) -> int:
+    final = ledger.get_run(run_id)
+    cost = ledger.run_cost_usd(run_id)
+    summary = fmt_metrics(final.last_metrics)
+    out.print(
+        f"{final.state.value} in {fmt_duration(final.duration_s())}"
+        + (f": {summary}" if summary else "")
+        + f"  cost ${cost:.2f}"
+        + (
+            f"\n{printable(final.message)}"
+            if final.state is not RunState.SUCCEEDED and final.message
+            else ""
+        ),
+        markup=False,
+        highlight=False,
+    )
+    return SUCCESS if final.state is RunState.SUCCEEDED else FAILURE

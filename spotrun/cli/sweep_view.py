@@ -1,0 +1,55 @@
+"""A foreground sweep's trials as they train: each evaluation as a line, and one progress line
+(each live trial's epoch, step, speed and ETA) under them; piped, plain lines now and then."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from spotrun.cli.follow_view import ProgressShown, fmt_duration, fmt_metrics, progress_line
+from spotrun.control.metrics import MetricsTail
+from spotrun.core.rundir import PROGRESS_FILE
+from spotrun.core.terminal_text import printable
+from spotrun.service.follow import ProgressWatch
+
+
+class TrialsView:
+    def __init__(self, out: Console) -> None:
+        self.shown = ProgressShown(out)
+        self._tails: dict[int, MetricsTail] = {}
+        self._watches: dict[int, ProgressWatch] = {}
+        self._progress: dict[int, dict[str, Any]] = {}
+
+    def line(self, text: str) -> None:
+        self.shown.line(text)
+
+    def poll(self, trials: list[tuple[int, Path, bool]]) -> None:
+        """`trials`: (index, run folder, live) of every trial that has a run."""
+        for index, run_dir, live in trials:
+            if index not in self._tails:
+                self._tails[index] = MetricsTail(run_dir / "metrics.jsonl")
+                self._watches[index] = ProgressWatch(run_dir / PROGRESS_FILE)
+            for record in self._tails[index].read_new():
+                line = f"trial {index}: epoch {record.get('epoch', '?')}  {fmt_metrics(record)}"
+                if "elapsed_s" in record:
+                    line += f"  ({fmt_duration(float(record['elapsed_s']))} training)"
+                self.shown.line(printable(line))
+            moved = self._watches[index].read_new() if live else None
+            if moved is not None:
+                self._progress[index] = moved
+            if not live:
+                self._progress.pop(index, None)
+        if self._progress:
+            now = time.time()
+            self.shown.progress(
+                " | ".join(
+                    f"trial {i}: {progress_line(p, None, now)}"
+                    for i, p in sorted(self._progress.items())
+                )
+            )
+
+    def close(self) -> None:
+        self.shown.close()

@@ -1,0 +1,182 @@
+"""Continuing an ended run (`spotrun resume`) and forgetting one (`spotrun rm`).
+
+A resumed run is the same run: its id, name, run folder, ledger rows and cost go on. It gets
+fresh offers (prices move), a new supervisor and new capacity, and its job starts again from
+the run folder's newest checkpoint, exactly as after a spot interruption (spotrun.control.
+recovery puts the checkpoint on a new instance; the local cloud shares the folder).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+from spotrun.cloud import get_provider
+from spotrun.cloud.base import Offer
+from spotrun.cloud.local import LocalProvider
+from spotrun.control import budget_guard, supervisor
+from spotrun.core.errors import StateError, UsageError
+from spotrun.core.rundir import newest_complete_checkpoint
+from spotrun.core.runstates import RESUMABLE, RunState
+from spotrun.cost import rules as cost
+from spotrun.cost.bills import run_cost
+from spotrun.launch.plan import make_plan
+from spotrun.recipes import get_recipe
+from spotrun.service.follow import FollowFrom
+from spotrun.store.ledger import Ledger, RunRecord
+from spotrun.store.runs_admin import forget_run, reopen_run
+from spotrun.train.data.source import pin_data_paths
+
+
+@dataclass(frozen=True)
+class Resumed:
+    run: RunRecord
+    checkpoint: str | None  # the newest complete checkpoint here, e.g. "ckpt-000000120.pt"
+    spent_usd: Fraction  # what the run had cost before this resume
+    follow_from: FollowFrom  # a follower shows what comes after the resume, not the history
+
+
+def resume(
+    ledger: Ledger,
+    ref: str,
+    *,
+    max_cost_usd: float | None = None,
+    max_hours: float | None = None,
+    overrides: list[str] | None = None,
+    now: float | None = None,
+) -> Resumed:
+    """Start a stopped or failed run again on new capacity; returns at once.
+
+    `max_cost_usd` replaces the run's cap on its whole cost (every instance it ever had);
+    `max_hours` gives it that many more hours from now; `overrides` (a recipe run's) change
+    recipe keys from here on (`epochs=30`: train further), after the run's own."""
+    run = ledger.resolve(ref)
+    refuse_unresumable(run)
+    at = time.time() if now is None else now
+    spent = run_cost(ledger, run) or Fraction(0)
+    update: dict[str, object] = {}
+    if overrides:
+        update["overrides"] = _more_overrides(run, overrides)
+    if max_cost_usd is not None:
+        update["max_cost_usd"] = max_cost_usd
+    if max_hours is not None:
+        if max_hours <= 0:
+            raise UsageError(f"--max-hours must be above 0, got {max_hours:g}")
+        # The cap counts from the run's creation (the instance-side deadline does too).
+        update["max_hours"] = (at - run.created_at) / 3600.0 + max_hours
+    spec = run.spec.model_copy(update=update)
+    used_up = spec.max_hours is not None and at >= run.created_at + spec.max_hours * 3600.0
+    if max_hours is None and used_up:
+        raise UsageError(
+            f"run {run.name} has used up its --max-hours {spec.max_hours:g} "
+            "(counted from its launch)",
+            hint=f"give it more: `spotrun resume {run.name} --max-hours 1`",
+        )
+    provider = get_provider(spec.cloud, ledger.settings)
+    plan = make_plan(spec.resources, provider.offers(spec.resources))
+    if spec.max_cost_usd is not None:
+        _check_budget_left(run, spec.max_cost_usd, spent, plan.chosen, ledger)
+    preflight = getattr(provider, "preflight", None)
+    if preflight is not None:
+        preflight(spec.resources)
+    found = newest_complete_checkpoint(run.run_dir)
+    # Taken before the run moves: a follower shows the move back to planned and what follows.
+    follow_from = FollowFrom.now(ledger, run.id, after_step=found[1] if found else -1)
+    checkpoint = found[0].name if found else None
+    reason = f"resume after {run.state.value}" + (f" ({run.message})" if run.message else "")
+    reopened = reopen_run(ledger, run.id, spec, plan.to_dict(), reason)
+    ledger.add_event(
+        run.id,
+        "resume",
+        (f"resuming from {checkpoint}" if checkpoint else "no checkpoint here yet")
+        + f"; {cost.format_usd(spent)} spent before; {plan.reason}",
+    )
+    pid = supervisor.spawn(ledger.settings, reopened)
+    ledger.set_supervisor(run.id, pid)
+    return Resumed(ledger.get_run(run.id), checkpoint, spent, follow_from)
+
+
+def _more_overrides(run: RunRecord, overrides: list[str]) -> list[str]:
+    """The run's overrides with `overrides` after them, checked against its recipe."""
+    if run.spec.job is not None:
+        raise UsageError("--set overrides a recipe's keys; your own command has none")
+    merged = [*run.spec.overrides, *pin_data_paths(overrides)]
+    get_recipe(run.spec.recipe, merged, data_here=False)  # a wrong key or type stops here
+    return merged
+
+
+def refuse_unresumable(run: RunRecord) -> None:
+    """StateError, saying what to do instead, unless `run` may be resumed."""
+    if run.sweep_id is not None:
+        raise StateError(
+            f"run {run.name} is a trial of sweep {run.sweep_id}; its sweep decides its trials",
+            hint="launch the trial's settings as a run of its own to train it further",
+        )
+    if run.state in RESUMABLE:
+        return
+    if run.state is RunState.SUCCEEDED:
+        again = f"spotrun launch {run.recipe}" if run.spec.job is None else "spotrun launch ..."
+        raise StateError(
+            f"run {run.name} succeeded; there is nothing left of it to resume",
+            hint=f"to train more, launch a new run (e.g. `{again} --set epochs=N`)"
+            if run.spec.job is None
+            else "launch it again as a new run",
+        )
+    raise StateError(
+        f"run {run.name} is {run.state.value}: it has not ended, so it goes on by itself",
+        hint=f"follow it with `spotrun logs -f {run.name}`, or `spotrun stop {run.name}` first "
+        "to resume it with other limits",
+    )
+
+
+def _check_budget_left(
+    run: RunRecord, cap_usd: float, spent: Fraction, offer: Offer, ledger: Ledger
+) -> None:
+    left = cost.usd(cap_usd) - spent
+    nodes = run.spec.resources.nodes
+    margin = ledger.settings.budget_stop_margin_s
+    if left <= 0:
+        raise UsageError(
+            f"run {run.name} has spent {cost.format_usd(spent)} of its ${cap_usd:g} cap",
+            hint=f"give a larger cap for its whole cost: `spotrun resume {run.name} "
+            f"--max-cost {float(spent) * 2 + 1:.2f}`",
+        )
+    try:
+        budget_guard.check_affordable(float(left), offer, nodes, margin)
+    except UsageError as exc:
+        raise UsageError(
+            f"run {run.name} has {cost.format_usd(left)} left of its ${cap_usd:g} cap "
+            f"({cost.format_usd(spent)} spent): {exc.message.split(': ', 1)[-1]}",
+            hint="give a larger cap for its whole cost with --max-cost",
+        ) from exc
+
+
+def forget(ledger: Ledger, ref: str) -> RunRecord:
+    """Delete an ended run from the ledger and its run folder; returns what it was."""
+    run = ledger.resolve(ref)
+    if not run.is_terminal:
+        raise StateError(
+            f"run {run.name} is {run.state.value}; a live run cannot be forgotten",
+            hint=f"`spotrun stop {run.name}` first",
+        )
+    if run.sweep_id is not None:
+        raise StateError(
+            f"run {run.name} is a trial of sweep {run.sweep_id}; the sweep's leaderboard and "
+            "cost need it",
+            hint="it stays as long as its sweep does",
+        )
+    if supervisor.is_supervised(run):  # its supervisor is still writing its last lines
+        raise StateError(
+            f"run {run.name}'s supervisor is still finishing",
+            hint="try again in a moment",
+        )
+    forget_run(ledger, run.id)
+    runs_dir = ledger.settings.runs_dir.resolve()
+    folder = run.run_dir.resolve()
+    if folder.parent == runs_dir and folder.name == run.id and folder.is_dir():
+        shutil.rmtree(folder)  # only the run's own folder under SPOTRUN_HOME/runs, never more
+    if run.cloud == "local":  # its instance record; a cloud's instances are gone already
+        LocalProvider(ledger.settings).forget(run.id)
+    return run
