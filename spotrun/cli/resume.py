@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 
+from spotrun.cli.complete import complete_run
 from spotrun.cli.lazy import stderr_console, stdout_console
 
 RUN_HELP = "run name or a unique prefix of its id"
@@ -20,7 +21,7 @@ def _consoles() -> tuple[Any, Any]:
 
 
 def resume(
-    run: str = typer.Argument(..., help=RUN_HELP),
+    run: str = typer.Argument(..., help=RUN_HELP, autocompletion=complete_run),
     max_cost: float | None = typer.Option(
         None, "--max-cost", metavar="USD", help="a new cap on the run's whole cost (every instance)"
     ),
@@ -40,12 +41,9 @@ def resume(
 
     \b
     Examples:
-
-        spotrun resume long
-
-        spotrun resume long --max-cost 5 --max-hours 2 -d
-
-        spotrun resume long --set epochs=30    # train a recipe run further
+      spotrun resume long
+      spotrun resume long --max-cost 5 --max-hours 2 -d
+      spotrun resume long --set epochs=30    # train a recipe run further
     """
     from spotrun.cli.follow_view import follow_run
     from spotrun.cost.rules import format_usd
@@ -71,15 +69,14 @@ def resume(
     raise typer.Exit(follow_run(ledger, r.id, out, err, start=resumed.follow_from, quiet=quiet))
 
 
-def rm(run: str = typer.Argument(..., help=RUN_HELP)) -> None:
+def rm(run: str = typer.Argument(..., help=RUN_HELP, autocompletion=complete_run)) -> None:
     """Forget an ended run: its ledger rows (cost included) and its run folder.
 
     A live run is refused: stop it first.
 
     \b
     Examples:
-
-        spotrun rm long
+      spotrun rm long
     """
     from spotrun.service import runs as api
     from spotrun.service.resume import forget
