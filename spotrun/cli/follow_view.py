@@ -78,6 +78,9 @@ class ProgressShown:
         from rich.live import Live  # rich: only when a run is followed
         from rich.text import Text
 
+        from spotrun.cli.lazy import real_console
+
+        console = real_console(console)
         self._text = Text
         self.console = console
         self.live = (

@@ -62,6 +62,12 @@ class LazyConsole:
         return getattr(self._load(), attr)
 
 
+def real_console(console: Any) -> Any:
+    """The rich Console itself behind a LazyConsole (rich's Live drives it as a context manager
+    and by identity, which a proxy cannot stand in for)."""
+    return console._load() if isinstance(console, LazyConsole) else console
+
+
 def lazy_module(name: str, light: dict[str, str] | None = None) -> Any:
     """`api = lazy_module("spotrun.service.runs")`: the module, imported when first used."""
     return LazyModule(name, light)

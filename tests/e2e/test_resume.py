@@ -147,7 +147,9 @@ def test_a_budget_stopped_run_needs_a_larger_cap_and_hours_left(env: Env) -> Non
     from spotrun.store.ledger import CostLine, Ledger
 
     with Ledger(load_settings(env.home)) as ledger:
-        spec = LaunchSpec(recipe="digits-fast", name="capped", max_cost_usd=1.0, max_hours=0.001)
+        spec = LaunchSpec(
+            recipe="digits-fast", name="capped", max_cost_usd=1.0, max_hours=1e-6
+        )  # used up at once
         run = ledger.create_run(spec, plan={"offers": []})
         ledger.transition(run.id, RunState.STOPPED, "budget: $1.00 cap; stopping now")
         line = CostLine(run.id, "compute", 60.0, "instance-s", 1.0, "m", usd_exact=Fraction(1))
