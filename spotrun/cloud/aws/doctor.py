@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+from spotrun.cloud.aws.checkpoints import check_bucket
 from spotrun.cloud.aws.errors import error_code
 from spotrun.cloud.aws.policy import INSTANCE_ACTIONS
 from spotrun.cloud.aws.quotas import quota_code, vcpu_quota
@@ -170,8 +171,9 @@ class Doctor:
                 "no aws.bucket: checkpoints stay on the instance and die with it",
                 "create a bucket and set aws.bucket in config.toml",
             )
-        self._client("s3").list_objects_v2(Bucket=bucket, Prefix="runs/", MaxKeys=1)
-        return Check("bucket", "ok", f"s3://{bucket}/runs/ is readable")
+        # the launch's own preflight check (a UsageError with what to do when it fails)
+        check_bucket(self._client("s3"), bucket, self.region)
+        return Check("bucket", "ok", f"s3://{bucket} is usable")
 
     def instance_profile(self) -> Check:
         profile = self.aws.instance_profile
