@@ -92,15 +92,36 @@ def test_durable_pull_fills_gaps_and_never_overwrites(
     lab.s3.put_object(
         Bucket=lab.bucket, Key=prefix + "checkpoints/ckpt-000000046.pt", Body=b"w" * 5000
     )
-    lab.s3.put_object(Bucket=lab.bucket, Key=prefix + "metrics.jsonl", Body=b'{"epoch": 1}\n')
+    lab.s3.put_object(
+        Bucket=lab.bucket, Key=prefix + "metrics.jsonl", Body=b'{"epoch": 1, "step": 23}\n'
+    )
     local = tmp_path / "run"
     local.mkdir()
-    (local / "metrics.jsonl").write_text(
-        '{"epoch": 1}\n{"epoch": 2}\n'
-    )  # newer, from the last sync
+    newer = '{"epoch": 1, "step": 23}\n{"epoch": 2, "step": 46}\n'  # from the last sync
+    (local / "metrics.jsonl").write_text(newer)
 
     provider = AwsProvider(load_settings(aws_env.home))
     assert provider.pull_durable("durable00001", local) == ["checkpoints/ckpt-000000046.pt"]
     assert (local / "checkpoints/ckpt-000000046.pt").read_bytes() == b"w" * 5000
-    assert (local / "metrics.jsonl").read_text() == '{"epoch": 1}\n{"epoch": 2}\n'
+    assert (local / "metrics.jsonl").read_text() == newer
     assert provider.pull_durable("durable00001", local) == []
+    assert not list(local.glob("*.part"))
+
+
+def test_durable_pull_takes_metrics_that_grew_while_no_controller_synced(
+    aws_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    """The laptop closed after the first evaluation: the instance evaluated on and its
+    uploader stored them. The stored metrics.jsonl reaches a later step, so it is taken."""
+    assert lab.bucket
+    prefix = "runs/durable00002/"
+    grown = "".join(f'{{"epoch": {e}, "step": {23 * e}}}\n' for e in (1, 2, 3))
+    lab.s3.put_object(Bucket=lab.bucket, Key=prefix + "metrics.jsonl", Body=grown.encode())
+    local = tmp_path / "run"
+    local.mkdir()
+    (local / "metrics.jsonl").write_text('{"epoch": 1, "step": 23}\n')  # synced before away
+
+    provider = AwsProvider(load_settings(aws_env.home))
+    assert provider.pull_durable("durable00002", local) == ["metrics.jsonl"]
+    assert (local / "metrics.jsonl").read_text() == grown
+    assert provider.pull_durable("durable00002", local) == []  # same step now: kept

@@ -107,10 +107,13 @@ def push(s3: Any, bucket: str, run_id: str, run_dir: Path, region: str) -> PushR
 
 
 def pull(s3: Any, bucket: str, run_id: str, local_dir: Path, region: str) -> list[str]:
-    """Download the run's stored files that are missing here.
+    """Download the run's stored files that are missing here, and metrics.jsonl where the
+    stored one reaches a later step than this machine's.
 
-    Files already here are kept: what the last sync brought from the instance is at least as
-    new as what the uploader stored (metrics.jsonl grows after its last upload)."""
+    Other files already here are kept: what the last sync brought from the instance is at
+    least as new as what the uploader stored. metrics.jsonl is the exception because it grows
+    on the instance while no controller syncs (the laptop closed): then the stored copy is
+    the newer one, and resuming from it keeps the evaluations made in the meantime."""
     prefix = run_prefix(run_id)
     fetched = []
     with aws_call("s3", "ListObjectsV2", region):
@@ -121,15 +124,31 @@ def pull(s3: Any, bucket: str, run_id: str, local_dir: Path, region: str) -> lis
         if not rel or rel.endswith("/"):
             continue
         target = safe_join(local_dir, rel, what=f"stored file s3://{bucket}/{obj['Key']}")
-        if target.exists():
+        if target.exists() and rel != DURABLE[1]:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".part")
         with aws_call("s3", "GetObject", region):
             s3.download_file(bucket, obj["Key"], str(tmp))
+        if target.exists() and last_step(tmp) <= last_step(target):
+            tmp.unlink()
+            continue
         os.replace(tmp, target)
         fetched.append(rel)
     return fetched
+
+
+def last_step(metrics: Path) -> int:
+    """The step of the last whole line of a metrics.jsonl (-1 when it holds none)."""
+    step = -1
+    for line in metrics.read_text(errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line cut by an upload in progress
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            step = max(step, row["step"])
+    return step
 
 
 @dataclass(frozen=True)
