@@ -25,6 +25,7 @@ from spotrun.control import cluster
 from spotrun.control.recovery import CHECKPOINT_WAIT_S
 from spotrun.core.errors import RemoteError
 from spotrun.core.runstates import RunState
+from spotrun.core.waiting import poll_until
 from spotrun.launch.plan import planned_gpus, planned_offer
 from spotrun.store.ledger import RunRecord
 
@@ -101,15 +102,15 @@ class ClusterSteps:
 
     def _wait_job_end(self, inst: Instance) -> None:
         driver = self.c._driver(inst)
-        deadline = time.monotonic() + CHECKPOINT_WAIT_S
-        while time.monotonic() < deadline:
+
+        def ended() -> bool:
             try:
-                if not driver.status().alive:
-                    return
+                return not driver.status().alive
             except RemoteError:
-                return  # unreachable: recovery deals with it
-            time.sleep(0.3)
-        driver.stop(grace_s=15.0)  # a survivor that never heard of the stop: end it now
+                return True  # unreachable: recovery deals with it
+
+        if not poll_until(ended, timeout_s=CHECKPOINT_WAIT_S, interval_s=0.3):
+            driver.stop(grace_s=15.0)  # a survivor that never heard of the stop: end it now
 
     # ----------------------------------------------------------------- monitor
     def watch_others(self, run: RunRecord, live: list[Instance]) -> None:

@@ -109,15 +109,7 @@ def prepare_launch(
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
-    if spec.max_cost_usd is not None:
-        budget_guard.check_affordable(
-            spec.max_cost_usd, plan.chosen, merged.nodes, settings.budget_stop_margin_s
-        )
-    check_cluster_quota(provider, plan.chosen, merged.nodes)
-    # What the cloud will need (its image, its bucket, ...) is checked before a run exists.
-    preflight = getattr(provider, "preflight", None)
-    if preflight is not None:
-        preflight(merged)
+    check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
     return LaunchPlan(spec, recipe, plan, provider)
 
 
@@ -182,15 +174,28 @@ def prepare_job_launch(
         check_job_data(job.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
-    if spec.max_cost_usd is not None:
+    check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
+    return LaunchPlan(spec, None, plan, provider)
+
+
+def check_launchable(
+    settings: Settings,
+    provider: Provider,
+    wanted: Resources,
+    offer: Offer,
+    max_cost_usd: float | None,
+) -> None:
+    """The checks every launch (a run, your own command, a sweep's trial) passes once its
+    offer is chosen and before anything exists: the cap affords it, the account's quota holds
+    its nodes at once, and what the cloud will need (its image, its bucket, ...) is there."""
+    if max_cost_usd is not None:
         budget_guard.check_affordable(
-            spec.max_cost_usd, plan.chosen, merged.nodes, settings.budget_stop_margin_s
+            max_cost_usd, offer, wanted.nodes, settings.budget_stop_margin_s
         )
-    check_cluster_quota(provider, plan.chosen, merged.nodes)
+    check_cluster_quota(provider, offer, wanted.nodes)
     preflight = getattr(provider, "preflight", None)
     if preflight is not None:
-        preflight(merged)
-    return LaunchPlan(spec, None, plan, provider)
+        preflight(wanted)
 
 
 def check_cluster_quota(provider: Provider, offer: Offer, nodes: int) -> None:
