@@ -20,7 +20,7 @@ from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runne
 from spotrun.control import budget_guard, cluster, ssh_config
 from spotrun.control.agent_end import AgentEnd, adopt_files, find_end
 from spotrun.control.cache_zone import prefer_cache_zone
-from spotrun.control.cluster_steps import ClusterSteps
+from spotrun.control.cluster_steps import ClusterSteps, RunSteps
 from spotrun.control.data_volumes import (
     attach_data_cache,
     attach_snapshot_data,
@@ -99,7 +99,22 @@ class RunController:
         self.devices = DeviceWatch(run.run_dir)  # device.json -> events (_device_events)
         self.recovery = Recovery(ledger, self.provider, run_id)  # spot interruptions
         # --nodes N: torchrun across N instances (spotrun.control.cluster_steps)
-        self.cluster = ClusterSteps(self) if run.spec.resources.nodes > 1 else None
+        self.cluster = ClusterSteps(self._run_steps()) if run.spec.resources.nodes > 1 else None
+
+    def _run_steps(self) -> RunSteps:
+        """This controller's parts and steps, as the cluster steps use them per node."""
+        return RunSteps(
+            ledger=self.ledger,
+            provider=self.provider,
+            recovery=self.recovery,
+            session=self.session,
+            move=self._move,
+            restore_checkpoints=self._restore_checkpoints,
+            node_job=self._node_job,
+            driver=self._driver,
+            sync=lambda run, inst: self._sync(run, inst, final=False),
+            reach=self._reach,
+        )
 
     # ------------------------------------------------------------------ drive
     def drive(self) -> RunRecord:
