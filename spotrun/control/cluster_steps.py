@@ -116,7 +116,9 @@ class ClusterSteps:
             steps.sync(run, inst)
         steps.recovery.collect(run, steps.reach(run))
         head = live[0]
-        steps.recovery.restore(run, head, steps.provider.runner(head), steps.provider.run_dir(head, run.id))
+        steps.recovery.restore(
+            run, head, steps.provider.runner(head), steps.provider.run_dir(head, run.id)
+        )
 
     def _wait_job_end(self, inst: Instance) -> None:
         driver = self.steps.driver(inst)

@@ -222,6 +222,9 @@ class PackedProvider:
     def run_dir(self, instance: Instance, run_id: str) -> str:
         return self.real.run_dir(self._real_of(instance), run_id)
 
+    def forget(self, run_id: str) -> None:
+        self.real.forget(run_id)  # the trial's own stored files; the pack's stay its sweep's
+
     def spotrun_command(self, instance: Instance) -> list[str]:
         return self.real.spotrun_command(self._real_of(instance))
 

@@ -160,6 +160,15 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     assert inst["id"] == instance_id and inst["market"] == "spot" and inst["state"] == "terminated"
     assert inst["terminated_at"] >= inst["launched_at"]
 
+    # `spotrun rm` forgets it everywhere: its stored files in S3 (the README user may delete
+    # under runs/*, IAM enforced), its SSH keys and its folder here.
+    assert (env.home / "ssh" / run_id).is_dir()
+    removed = env.cli("rm", run_id)
+    assert removed.returncode == 0, removed.stderr
+    left = lab.s3.list_objects_v2(Bucket=lab.bucket, Prefix=f"runs/{run_id}/")
+    assert left.get("KeyCount") == 0, left.get("Contents")
+    assert not (env.home / "ssh" / run_id).exists() and not run_dir.exists()
+
 
 def test_repeat_after_a_crash_makes_no_second_instance(aws_env: Env, lab: Lab) -> None:
     """The supervisor dies after EC2 made the instance but before it heard back; the next
