@@ -75,8 +75,10 @@ def prepare_launch(
     max_cost_usd: float | None = None,
     max_hours: float | None = None,
     resources: dict[str, Any] | None = None,
+    envs: dict[str, str] | None = None,
 ) -> LaunchPlan:
-    """Validate everything a launch needs and choose offers; nothing is created."""
+    """Validate everything a launch needs and choose offers; nothing is created. `envs`: the
+    trainer's environment (--env and the trackers' variables, spotrun.core.tracker_env)."""
     if gpus is not None and gpus < 0:  # 0: the run needs no GPU (as in a task file)
         raise UsageError(
             f"--gpus must be 0 or more, got {gpus}",
@@ -101,6 +103,7 @@ def prepare_launch(
             cloud=cloud or settings.default_cloud,
             max_cost_usd=max_cost_usd if max_cost_usd is not None else settings.max_cost_usd,
             max_hours=max_hours,
+            env=dict(envs or {}),
         )
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc
