@@ -159,5 +159,9 @@ def test_no_controller_through_a_notice_and_the_jobs_end(
     assert out.restored_from == ["s3"], str(out)
     ended = [e for e in out.events if e.startswith("agent: the agent of")]
     assert len(ended) == 1 and "the job ended" in ended[0], out.events
-    assert "metrics.jsonl" in ended[0], ended  # the last metrics came from the store
+    # The last metrics came from the store (out.ok checked they are whole, each epoch once):
+    # adopted from the agent's record, or pulled before it as the stored copy reached further.
+    last_return = max(i for i, e in enumerate(out.events) if "supervisor was not running" in e)
+    pulled = any("from the durable store" in e for e in out.events[last_return:])
+    assert "metrics.jsonl" in ended[0] or pulled, out.events
     assert sum("supervisor was not running" in e for e in out.events) == 2, out.events
