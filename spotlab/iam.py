@@ -148,8 +148,8 @@ class Iam:
             if action == "s3:DeleteObject" and arn.endswith("/*"):  # DeleteObjects: each key
                 keys = re.findall(r"<Key>(.*?)</Key>", body.decode(errors="replace"), flags=re.S)
                 arns = [arn[:-1] + unescape(key) for key in keys] or arns
-            resources = tuple(Resource(a) for a in arns)
-            return Ask(key_id, service, action, resources, head=method == "HEAD")
+            named = tuple(Resource(a) for a in arns)
+            return Ask(key_id, service, action, named, head=method == "HEAD")
         if target:  # JSON protocol: "AmazonSSM.GetParameter"
             return Ask(key_id, service, f"{service}:{target.split('.')[-1]}", (Resource("*"),))
         params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
