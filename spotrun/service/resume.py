@@ -15,6 +15,7 @@ from fractions import Fraction
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer
+from spotrun.cloud.capabilities import ChecksLaunches
 from spotrun.control import budget_guard, supervisor
 from spotrun.core.errors import StateError, UsageError
 from spotrun.core.rundir import newest_complete_checkpoint
@@ -77,9 +78,8 @@ def resume(
     plan = make_plan(spec.resources, provider.offers(spec.resources))
     if spec.max_cost_usd is not None:
         _check_budget_left(run, spec.max_cost_usd, spent, plan.chosen, ledger)
-    preflight = getattr(provider, "preflight", None)
-    if preflight is not None:
-        preflight(spec.resources)
+    if isinstance(provider, ChecksLaunches):
+        provider.preflight(spec.resources)
     found = newest_complete_checkpoint(run.run_dir)
     # Taken before the run moves: a follower shows the move back to planned and what follows.
     follow_from = FollowFrom.now(ledger, run.id, after_step=found[1] if found else -1)
