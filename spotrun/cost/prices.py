@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 from spotrun.core.errors import PricingError, SpotrunError
 from spotrun.cost.rules import PriceHistory, iso_utc, usd
 from spotrun.store.ledger import Ledger
+from spotrun.store.price_cache import PriceCache
 
 # How far before an instance's start a history request reaches, widened in turn until a price
 # in force at the start is found; AWS keeps 90 days of spot price history.
@@ -81,6 +82,7 @@ class PriceBook:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.ledger = ledger
+        self.cache = PriceCache(ledger)
         self._sources = sources
         self._resolved: dict[str, PriceSource | None] = {}
         self._why_none: dict[str, str] = {}
@@ -119,7 +121,7 @@ class PriceBook:
         for lookback in LOOKBACKS_S:
             if not offline:
                 self._fill(provider, key, start - lookback, end)
-            points = self.ledger.price_points(*key, start=start, end=end)
+            points = self.cache.price_points(*key, start=start, end=end)
             if offline or (points and points[0][0] <= start):
                 break
         if not points or points[0][0] > start:
@@ -138,13 +140,13 @@ class PriceBook:
                     "priced",
                 )
             raise self._no_source(provider, key, (start, end))
-        gaps = missing_spans(self.ledger.price_coverage(*key), start, end)
+        gaps = missing_spans(self.cache.price_coverage(*key), start, end)
         if gaps and not offline:
             raise self._no_source(provider, key, gaps[0])
         return PriceHistory.from_points(instance_type, zone, points)
 
     def _fill(self, provider: str, key: tuple[str, str, str], start: float, end: float) -> None:
-        gaps = missing_spans(self.ledger.price_coverage(*key), start, end)
+        gaps = missing_spans(self.cache.price_coverage(*key), start, end)
         if not gaps:
             return
         source = self._source(provider)
@@ -152,7 +154,7 @@ class PriceBook:
             return
         for a, b in gaps:
             points = source.spot_price_history(*key, a, b)
-            self.ledger.store_price_points(*key, points, covered=(a, b))
+            self.cache.store_price_points(*key, points, covered=(a, b))
 
     def _no_source(
         self, provider: str, key: tuple[str, str, str], span: tuple[float, float]
@@ -170,7 +172,7 @@ class PriceBook:
         self, provider: str, region: str, instance_type: str, *, offline: bool = False
     ) -> Fraction | None:
         """USD/hour on demand, or None when it is not known (the comparison is then left out)."""
-        cached = self.ledger.on_demand_price(region, instance_type)
+        cached = self.cache.on_demand_price(region, instance_type)
         if cached is not None:
             price, fetched_at = cached
             if price is not None:
@@ -183,7 +185,7 @@ class PriceBook:
         if source is None:
             return None
         price = source.on_demand_price(region, instance_type)
-        self.ledger.store_on_demand_price(region, instance_type, price)
+        self.cache.store_on_demand_price(region, instance_type, price)
         return None if price is None else usd(price)
 
     def price_now(

@@ -10,6 +10,7 @@ from fractions import Fraction
 from spotrun.cost import budget
 from spotrun.cost.bills import run_cost
 from spotrun.store.ledger import Ledger
+from spotrun.store.price_cache import PriceCache
 from spotrun.store.sweeps import SweepRecord, SweepStore
 from spotrun.sweep.planner import SweepPlan
 
@@ -19,7 +20,7 @@ def _price_now(
 ) -> Fraction:
     """The last cached spot price of the type in its zone, else the price it was planned at."""
     if region and zone:
-        points = ledger.price_points(region, zone, instance_type)
+        points = PriceCache(ledger).price_points(region, zone, instance_type)
         if points:
             return Fraction(repr(points[-1][1]))
     for offer in plan.offers:

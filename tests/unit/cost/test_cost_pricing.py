@@ -14,6 +14,7 @@ from spotrun.core.config import load_settings
 from spotrun.core.errors import LedgerError, PricingError
 from spotrun.cost.prices import LOOKBACKS_S, PriceBook, PriceSource, missing_spans
 from spotrun.store.ledger import SCHEMA_VERSION, Ledger
+from spotrun.store.price_cache import PriceCache
 
 T0 = utc("2025-03-10 09:00:00")
 TYPE, ZONE, REGION = "g5.xlarge", "us-east-1a", "us-east-1"
@@ -57,7 +58,9 @@ def test_history_is_fetched_once_and_then_read_from_the_ledger(ledger: Ledger) -
     h = book.spot_history("aws", REGION, ZONE, TYPE, T0, T0 + 7200)
     assert h.steps == ((T0 - 3 * 86400, F("0.4")), (T0 + 2232, F("0.52")), (T0 + 4500, F("0.37")))
     assert source.requests == [(REGION, ZONE, TYPE, T0 - LOOKBACKS_S[0], T0 + 7200)]
-    assert ledger.price_coverage(REGION, ZONE, TYPE) == [(T0 - LOOKBACKS_S[0], T0 + 7200)]
+    assert PriceCache(ledger).price_coverage(REGION, ZONE, TYPE) == [
+        (T0 - LOOKBACKS_S[0], T0 + 7200)
+    ]
 
     again = PriceBook(ledger, lambda name: source).spot_history(
         "aws", REGION, ZONE, TYPE, T0 + 100, T0 + 7000
@@ -68,7 +71,9 @@ def test_history_is_fetched_once_and_then_read_from_the_ledger(ledger: Ledger) -
     # a later end (a live instance) fetches only the gap
     book.spot_history("aws", REGION, ZONE, TYPE, T0, T0 + 9000)
     assert source.requests[-1] == (REGION, ZONE, TYPE, T0 + 7200, T0 + 9000)
-    assert ledger.price_coverage(REGION, ZONE, TYPE) == [(T0 - LOOKBACKS_S[0], T0 + 9000)]
+    assert PriceCache(ledger).price_coverage(REGION, ZONE, TYPE) == [
+        (T0 - LOOKBACKS_S[0], T0 + 9000)
+    ]
 
 
 def test_lookback_widens_until_a_price_in_force_at_the_start_is_found(ledger: Ledger) -> None:
@@ -89,7 +94,7 @@ def test_empty_history_is_a_clear_error(ledger: Ledger) -> None:
     book = PriceBook(ledger, lambda name: source)
     with pytest.raises(PricingError, match="history of g5.xlarge in us-east-1a .* is empty"):
         book.spot_history("aws", REGION, ZONE, TYPE, T0, T0 + 3600)
-    assert ledger.price_points(REGION, ZONE, TYPE) == []
+    assert PriceCache(ledger).price_points(REGION, ZONE, TYPE) == []
 
 
 def test_history_starting_after_the_instance_is_a_clear_error(ledger: Ledger) -> None:
@@ -195,13 +200,13 @@ def test_a_v1_ledger_is_migrated_and_keeps_what_it_holds(tmp_path: Path) -> None
     (line,) = ledger.cost_lines("abc123abc123")
     assert line.usd_exact is None and line.amount == F("0.4456")
     assert ledger.run_cost_exact("abc123abc123") == F("0.4456")
-    assert ledger.price_points("us-east-1", "z", "t") == [(5.0, 0.4)]
+    assert PriceCache(ledger).price_points("us-east-1", "z", "t") == [(5.0, 0.4)]
     assert ledger.get_run("abc123abc123").name == "old-run"
     # the new tables work
-    ledger.store_price_points("us-east-1", "z", "t", [(9.0, 0.5)], covered=(0.0, 10.0))
-    assert ledger.price_coverage("us-east-1", "z", "t") == [(0.0, 10.0)]
-    ledger.store_on_demand_price("us-east-1", "t", 1.5)
-    assert ledger.on_demand_price("us-east-1", "t") is not None
+    PriceCache(ledger).store_price_points("us-east-1", "z", "t", [(9.0, 0.5)], covered=(0.0, 10.0))
+    assert PriceCache(ledger).price_coverage("us-east-1", "z", "t") == [(0.0, 10.0)]
+    PriceCache(ledger).store_on_demand_price("us-east-1", "t", 1.5)
+    assert PriceCache(ledger).on_demand_price("us-east-1", "t") is not None
     ledger.close()
     Ledger(load_settings(tmp_path / "home")).close()  # opening again is a no-op
 
@@ -216,5 +221,5 @@ def test_a_newer_ledger_is_refused(tmp_path: Path) -> None:
 
 def test_coverage_spans_merge(ledger: Ledger) -> None:
     for span in [(0.0, 10.0), (20.0, 30.0), (5.0, 22.0), (40.0, 50.0)]:
-        ledger.store_price_points(REGION, ZONE, TYPE, [], covered=span)
-    assert ledger.price_coverage(REGION, ZONE, TYPE) == [(0.0, 30.0), (40.0, 50.0)]
+        PriceCache(ledger).store_price_points(REGION, ZONE, TYPE, [], covered=span)
+    assert PriceCache(ledger).price_coverage(REGION, ZONE, TYPE) == [(0.0, 30.0), (40.0, 50.0)]

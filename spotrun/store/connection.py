@@ -1,0 +1,124 @@
+"""The ledger's SQLite connection: waiting out a busy database, refusing a damaged one, and
+keeping the file and SPOTRUN_HOME private to their user."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from spotrun.core.errors import LedgerBusyError, LedgerError
+
+# A busy ledger (another process holds its write lock: a long CLI write, a backup, a user's
+# sqlite3 shell) is transient. Each statement waits BUSY_WAIT_S inside SQLite, and is tried
+# again until BUSY_BOUND_S have passed; only then is it a LedgerBusyError. No run is torn down
+# for it (the controller retries its step).
+BUSY_WAIT_S = 5.0
+BUSY_BOUND_S = 600.0
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    text = str(exc)
+    return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
+def _damaged(where: str, exc: sqlite3.DatabaseError) -> LedgerError:
+    return LedgerError(
+        f"{where} is not a readable spotrun ledger: it is damaged ({exc})",
+        hint=f"move it aside (mv {where} {where}.bad) and spotrun starts a new one; "
+        f"`sqlite3 {where}.bad .recover` may save what it held",
+    )
+
+
+class BusyRetryConnection(sqlite3.Connection):
+    """The ledger's connection: the one place that waits out a busy database.
+
+    A statement outside a transaction (autocommit, BEGIN) or a COMMIT that meets a lock held by
+    another process is tried again, with a bound; a statement inside an open transaction is
+    not (this connection holds the write lock there, and a retry could not be correct)."""
+
+    bound_s: float = BUSY_BOUND_S
+    where: str = "the ledger"  # its path, for messages
+
+    def _retrying(self, sql: str, call: Callable[[], sqlite3.Cursor]) -> sqlite3.Cursor:
+        retriable = not self.in_transaction or sql.lstrip().upper().startswith("COMMIT")
+        deadline = time.monotonic() + self.bound_s
+        while True:
+            try:
+                return call()
+            except sqlite3.OperationalError as exc:
+                if _is_damage(exc):
+                    raise _damaged(self.where, exc) from exc
+                if not (retriable and _is_busy(exc)):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise LedgerBusyError(
+                        f"the ledger stayed locked by another process for over "
+                        f"{self.bound_s:.0f} s ({exc})",
+                        hint="find the process holding it (fuser ledger.db) and let it finish",
+                    ) from exc
+            except sqlite3.DatabaseError as exc:
+                if _is_damage(exc):
+                    raise _damaged(self.where, exc) from exc
+                raise
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return self._retrying(
+            sql, lambda: super(BusyRetryConnection, self).execute(sql, parameters)
+        )
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        rows = list(parameters)  # an iterator could not be read twice
+        return self._retrying(sql, lambda: super(BusyRetryConnection, self).executemany(sql, rows))
+
+
+def keep_private(db_path: Path) -> None:
+    """The ledger holds what runs were given (a resume needs its --env values): 0600, with its
+    -wal and -shm, made so before SQLite writes a byte (an older ledger is tightened here)."""
+    try:
+        # Never open (and close) an existing ledger file here: closing any descriptor of it
+        # drops every POSIX lock this process holds on it, those of its other connections too.
+        if not db_path.exists():
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        for path in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+            if path.exists() and path.stat().st_mode & 0o077:
+                os.chmod(path, 0o600)
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot make the ledger at {db_path} private: {exc.strerror or exc}",
+            hint="fix its permissions or set SPOTRUN_HOME to a folder you own",
+        ) from exc
+
+
+def ensure_writable_home(home: Path) -> None:
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if home.stat().st_uid == os.getuid() and home.stat().st_mode & 0o077:
+            os.chmod(home, 0o700)  # run folders, logs and the ledger: the user's alone
+        (home / "runs").mkdir(exist_ok=True)
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot create SPOTRUN_HOME at {home}: {exc.strerror or exc}",
+            hint="set SPOTRUN_HOME to a folder you can write",
+        ) from exc
+    # A real write, not os.access: root passes os.access on a read-only mount.
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=home)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise LedgerError(
+            f"SPOTRUN_HOME at {home} is not writable: {exc.strerror or exc}",
+            hint="fix its permissions or set SPOTRUN_HOME to a folder you can write",
+        ) from exc

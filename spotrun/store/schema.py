@@ -1,0 +1,205 @@
+"""The ledger's tables: the schema of a new ledger, and the steps that bring an older one up to
+it (each takes a ledger of the version before to its own)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA_VERSION = 3
+APP_ID = "spotrun-ledger"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    recipe TEXT NOT NULL,
+    cloud TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    spec_json TEXT NOT NULL,
+    plan_json TEXT,
+    run_dir TEXT NOT NULL,
+    last_metrics_json TEXT,
+    message TEXT,
+    sweep_id TEXT,
+    supervisor_pid INTEGER,
+    stop_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS transitions (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    from_state TEXT,
+    to_state TEXT NOT NULL,
+    at REAL NOT NULL,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS transitions_by_run ON transitions(run_id, id);
+CREATE TABLE IF NOT EXISTS instances (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    provider TEXT NOT NULL,
+    region TEXT,
+    zone TEXT,
+    instance_type TEXT NOT NULL,
+    market TEXT NOT NULL,
+    node_index INTEGER NOT NULL DEFAULT 0,
+    address TEXT,
+    state TEXT NOT NULL,
+    launched_at REAL,
+    terminated_at REAL,
+    end_reason TEXT,
+    details_json TEXT
+);
+CREATE INDEX IF NOT EXISTS instances_by_run ON instances(run_id);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, id);
+CREATE TABLE IF NOT EXISTS cost_lines (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    instance_id TEXT,
+    kind TEXT NOT NULL,
+    quantity REAL NOT NULL,
+    unit TEXT NOT NULL,
+    usd REAL NOT NULL,
+    on_demand_usd REAL,
+    method TEXT NOT NULL,
+    computed_at REAL NOT NULL,
+    usd_exact TEXT,
+    on_demand_usd_exact TEXT,
+    start_at REAL,
+    end_at REAL
+);
+CREATE INDEX IF NOT EXISTS cost_lines_by_run ON cost_lines(run_id);
+CREATE TABLE IF NOT EXISTS price_points (
+    region TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    at REAL NOT NULL,
+    usd_per_hour REAL NOT NULL,
+    PRIMARY KEY (region, zone, instance_type, at)
+);
+CREATE TABLE IF NOT EXISTS price_coverage (
+    region TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    start_at REAL NOT NULL,
+    end_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS price_coverage_by_series ON price_coverage(region, zone, instance_type);
+CREATE TABLE IF NOT EXISTS on_demand_prices (
+    region TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    usd_per_hour REAL,
+    fetched_at REAL NOT NULL,
+    PRIMARY KEY (region, instance_type)
+);
+"""
+
+# v3 (sweeps): a sweep, its trials (each becomes a run), and packs: instances a sweep shares
+# between trials, one GPU each, with every stay of a trial on one (what splits their cost).
+SWEEP_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sweeps (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    recipe TEXT NOT NULL,
+    cloud TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    ended_at REAL,
+    spec_json TEXT NOT NULL,
+    plan_json TEXT,
+    message TEXT,
+    supervisor_pid INTEGER,
+    stop_requested INTEGER NOT NULL DEFAULT 0,
+    sweep_dir TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sweep_trials (
+    sweep_id TEXT NOT NULL REFERENCES sweeps(id),
+    idx INTEGER NOT NULL,
+    params_json TEXT NOT NULL,
+    run_id TEXT REFERENCES runs(id),
+    status TEXT NOT NULL,
+    reason TEXT,
+    pack_id TEXT,
+    PRIMARY KEY (sweep_id, idx)
+);
+CREATE INDEX IF NOT EXISTS sweep_trials_by_run ON sweep_trials(run_id);
+CREATE TABLE IF NOT EXISTS packs (
+    id TEXT PRIMARY KEY,
+    sweep_id TEXT NOT NULL REFERENCES sweeps(id),
+    offer_json TEXT NOT NULL,
+    slots INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    ended_at REAL
+);
+CREATE TABLE IF NOT EXISTS pack_instances (
+    id TEXT PRIMARY KEY,
+    pack_id TEXT NOT NULL REFERENCES packs(id),
+    provider TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    market TEXT NOT NULL,
+    region TEXT,
+    zone TEXT,
+    launched_at REAL,
+    terminated_at REAL,
+    end_reason TEXT
+);
+CREATE TABLE IF NOT EXISTS pack_stays (
+    id INTEGER PRIMARY KEY,
+    pack_id TEXT NOT NULL REFERENCES packs(id),
+    instance_id TEXT NOT NULL,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    gpu_index INTEGER NOT NULL,
+    seat_id TEXT NOT NULL UNIQUE,
+    joined_at REAL NOT NULL,
+    left_at REAL
+);
+CREATE INDEX IF NOT EXISTS pack_stays_by_instance ON pack_stays(instance_id);
+CREATE INDEX IF NOT EXISTS pack_stays_by_run ON pack_stays(run_id);
+"""
+
+# Each step takes a ledger of the version before it to its own version; a fresh ledger gets
+# SCHEMA (the latest) directly.
+MIGRATIONS: dict[int, str] = {
+    # v2: exact amounts and billed periods on cost lines; which spans of spot price history
+    # the cache holds in full; cached on-demand prices.
+    2: """
+ALTER TABLE cost_lines ADD COLUMN usd_exact TEXT;
+ALTER TABLE cost_lines ADD COLUMN on_demand_usd_exact TEXT;
+ALTER TABLE cost_lines ADD COLUMN start_at REAL;
+ALTER TABLE cost_lines ADD COLUMN end_at REAL;
+CREATE TABLE IF NOT EXISTS price_coverage (
+    region TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    start_at REAL NOT NULL,
+    end_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS price_coverage_by_series ON price_coverage(region, zone, instance_type);
+CREATE TABLE IF NOT EXISTS on_demand_prices (
+    region TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    usd_per_hour REAL,
+    fetched_at REAL NOT NULL,
+    PRIMARY KEY (region, instance_type)
+);
+""",
+    3: SWEEP_SCHEMA,
+}
+
+
+def run_script(db: sqlite3.Connection, script: str) -> None:
+    """Statements one by one: executescript would commit the open transaction."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
