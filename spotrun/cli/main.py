@@ -471,7 +471,7 @@ def status(
                 **summary,
                 "supervised": st.supervised,
                 "run_dir": str(st.run.run_dir),
-                "plan": st.run.plan,
+                "plan": st.run.plan.to_dict() if st.run.plan else None,
                 "transitions": [
                     {
                         "from": t.from_state.value if t.from_state else None,

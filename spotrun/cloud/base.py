@@ -6,9 +6,9 @@ already has before it creates the shortfall, `terminate` may be called any numbe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from spotrun.core.config import Resources
 from spotrun.core.errors import RemoteError
@@ -68,7 +68,38 @@ class Offer:
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> Offer:
-        return cls(**data)  # type: ignore[arg-type]
+        """An offer as stored (keys this version does not know are left out; missing ones
+        take their defaults, as in plans recorded before they existed)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The offers a run may take, in the order to try them, and why the first was chosen.
+    Stored with the run (RunRecord.plan) and read back as this, never as a bare dict."""
+
+    offers: list[Offer]  # cheapest first; the controller falls back along this list
+    reason: str
+
+    @property
+    def chosen(self) -> Offer:
+        return self.offers[0]
+
+    def offer_of(self, instance_type: str, zone: str | None = None) -> Offer | None:
+        """The planned offer of that type (in that zone, when given)."""
+        for offer in self.offers:
+            if offer.instance_type == instance_type and zone in (None, offer.zone):
+                return offer
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"offers": [o.to_dict() for o in self.offers], "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        offers = [Offer.from_dict(o) for o in data.get("offers", []) if isinstance(o, dict)]
+        return cls(offers, str(data.get("reason", "")))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from spotrun.control.recovery import CHECKPOINT_WAIT_S, Reach, Recovery
 from spotrun.core.errors import RemoteError
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import poll_until
-from spotrun.launch.plan import planned_gpus, planned_offer
+from spotrun.launch.plan import planned_gpus
 from spotrun.remote.job import JobDriver
 from spotrun.store.ledger import Ledger, RunRecord
 
@@ -75,6 +75,7 @@ class ClusterSteps:
             runner = provider.runner(inst)
             steps.recovery.start_watcher(run, inst, runner, judge_progress=rank == 0)
         head = live[0]
+        planned = run.plan.offer_of(head.instance_type) if run.plan else None
         spec = cluster.ClusterSpec(
             run_id=run.id,
             nodes=live,
@@ -82,7 +83,7 @@ class ClusterSteps:
                 1, planned_gpus(run.plan, head.instance_type, run.spec.resources.gpus)
             ),
             port=steps.ledger.settings.aws.rendezvous_port,
-            efa=bool((planned_offer(run.plan, head.instance_type) or {}).get("efa")),
+            efa=planned is not None and planned.efa,
         )
         cluster.write_layout(run.run_dir, spec)
         overrides = dict(steps.ledger.settings.aws.cluster_env)

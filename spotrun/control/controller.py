@@ -184,7 +184,7 @@ class RunController:
     def _request(self, run: RunRecord) -> RunRecord:
         if run.state is not RunState.REQUESTED:
             run = self._move(RunState.REQUESTED, "requesting capacity")
-        offers = [Offer.from_dict(o) for o in (run.plan or {}).get("offers", [])]
+        offers = list(run.plan.offers) if run.plan is not None else []
         if not offers:
             raise CapacityError("the run has no offers to request; launch it again")
         tried = []

@@ -472,15 +472,8 @@ class Recovery:
         ]
         if aws.bucket:
             argv += ["--bucket", aws.bucket]
-        price = next(
-            (
-                o.get("spot_usd_per_hour")
-                for o in (run.plan or {}).get("offers", [])
-                if o.get("instance_type") == head.instance_type and o.get("zone") == head.zone
-            ),
-            None,
-        )
-        deadline = self.deadline(run, float(price) if isinstance(price, (int, float)) else None)
+        planned = run.plan.offer_of(head.instance_type, head.zone) if run.plan else None
+        deadline = self.deadline(run, planned.spot_usd_per_hour if planned else None)
         if deadline is not None:
             argv += ["--deadline", f"{deadline:.0f}"]
         folder = shlex.quote(remote_dir)

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from spotrun.cloud.base import Offer
+from spotrun.cloud.base import Offer, Plan
 from spotrun.core.config import Resources
 from spotrun.core.errors import UsageError
 
 MAX_FALLBACK_OFFERS = 12
 
 
-@dataclass(frozen=True)
-class Plan:
-    offers: list[Offer]  # cheapest first; the controller falls back along this list
-    reason: str
-
-    @property
-    def chosen(self) -> Offer:
-        return self.offers[0]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"offers": [o.to_dict() for o in self.offers], "reason": self.reason}
+__all__ = ["MAX_FALLBACK_OFFERS", "Plan", "fits", "make_plan", "planned_gpus", "sort_key"]
 
 
 def fits(offer: Offer, resources: Resources) -> bool:
@@ -77,15 +64,7 @@ def _nothing_fits(resources: Resources, offers: list[Offer]) -> str:
     return f"no offer has {', '.join(wanted)}{have}"
 
 
-def planned_offer(plan: dict[str, Any] | None, instance_type: str) -> dict[str, Any] | None:
-    """The offer of that instance type among those a run was planned with, as stored."""
-    for offer in (plan or {}).get("offers", []):
-        if offer.get("instance_type") == instance_type:
-            return dict(offer)
-    return None
-
-
-def planned_gpus(plan: dict[str, Any] | None, instance_type: str, requested: int) -> int:
+def planned_gpus(plan: Plan | None, instance_type: str, requested: int) -> int:
     """The GPUs of an instance type from the run's plan; what the run asked for if unplanned."""
-    offer = planned_offer(plan, instance_type)
-    return requested if offer is None else int(offer.get("gpus") or 0)
+    offer = plan.offer_of(instance_type) if plan is not None else None
+    return requested if offer is None else offer.gpus

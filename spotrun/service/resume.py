@@ -85,7 +85,7 @@ def resume(
     follow_from = FollowFrom.now(ledger, run.id, after_step=found[1] if found else -1)
     checkpoint = found[0].name if found else None
     reason = f"resume after {run.state.value}" + (f" ({run.message})" if run.message else "")
-    reopened = reopen_run(ledger, run.id, spec, plan.to_dict(), reason)
+    reopened = reopen_run(ledger, run.id, spec, plan, reason)
     ledger.add_event(
         run.id,
         "resume",

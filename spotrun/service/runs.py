@@ -284,7 +284,7 @@ def launch(
     ledger: Ledger, prepared: LaunchPlan, *, prewarmed: supervisor.Prewarmed | None = None
 ) -> RunRecord:
     """Record the run and hand it to a new supervisor (or to `prewarmed`); returns at once."""
-    run = ledger.create_run(prepared.spec, plan=prepared.plan.to_dict())
+    run = ledger.create_run(prepared.spec, plan=prepared.plan)
     ledger.add_event(run.id, "plan", prepared.plan.reason)
     pid = prewarmed.hand(run) if prewarmed else supervisor.spawn(ledger.settings, run)
     ledger.set_supervisor(run.id, pid)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
+from spotrun.cloud.base import Plan
 from spotrun.core.config import LaunchSpec, Settings
 from spotrun.core.errors import LedgerError, NotFoundError, UsageError
 from spotrun.core.runstates import TERMINAL, RunState, check_transition
@@ -173,7 +174,7 @@ class Ledger:
         spec: LaunchSpec,
         *,
         run_id: str | None = None,
-        plan: dict[str, Any] | None = None,
+        plan: Plan | None = None,
         sweep_id: str | None = None,
     ) -> RunRecord:
         run_id = run_id or new_run_id()
@@ -200,7 +201,7 @@ class Ledger:
                     RunState.PLANNED.value,
                     now,
                     spec.model_dump_json(),
-                    json.dumps(plan) if plan is not None else None,
+                    json.dumps(plan.to_dict()) if plan is not None else None,
                     str(run_dir),
                     sweep_id,
                 ),
@@ -323,8 +324,8 @@ class Ledger:
             for r in rows
         ]
 
-    def set_plan(self, run_id: str, plan: dict[str, Any]) -> None:
-        self._update(run_id, plan_json=json.dumps(plan))
+    def set_plan(self, run_id: str, plan: Plan) -> None:
+        self._update(run_id, plan_json=json.dumps(plan.to_dict()))
 
     def set_metrics(self, run_id: str, metrics: dict[str, Any]) -> None:
         self._update(run_id, last_metrics_json=json.dumps(metrics))

@@ -12,6 +12,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from spotrun.cloud.base import Plan
 from spotrun.core.config import LaunchSpec
 from spotrun.core.runstates import TERMINAL, RunState
 
@@ -27,7 +28,7 @@ class RunRecord:
     started_at: float | None
     ended_at: float | None
     spec: LaunchSpec
-    plan: dict[str, Any] | None
+    plan: Plan | None
     run_dir: Path
     last_metrics: dict[str, Any]
     message: str | None
@@ -119,7 +120,7 @@ def run_from_row(row: sqlite3.Row) -> RunRecord:
         started_at=row["started_at"],
         ended_at=row["ended_at"],
         spec=LaunchSpec.model_validate_json(row["spec_json"]),
-        plan=json.loads(row["plan_json"]) if row["plan_json"] else None,
+        plan=Plan.from_dict(json.loads(row["plan_json"])) if row["plan_json"] else None,
         run_dir=Path(row["run_dir"]),
         last_metrics=json.loads(row["last_metrics_json"] or "{}"),
         message=row["message"],

@@ -7,8 +7,8 @@ command never sees half of either.
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from spotrun.cloud.base import Plan
 from spotrun.core.config import LaunchSpec
 from spotrun.core.errors import StateError
 from spotrun.core.runstates import RESUMABLE, TERMINAL, RunState
@@ -18,9 +18,7 @@ from spotrun.store.ledger import Ledger, RunRecord
 _RUN_TABLES = ("cost_lines", "events", "transitions", "instances")
 
 
-def reopen_run(
-    ledger: Ledger, run_id: str, spec: LaunchSpec, plan: dict[str, Any], reason: str
-) -> RunRecord:
+def reopen_run(ledger: Ledger, run_id: str, spec: LaunchSpec, plan: Plan, reason: str) -> RunRecord:
     """Move an ended (stopped or failed) run back to planned with a new spec and plan.
 
     Its id, name, run folder, instances, events and cost lines stay: the run goes on where it
@@ -37,7 +35,7 @@ def reopen_run(
         db.execute(
             "UPDATE runs SET state = ?, ended_at = NULL, message = NULL, stop_requested = 0, "
             "supervisor_pid = NULL, spec_json = ?, plan_json = ? WHERE id = ?",
-            (RunState.PLANNED.value, spec.model_dump_json(), json.dumps(plan), run_id),
+            (RunState.PLANNED.value, spec.model_dump_json(), json.dumps(plan.to_dict()), run_id),
         )
         db.execute(
             "INSERT INTO transitions (run_id, from_state, to_state, at, reason) "

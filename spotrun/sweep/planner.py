@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spotrun.cloud.base import Offer
+from spotrun.cloud.base import Offer, Plan
 from spotrun.core.config import Resources
 from spotrun.launch.plan import MAX_FALLBACK_OFFERS, make_plan
 
@@ -57,9 +57,9 @@ class SweepPlan:
             nodes=int(data.get("nodes", 1)),  # sweeps planned before --nodes: one instance
         )
 
-    def run_plan(self) -> dict[str, Any]:
+    def run_plan(self) -> Plan:
         """The plan each trial's run records (what `spotrun status` shows of it)."""
-        return {"offers": [o.to_dict() for o in self.offers], "reason": self.reason}
+        return Plan(list(self.offers), self.reason)
 
 
 def trials_per_instance(offer: Offer, gpus_per_trial: int, cap: int) -> int:

@@ -36,7 +36,7 @@ def _request_step(env: Env) -> tuple[Ledger, RunRecord, AwsProvider]:
     settings = load_settings(env.home)
     prepared = api.prepare_launch(settings, "digits-fast", cloud="aws")
     ledger = Ledger(settings)
-    run = ledger.create_run(prepared.spec, plan=prepared.plan.to_dict())
+    run = ledger.create_run(prepared.spec, plan=prepared.plan)
     provider = AwsProvider(settings)
     controller = RunController(ledger, run.id, provider=provider)
     return ledger, controller._request(ledger.get_run(run.id)), provider

@@ -142,6 +142,7 @@ def test_task_name_is_the_run_name_and_its_output_streams_in_the_foreground(
 
 
 def test_a_budget_stopped_run_needs_a_larger_cap_and_hours_left(env: Env) -> None:
+    from spotrun.cloud.base import Plan
     from spotrun.core.config import LaunchSpec, load_settings
     from spotrun.core.runstates import RunState
     from spotrun.store.ledger import CostLine, Ledger
@@ -150,7 +151,7 @@ def test_a_budget_stopped_run_needs_a_larger_cap_and_hours_left(env: Env) -> Non
         spec = LaunchSpec(
             recipe="digits-fast", name="capped", max_cost_usd=1.0, max_hours=1e-6
         )  # used up at once
-        run = ledger.create_run(spec, plan={"offers": []})
+        run = ledger.create_run(spec, plan=Plan([], "none"))
         ledger.transition(run.id, RunState.STOPPED, "budget: $1.00 cap; stopping now")
         line = CostLine(run.id, "compute", 60.0, "instance-s", 1.0, "m", usd_exact=Fraction(1))
         ledger.replace_cost_lines(run.id, [line])

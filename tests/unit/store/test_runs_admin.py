@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from spotrun.cloud.base import Plan
 from spotrun.core.config import LaunchSpec, load_settings
 from spotrun.core.errors import StateError
 from spotrun.core.runstates import RunState
@@ -30,9 +32,9 @@ def test_reopen_keeps_the_run_and_takes_the_new_spec(ledger: Ledger) -> None:
     run_id = _ended(ledger, RunState.STOPPED, "capped")
     ledger.add_event(run_id, "budget", "stopping")
     spec = ledger.get_run(run_id).spec.model_copy(update={"max_cost_usd": 5.0})
-    reopened = reopen_run(ledger, run_id, spec, {"offers": []}, "resume after stopped")
+    reopened = reopen_run(ledger, run_id, spec, Plan([], "none"), "resume after stopped")
     assert (reopened.id, reopened.name, reopened.state) == (run_id, "capped", RunState.PLANNED)
-    assert reopened.spec.max_cost_usd == 5.0 and reopened.plan == {"offers": []}
+    assert reopened.spec.max_cost_usd == 5.0 and reopened.plan == Plan([], "none")
     assert not reopened.stop_requested and reopened.ended_at is None and reopened.message is None
     moves = [(t.from_state, t.to_state) for t in ledger.transitions(run_id)]
     assert moves[-1] == (RunState.STOPPED, RunState.PLANNED)
@@ -45,12 +47,12 @@ def test_only_stopped_or_failed_runs_reopen(ledger: Ledger) -> None:
     for state in (RunState.REQUESTED, RunState.PROVISIONING, RunState.RUNNING, RunState.SYNCING):
         ledger.transition(done.id, state)
         with pytest.raises(StateError, match="only a stopped or failed run resumes"):
-            reopen_run(ledger, done.id, done.spec, {}, "resume")
+            reopen_run(ledger, done.id, done.spec, Plan([], ""), "resume")
     ledger.transition(done.id, RunState.SUCCEEDED)
     with pytest.raises(StateError, match="succeeded"):
-        reopen_run(ledger, done.id, done.spec, {}, "resume")
+        reopen_run(ledger, done.id, done.spec, Plan([], ""), "resume")
     failed = _ended(ledger, RunState.FAILED, "broke")
-    assert reopen_run(ledger, failed, done.spec, {}, "resume").state is RunState.PLANNED
+    assert reopen_run(ledger, failed, done.spec, Plan([], ""), "resume").state is RunState.PLANNED
 
 
 def test_forget_deletes_every_row_of_an_ended_run_only(ledger: Ledger) -> None:
@@ -68,3 +70,43 @@ def test_forget_deletes_every_row_of_an_ended_run_only(ledger: Ledger) -> None:
     assert ledger.events(gone) == [] and ledger.transitions(gone) == []
     assert ledger.cost_lines(gone) == [] and len(ledger.cost_lines(kept.id)) == 1
     forget_run(ledger, gone)  # again: nothing left, nothing to do
+
+
+def test_plans_stored_by_older_versions_read_back_typed(ledger: Ledger) -> None:
+    """A plan is stored as JSON; one written before an Offer field existed (cluster_placement,
+    efa came with multi-node runs), or by a newer spotrun with a field this one does not know,
+    still reads back as a Plan of Offers."""
+    run = ledger.create_run(LaunchSpec(recipe="digits-fast", name="old"))
+    stored = {
+        "reason": "cheapest of 1 fitting offer(s)",
+        "offers": [
+            {
+                "provider": "aws",
+                "instance_type": "g5.xlarge",
+                "region": "us-east-1",
+                "zone": "us-east-1a",
+                "gpus": 1,
+                "gpu_model": "A10G",
+                "gpu_memory_gb": 24.0,
+                "vcpus": 4,
+                "memory_gb": 16.0,
+                "spot_usd_per_hour": 0.4,
+                "on_demand_usd_per_hour": 1.006,
+                "market": "spot",
+                "capacity_hint": "from a newer spotrun",
+            }
+        ],
+    }
+    ledger.db.execute("UPDATE runs SET plan_json = ? WHERE id = ?", (json.dumps(stored), run.id))
+    plan = ledger.get_run(run.id).plan
+    assert isinstance(plan, Plan) and plan.reason == stored["reason"]
+    offer = plan.offer_of("g5.xlarge", "us-east-1a")
+    assert offer is not None and plan.chosen == offer
+    assert (offer.gpus, offer.spot_usd_per_hour, offer.efa, offer.cluster_placement) == (
+        1,
+        0.4,
+        False,
+        True,
+    )
+    assert plan.offer_of("g5.xlarge", "us-east-1b") is None
+    assert Plan.from_dict(plan.to_dict()) == plan
