@@ -1,0 +1,183 @@
+"""The controller on an always-on host (`spotrun controller up --on ssh://`), in the lab.
+
+The "laptop" is the test's SPOTRUN_HOME, with no AWS credentials at all; the host is a lab
+host of its own (spotlab/always_on.py) whose SSH sessions carry the lab's endpoint and the lab
+user's keys, as a machine with its own AWS configuration. A run and a sweep are launched
+through the laptop's CLI, then no process of the laptop's side is left (checked in the process
+table); meanwhile the run's instance gets a spot notice and is replaced, and ASHA stops the
+hopeless trial. The laptop's CLI then sees both finished, with cost, and pulls the run's folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spotlab import Lab
+from spotlab import spot as spotlab
+from spotlab.always_on import start_always_on_host, user_key
+from spotlab.hosts import Host
+from spotrun.remote.controller_host import close_shared_connection, load_record
+from tests.conftest import Env
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.slow
+
+HOST_HOME = "/root/.spotrun"  # SPOTRUN_HOME on the controller host (controller up's default)
+TRIAL = ["--set", "epochs=3", "--set", "threads=1"]
+
+
+def laptop_processes(home: Path) -> list[str]:
+    """Processes of this machine's side (the test's own mount namespace; the lab's hosts have
+    their own) that run with the laptop's SPOTRUN_HOME: spotrun commands, controllers,
+    supervisors, the shared ssh connection."""
+    ours = os.readlink("/proc/self/ns/mnt")
+    needle = f"SPOTRUN_HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if os.readlink(entry / "ns" / "mnt") != ours:
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:  # ended meanwhile, or a kernel thread
+            continue
+        if needle in environ:
+            found.append(f"{entry.name}: {cmdline.decode(errors='replace')}")
+    return found
+
+
+def _host_row(host: Host, query: str, *args: str) -> tuple[object, ...] | None:
+    """One row of the controller host's ledger, read from its file (no spotrun process)."""
+    path = host.path(f"{HOST_HOME}/ledger.db")
+    if not path.exists():
+        return None
+    with sqlite3.connect(path, timeout=30) as db:
+        row = db.execute(query, args).fetchone()
+    return tuple(row) if row is not None else None
+
+
+def _host_metrics_epoch(host: Host, lab: Lab, run_id: str, instance_id: str) -> int:
+    try:
+        lines = (
+            lab.host(instance_id).path(f"/root/.spotrun/runs/{run_id}/metrics.jsonl").read_text()
+        ).splitlines()
+    except (KeyError, FileNotFoundError):
+        return 0
+    return int(json.loads(lines[-1])["epoch"]) if lines else 0
+
+
+@pytest.fixture
+def laptop(env: Env, lab: Lab, tmp_path: Path) -> Iterator[tuple[Env, Host, Path]]:
+    """The laptop (no AWS variables, the lab's config) and the always-on host."""
+    env.vars = {k: v for k, v in env.vars.items() if not k.startswith("AWS_")}
+    lab.write_config(env.home, **spotlab.FAST)
+    key = tmp_path / "laptop_key"
+    host = start_always_on_host(lab, user_key(key), lab.root / "always-on")
+    try:
+        yield env, host, key
+    finally:
+        record = load_record(env.home)
+        if record is not None:
+            close_shared_connection(env.home, record)
+        host.stop()  # the controller and everything else on the host dies with it
+
+
+def test_a_run_and_a_sweep_finish_on_the_controller_host_while_the_laptop_is_away(
+    laptop: tuple[Env, Host, Path], lab: Lab
+) -> None:
+    env, host, key = laptop
+    url = f"ssh://root@{host.address}:{host.spec.port}"
+    up = env.cli(
+        "controller", "up", "--on", url, "--key", str(key), "--python", sys.executable,
+        check=True, timeout=300,
+    )  # fmt: skip
+    assert "none were copied" in up.stdout and (env.home / "remote.json").exists()
+    assert (
+        host.path(f"{HOST_HOME}/config.toml").read_text() == (env.home / "config.toml").read_text()
+    )
+    refused = env.cli("plot", "anything")  # reads run folders here: refused, saying why
+    assert refused.returncode == 2 and "spotrun pull" in refused.stderr, refused.stderr
+
+    launch = ["launch", "digits-fast", "--cloud", "aws", "-d"]
+    for item in spotlab.OVERRIDES:
+        launch += ["--set", item]
+    run_id = env.cli(*launch, check=True, timeout=300).stdout.strip()
+    # lr=0.0005 learns nothing in an epoch: with two trials ahead of it at the first rung,
+    # ASHA (grace 1 epoch, 1 in 2 goes on) stops it there
+    sweep_id = env.cli(
+        "sweep", "digits-fast", "--cloud", "aws", "--grid", "lr=0.2,0.15,0.0005", *TRIAL,
+        "--early-stop", "asha", "--grace-epochs", "1", "--reduction-factor", "2",
+        "--max-parallel", "2", "--name", "away", "-d",
+        check=True, timeout=300,
+    ).stdout.strip()  # fmt: skip
+
+    # The laptop closes: nothing of its side runs from here on.
+    close_shared_connection(env.home, load_record(env.home))  # type: ignore[arg-type]
+    wait_for(lambda: not laptop_processes(env.home), 30, "the laptop's side to be gone")
+
+    def one_instance() -> str | None:
+        live = lab.instances(run_id, states=("running",))
+        return live[0]["InstanceId"] if len(live) == 1 else None
+
+    first = wait_for(one_instance, 180, "the run's instance")
+    wait_for(lambda: _host_metrics_epoch(host, lab, run_id, first) >= 1, 240, "a first epoch")
+    lab.interrupt(first, notice_s=spotlab.NOTICE_S)  # a spot notice, EC2 reclaims it after
+    wait_for(
+        lambda: (
+            _host_row(host, "SELECT state FROM runs WHERE id = ?", run_id)
+            in (("succeeded",), ("failed",))
+        ),
+        600,
+        "the run to end on the controller host",
+    )
+    wait_for(
+        lambda: (
+            _host_row(host, "SELECT state FROM sweeps WHERE id = ?", sweep_id)
+            not in (None, ("running",))
+        ),
+        600,
+        "the sweep to end on the controller host",
+    )
+    assert laptop_processes(env.home) == []  # it all happened with the laptop away
+
+    # The laptop is back: its CLI sees both finished, with cost.
+    (run,) = [r for r in env.runs() if r["id"] == run_id]
+    assert run["state"] == "succeeded" and run["cost_usd"] > 0, run
+    status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
+    assert len(status["instances"]) == 2, status["instances"]  # replaced after the notice
+    assert int(run["metrics"]["epoch"]) == spotlab.EPOCHS
+    board = json.loads(env.cli("sweep", "status", "away", "--json", check=True).stdout)
+    assert board["state"] == "completed", board
+    by_lr = {row["params"]["lr"]: row for row in board["leaderboard"]}
+    assert by_lr["0.0005"]["status"] == "pruned" and "ASHA" in by_lr["0.0005"]["reason"]
+    assert by_lr["0.2"]["status"] == "succeeded"
+    costs = {row["id"]: row for row in json.loads(env.cli("cost", "--json", check=True).stdout)}
+    # billed for both instances (the report rounds USD to the cent: seconds say more here)
+    assert costs[run_id]["instance_seconds"] > 0 and costs[run_id]["state"] == "succeeded"
+    trials = [row for row in costs.values() if row["sweep_id"] == sweep_id]
+    assert len(trials) == 3 and all(row["instance_seconds"] > 0 for row in trials), trials
+
+    # `spotrun pull` brings the run's folder here, and a second pull moves nothing.
+    pulled = env.cli("pull", run_id, check=True, timeout=300)
+    folder = env.home / "runs" / run_id
+    assert str(folder) in pulled.stdout, pulled.stdout
+    metrics = (folder / "metrics.jsonl").read_text().splitlines()
+    assert len(metrics) == spotlab.EPOCHS
+    assert list((folder / "checkpoints").glob("ckpt-*.pt")) and (folder / "job.log").exists()
+    again = env.cli("pull", run_id, check=True, timeout=300)
+    assert ": 0 files (0.0 MB) brought" in again.stdout, again.stdout
+
+    there = json.loads(env.cli("controller", "status", "--json", check=True).stdout)
+    assert there["reachable"] and there["live_runs"] == [] and there["live_sweeps"] == []
+    assert there["version_there"] == there["version_here"]
+    env.cli("controller", "down", check=True, timeout=300)
+    assert not (env.home / "remote.json").exists()
