@@ -207,8 +207,9 @@ def ensure_shared_connection(home: Path, record: ControllerHost) -> None:
     """Start the shared connection in the background unless its socket is there; a failure
     here is left to the command itself, which connects on its own and says why."""
     socket_path = control_path(home, record.target)
-    if socket_path.exists():
+    if _answers(socket_path):
         return
+    socket_path.unlink(missing_ok=True)  # a master that died (the host rebooted) left it
     argv = [
         "ssh",
         *ssh_options(home, record.target, record.key_file),
@@ -229,6 +230,20 @@ def ensure_shared_connection(home: Path, record: ControllerHost) -> None:
         timeout=CONNECT_TIMEOUT_S + 20,
         check=False,
     )
+
+
+def _answers(socket_path: Path) -> bool:
+    """Whether a live ssh master listens on the socket (a connect costs microseconds)."""
+    import socket
+
+    if not socket_path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(socket_path))
+        except OSError:
+            return False
+    return True
 
 
 def close_shared_connection(home: Path, record: ControllerHost) -> None:

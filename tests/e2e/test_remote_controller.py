@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,3 +182,48 @@ def test_a_run_and_a_sweep_finish_on_the_controller_host_while_the_laptop_is_awa
     assert there["version_there"] == there["version_here"]
     env.cli("controller", "down", check=True, timeout=300)
     assert not (env.home / "remote.json").exists()
+
+
+def test_files_travel_bad_hosts_are_refused_and_exit_codes_come_back(
+    laptop: tuple[Env, Host, Path], tmp_path: Path
+) -> None:
+    """The quick half, on the host's local cloud (no EC2): a python without spotrun's
+    dependencies is refused by name; a task file and a workdir of the laptop travel to the
+    host; what cannot travel is refused; exit codes come back; a changed host key is refused."""
+    env, host, key = laptop
+    url = f"ssh://root@{host.address}:{host.spec.port}"
+    bare = host.tmp / "bare"  # a python with nothing installed: /tmp/bare on the host
+    venv = [sys.executable, "-m", "venv", "--without-pip", str(bare)]
+    subprocess.run(venv, check=True, capture_output=True, timeout=120)
+    up = ["controller", "up", "--on", url, "--key", str(key), "--python"]
+    lacking = env.cli(*up, "/tmp/bare/bin/python", timeout=300)
+    assert lacking.returncode == 2 and "lacks spotrun's dependencies: boto3" in lacking.stderr
+    assert "/tmp/bare/bin/python -m pip install boto3" in lacking.stderr, lacking.stderr
+    assert not (env.home / "remote.json").exists()
+    env.cli(*up, sys.executable, check=True, timeout=300)
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data.txt").write_text("made on the laptop\n")
+    (work / "skip.log").write_text("ignored\n")
+    (work / ".gitignore").write_text("*.log\n")
+    task = tmp_path / "task.yaml"
+    task.write_text("name: from-task\nworkdir: work\nrun: cat data.txt; ls\n")
+    by_task = env.cli("launch", str(task), "--cloud", "local", timeout=300)
+    assert by_task.returncode == 0, by_task.stdout + by_task.stderr
+    assert "made on the laptop" in by_task.stdout and "skip.log" not in by_task.stdout
+    by_flag = env.cli(
+        "launch", "--cmd", "cat data.txt; exit 3", "--workdir", str(work), "--cloud", "local",
+        timeout=300,
+    )  # fmt: skip
+    assert by_flag.returncode == 1 and "made on the laptop" in by_flag.stdout  # the run failed
+    missing = env.cli("status", "no-such-run")
+    assert missing.returncode == 2 and "error:" in missing.stderr  # the host's own answer
+    local_data = env.cli("launch", "digits-fast", "--set", f"data={work}")
+    assert local_data.returncode == 2 and "spotrun data push" in local_data.stderr
+
+    host.restart(new_host_key=True)  # another machine answers at the address
+    changed = env.cli("ls")
+    assert changed.returncode == 255 and "REMOTE HOST IDENTIFICATION HAS CHANGED" in changed.stderr
+    status = json.loads(env.cli("controller", "status", "--json").stdout)
+    assert not status["reachable"] and "host key" in status["problem"], status
