@@ -177,15 +177,18 @@ def pull(
 
 def forward_if_remote(args: list[str], app: Any) -> int | None:
     """Run `spotrun ARGS` on the controller host when this home has one; None otherwise."""
+    from spotrun.core.controller_record import load_record
     from spotrun.core.home import default_home
-    from spotrun.remote.controller_host import load_record
-    from spotrun.service import forward
 
-    if not args or (args[0] not in forward.FORWARDED and args[0] not in forward.NOT_CARRIED):
+    if not args:
         return None
     home = default_home()
-    record = load_record(home)
+    record = load_record(home)  # one stat when there is none
     if record is None:
+        return None
+    from spotrun.service import forward
+
+    if args[0] not in forward.FORWARDED and args[0] not in forward.NOT_CARRIED:
         return None
     why = forward.refusal(args)
     if why is not None:

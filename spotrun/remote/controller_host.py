@@ -1,146 +1,26 @@
-"""Where a SPOTRUN_HOME's controller lives when it is not this machine, and how to reach it.
+"""How the controller host recorded in SPOTRUN_HOME/remote.json is reached: the system ssh.
 
-`spotrun controller up --on ssh://USER@HOST:PORT` records the host in SPOTRUN_HOME/remote.json
-(`ControllerHost`); from then on the run commands are carried out there, over the system `ssh`
-binary (`ssh_argv`): the user's own ssh with the host key pinned on first use in
-SPOTRUN_HOME/remote/known_hosts (StrictHostKeyChecking=yes after that), and one shared
-connection (ControlMaster) so that each command costs a round trip, not a handshake.
-
-Standard library only: every forwarded command reads this module, and `ls` must stay fast.
+The run commands are carried out there over the user's own `ssh` binary (`ssh_argv`): their
+keys and agent, the host key pinned on first use in SPOTRUN_HOME/remote/known_hosts
+(StrictHostKeyChecking=yes after that), and one shared connection (ControlMaster) so that each
+command costs a round trip, not a handshake. Standard library only.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
-import shlex
 import subprocess
 import tempfile
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from spotrun.core.errors import UsageError
+from spotrun.core.controller_record import ControllerHost, SshTarget
 
-RECORD_FILE = "remote.json"
 FOLDER = "remote"  # SPOTRUN_HOME/remote: known_hosts, the shared connection's socket
 KNOWN_HOSTS = "known_hosts"
 CONNECT_TIMEOUT_S = 10
 PERSIST_S = 300  # the shared connection stays this long after the last command
 _SOCKET_MAX = 100  # a unix socket path must stay under ~108 bytes
-
-
-@dataclass(frozen=True)
-class SshTarget:
-    user: str | None
-    host: str
-    port: int
-
-    @property
-    def login(self) -> str:
-        return self.host if self.user is None else f"{self.user}@{self.host}"
-
-    def url(self) -> str:
-        port = "" if self.port == 22 else f":{self.port}"
-        return f"ssh://{self.login}{port}"
-
-
-_URL = re.compile(
-    r"^ssh://(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9._-]+)(?::(?P<port>\d+))?/?$"
-)
-
-
-def parse_ssh_url(text: str) -> SshTarget:
-    """ssh://[USER@]HOST[:PORT] -> SshTarget (UsageError for anything else)."""
-    match = _URL.match(text.strip())
-    if match is None:
-        raise UsageError(
-            f"--on {text!r}: expected ssh://[USER@]HOST[:PORT]",
-            hint="e.g. --on ssh://me@box.example.org or --on ssh://10.0.0.5:2222",
-        )
-    port = int(match["port"] or 22)
-    if not 0 < port < 65536:
-        raise UsageError(f"--on {text!r}: port {port} is not a TCP port")
-    host = match["host"]
-    if host.startswith("-"):
-        raise UsageError(f"--on {text!r}: a host name cannot start with '-'")
-    return SshTarget(match["user"], host, port)
-
-
-@dataclass(frozen=True)
-class ControllerHost:
-    """remote.json: the host that runs this home's controller, and spotrun's place there."""
-
-    user: str | None
-    host: str
-    port: int
-    key_file: str | None  # the private key ssh uses (None: the user's ssh defaults)
-    python: str  # the host's python that runs spotrun
-    home: str  # SPOTRUN_HOME on the host (absolute)
-    code_dir: str  # spotrun's code on the host (PYTHONPATH)
-    version: str  # spotrun's version pushed there
-    since: float  # when `controller up` recorded it (unix time)
-
-    @property
-    def target(self) -> SshTarget:
-        return SshTarget(self.user, self.host, self.port)
-
-    @property
-    def where(self) -> str:
-        return self.target.url()
-
-    def spotrun_command(self, args: list[str]) -> str:
-        """The shell line that runs `spotrun ARGS` on the host, with its home and code."""
-        q = shlex.quote
-        words = " ".join(q(a) for a in args)
-        return (
-            f"cd {q(self.home)} 2>/dev/null || cd; SPOTRUN_HOME={q(self.home)} "
-            f"PYTHONPATH={q(self.code_dir)} exec {q(self.python)} -m spotrun {words}"
-        )
-
-
-def record_path(home: Path) -> Path:
-    return home / RECORD_FILE
-
-
-def load_record(home: Path) -> ControllerHost | None:
-    """This home's remote controller, or None when the controller lives here."""
-    path = record_path(home)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        data = json.loads(text)
-        names = {f.name for f in fields(ControllerHost)}
-        return ControllerHost(**{k: v for k, v in data.items() if k in names})
-    except (ValueError, TypeError) as exc:
-        raise UsageError(
-            f"{path} is damaged ({exc})",
-            hint="run `spotrun controller up --on ssh://...` again, or delete the file to "
-            "use the controller on this machine",
-        ) from exc
-
-
-def save_record(home: Path, record: ControllerHost) -> Path:
-    """Write remote.json atomically (temp file, fsync, rename)."""
-    home.mkdir(parents=True, exist_ok=True)
-    path = record_path(home)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(asdict(record), fh, indent=2, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
-
-
-def forget_record(home: Path) -> None:
-    record_path(home).unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------ ssh itself

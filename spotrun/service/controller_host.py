@@ -24,11 +24,12 @@ from typing import Any
 import spotrun
 from spotrun.control.home import lock_path, running_pid
 from spotrun.control.locks import lock_is_held
+from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
+from spotrun.core.controller_record import ControllerHost, SshTarget
 from spotrun.core.errors import RemoteError, StateError, UsageError
 from spotrun.core.waiting import wait_until
 from spotrun.remote import controller_host as hostrec
-from spotrun.remote.controller_host import ControllerHost, SshTarget
 from spotrun.remote.provision import code_bundle
 from spotrun.remote.ssh_binary import SshBinaryRunner, explain_ssh_failure
 
@@ -80,7 +81,7 @@ def controller_up(
             "--on aws is not built yet: name an always-on machine of yours with "
             "--on ssh://[USER@]HOST[:PORT]"
         )
-    target = hostrec.parse_ssh_url(on)
+    target = records.parse_ssh_url(on)
     if key_file is not None and not key_file.is_file():
         raise UsageError(f"--key {key_file}: no such file")
     local_live = _local_live(settings)
@@ -142,7 +143,7 @@ def controller_up(
         runner.run(f"mkdir -p {q(host_home)}", timeout_s=30).check("making SPOTRUN_HOME there")
         runner.put(settings.config_path, f"{host_home}/config.toml")
         copied = True
-    path = hostrec.save_record(home, record)
+    path = records.save_record(home, record)
     return UpResult(record, not present, copied, path)
 
 
@@ -248,7 +249,7 @@ def local_status(settings: Settings) -> ControllerStatus:
 
 
 def controller_status(settings: Settings) -> ControllerStatus:
-    record = hostrec.load_record(settings.home)
+    record = records.load_record(settings.home)
     if record is None:
         return local_status(settings)
     status = ControllerStatus(
@@ -339,7 +340,7 @@ def _stop_everything(settings: Settings, log: Log) -> list[str]:
 
 
 def controller_down(settings: Settings, *, force: bool, log: Log = _quiet) -> DownResult:
-    record = hostrec.load_record(settings.home)
+    record = records.load_record(settings.home)
     if record is None:
         return local_down(settings, force=force, log=log)
     runner = SshBinaryRunner(settings.home, record)
@@ -354,7 +355,7 @@ def controller_down(settings: Settings, *, force: bool, log: Log = _quiet) -> Do
         )
     there = json.loads(result.stdout or "{}")
     hostrec.close_shared_connection(settings.home, record)
-    hostrec.forget_record(settings.home)
+    records.forget_record(settings.home)
     return DownResult(
         record.where, list(there.get("stopped", [])), there.get("controller_pid"), True
     )

@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from spotrun.core.controller_record import ControllerHost
 from spotrun.core.errors import UsageError
-from spotrun.remote.controller_host import ControllerHost, ensure_shared_connection, ssh_argv
+from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv
 
 # The commands the controller's host carries out (the run commands); the others (recipes,
 # prices, methods, data, train, doctor, completion, controller, pull) run here.

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.errors import NotFoundError, RemoteError
-from spotrun.remote import controller_host as hostrec
 from spotrun.remote.ssh_binary import SshBinaryRunner
 from spotrun.remote.sync import OnFile, list_remote, pull_run_dir
 
@@ -45,7 +45,7 @@ def pull_run(
     on_plan: Callable[[PullPlan], None] | None = None,
     on_file: OnFile | None = None,
 ) -> Pulled:
-    record = hostrec.load_record(settings.home)
+    record = records.load_record(settings.home)
     if record is None:
         from spotrun.service.lookup import open_ledger
 
