@@ -190,7 +190,8 @@ def test_files_travel_bad_hosts_are_refused_and_exit_codes_come_back(
 ) -> None:
     """The quick half, on the host's local cloud (no EC2): a python without spotrun's
     dependencies is refused by name; a task file and a workdir of the laptop travel to the
-    host; what cannot travel is refused; exit codes come back; a changed host key is refused."""
+    host; what cannot travel is refused; exit codes come back; `controller down` is refused
+    while a run is live and --force stops it; a changed host key is refused."""
     env, host, key = laptop
     url = f"ssh://root@{host.address}:{host.spec.port}"
     bare = host.tmp / "bare"  # a python with nothing installed: /tmp/bare on the host
@@ -222,6 +223,19 @@ def test_files_travel_bad_hosts_are_refused_and_exit_codes_come_back(
     assert missing.returncode == 2 and "error:" in missing.stderr  # the host's own answer
     local_data = env.cli("launch", "digits-fast", "--set", f"data={work}")
     assert local_data.returncode == 2 and "spotrun data push" in local_data.stderr
+
+    # `controller down` is refused while a run is live; --force stops it first, then the
+    # controller lives on this machine again
+    live = env.cli("launch", "--cmd", "sleep 600", "--cloud", "local", "--name", "long", "-d")
+    assert live.returncode == 0, live.stderr
+    refused = env.cli("controller", "down", timeout=300)
+    assert refused.returncode != 0 and "live: long (" in refused.stderr, refused.stderr
+    forced = env.cli("controller", "down", "--force", check=True, timeout=300)
+    assert "stopped long" in forced.stdout and not (env.home / "remote.json").exists()
+    stopped = _host_row(host, "SELECT state FROM runs WHERE name = ?", "long")
+    assert stopped == ("stopped",), stopped
+    assert "no runs yet" in env.cli("ls", check=True).stdout  # this machine's own ledger
+    env.cli(*up, sys.executable, check=True, timeout=300)
 
     host.restart(new_host_key=True)  # another machine answers at the address
     changed = env.cli("ls")
