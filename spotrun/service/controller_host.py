@@ -82,6 +82,12 @@ def controller_up(
             "--on ssh://[USER@]HOST[:PORT]"
         )
     target = records.parse_ssh_url(on)
+    known = records.load_record(settings.home)
+    if known is not None and known.target != target:
+        raise StateError(
+            f"this home's controller lives on {known.where}; its runs and sweeps are there",
+            hint="`spotrun controller down` first (--force stops what is live), then up again",
+        )
     if key_file is not None and not key_file.is_file():
         raise UsageError(f"--key {key_file}: no such file")
     local_live = _local_live(settings)

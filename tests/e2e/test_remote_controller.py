@@ -215,6 +215,7 @@ def test_files_travel_bad_hosts_are_refused_and_exit_codes_come_back(
     by_task = env.cli("launch", str(task), "--cloud", "local", timeout=300)
     assert by_task.returncode == 0, by_task.stdout + by_task.stderr
     assert "made on the laptop" in by_task.stdout and "skip.log" not in by_task.stdout
+    assert "made on the laptop" in env.cli("logs", "from-task", check=True).stdout
     by_flag = env.cli(
         "launch", "--cmd", "cat data.txt; exit 3", "--workdir", str(work), "--cloud", "local",
         timeout=300,

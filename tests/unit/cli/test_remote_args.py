@@ -3,10 +3,12 @@ the host and which are refused there, and how launch's arguments are split for s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from spotrun.core.config import LaunchSpec, load_settings
 from spotrun.core.controller_record import (
     ControllerHost,
     load_record,
@@ -15,7 +17,10 @@ from spotrun.core.controller_record import (
     save_record,
 )
 from spotrun.core.errors import UsageError
+from spotrun.core.runstates import RunState
 from spotrun.service.forward import _split, refusal, wants_forwarding
+from spotrun.store.ledger import Ledger
+from tests.conftest import Env
 
 
 def test_ssh_urls() -> None:
@@ -77,3 +82,24 @@ def test_launch_arguments_split_into_options_and_values() -> None:
         ["--cmd", "--workdir"],
         ["--set", "a=1"],
     ]
+
+
+def test_without_a_remote_controller_pull_says_the_run_is_here_and_status_describes_this_one(
+    env: Env,
+) -> None:
+    with Ledger(load_settings(env.home)) as ledger:
+        run = ledger.create_run(LaunchSpec(recipe="digits-fast", name="here"))
+        ledger.transition(run.id, RunState.STOPPED, "made by the test")
+    pulled = env.cli("pull", "here", check=True)
+    assert f"here is already here: {env.home / 'runs' / run.id}" in pulled.stdout
+    status = json.loads(env.cli("controller", "status", "--json", check=True).stdout)
+    assert status["where"] == "this machine" and status["home"] == str(env.home)
+    assert status["reachable"] and status["live_runs"] == [] and status["pid"] is None
+
+
+def test_up_elsewhere_is_refused_while_the_controller_lives_on_another_host(env: Env) -> None:
+    record = ControllerHost("me", "box", 22, None, "python3", "/r/.spotrun", "/c", "v", 0.0)
+    save_record(env.home, record)
+    proc = env.cli("controller", "up", "--on", "ssh://other")
+    assert proc.returncode == 1 and "lives on ssh://me@box" in proc.stderr, proc.stderr
+    assert load_record(env.home) == record
