@@ -229,3 +229,31 @@ def forward(home: Path, record: ControllerHost, args: list[str]) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     return code
+
+
+# -------------------------------------------------------------------- completion
+def remote_refs(home: Path, table: str, incomplete: str) -> list[tuple[str, str]]:
+    """(name or id, state) of the host's runs or sweeps starting with `incomplete`, for a
+    Tab press; nothing when the host does not answer (completion never prints an error)."""
+    import json
+
+    from spotrun.core.controller_record import load_record
+    from spotrun.core.errors import SpotrunError
+    from spotrun.remote.ssh_binary import SshBinaryRunner
+
+    args = ["ls", "--all", "--json"] if table == "runs" else ["sweep", "ls", "--json"]
+    try:
+        record = load_record(home)
+        if record is None:
+            return []
+        result = SshBinaryRunner(home, record).run(record.spotrun_command(args), timeout_s=10)
+        rows = json.loads(result.stdout) if result.ok else []
+    except (SpotrunError, ValueError):
+        return []
+    found: list[tuple[str, str]] = []
+    for row in rows:
+        if str(row.get("name", "")).startswith(incomplete):
+            found.append((str(row["name"]), str(row.get("state", ""))))
+        elif str(row.get("id", "")).startswith(incomplete):
+            found.append((str(row["id"]), str(row.get("state", ""))))
+    return found

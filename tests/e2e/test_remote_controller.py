@@ -216,6 +216,16 @@ def test_files_travel_bad_hosts_are_refused_and_exit_codes_come_back(
     assert by_task.returncode == 0, by_task.stdout + by_task.stderr
     assert "made on the laptop" in by_task.stdout and "skip.log" not in by_task.stdout
     assert "made on the laptop" in env.cli("logs", "from-task", check=True).stdout
+    tab = {
+        **env.vars,
+        "_SPOTRUN_COMPLETE": "complete_fish",
+        "_TYPER_COMPLETE_ARGS": "spotrun logs fr",
+    }
+    tab["_TYPER_COMPLETE_FISH_ACTION"] = "get-args"
+    names = subprocess.run(
+        [sys.executable, "-m", "spotrun"], env=tab, capture_output=True, text=True, timeout=120
+    )
+    assert names.stdout.strip() == "from-task\tsucceeded", names  # the host's run names
     by_flag = env.cli(
         "launch", "--cmd", "cat data.txt; exit 3", "--workdir", str(work), "--cloud", "local",
         timeout=300,
