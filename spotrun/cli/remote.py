@@ -71,6 +71,8 @@ def up(
         + ("; config.toml was" if result.copied_config else ""),
         markup=False,
     )
+    if result.restarted_pid is not None:
+        out.print(f"restarted the controller there (was pid {result.restarted_pid}) with this code")
     out.print(f"recorded in {result.record_path}; `spotrun controller down` undoes it")
 
 

@@ -60,6 +60,7 @@ class UpResult:
     pushed_code: bool
     copied_config: bool
     record_path: Path
+    restarted_pid: int | None = None  # the controller that ran there before, ended for this code
 
 
 def _quiet(_line: str) -> None:
@@ -150,7 +151,31 @@ def controller_up(
         runner.put(settings.config_path, f"{host_home}/config.toml")
         copied = True
     path = records.save_record(home, record)
-    return UpResult(record, not present, copied, path)
+    restarted = _restart_controller(runner, record, log)
+    return UpResult(record, not present, copied, path, restarted)
+
+
+def _restart_controller(runner: SshBinaryRunner, record: ControllerHost, log: Log) -> int | None:
+    """A controller already running on the host may run other code: end it (its runs go on,
+    as after any controller's end) and let a command start it again with this code."""
+    answer = runner.run(record.spotrun_command(["controller", "status", "--json"]), timeout_s=120)
+    try:
+        pid = int(json.loads(answer.stdout).get("pid") or 0) if answer.ok else 0
+    except (ValueError, TypeError, AttributeError):
+        pid = 0
+    if not pid:
+        return None
+    log(f"restarting the controller there (pid {pid}) with this code ...")
+    runner.run(f"kill -TERM {pid}", timeout_s=30)
+    wait_until(
+        lambda: not runner.run(f"kill -0 {pid} 2>/dev/null", timeout_s=30).ok,
+        timeout_s=60,
+        what=f"the controller on {record.where} (pid {pid}) to exit",
+    )
+    runner.run(record.spotrun_command(["ls"]), timeout_s=120).check(
+        f"starting the controller on {record.where} again"
+    )  # any command starts the controller when something is live
+    return pid
 
 
 def _probe(home: Path, target: SshTarget, key: str | None) -> dict[str, str]:
@@ -360,6 +385,8 @@ def controller_down(settings: Settings, *, force: bool, log: Log = _quiet) -> Do
             f"the controller on {record.where} stays: {message.removeprefix('error: ')}"
         )
     there = json.loads(result.stdout or "{}")
+    # nothing is live there now: the launches' staged task files and workdirs can go
+    runner.run(f"rm -rf {shlex.quote(record.home + '/staging')}", timeout_s=300)
     hostrec.close_shared_connection(settings.home, record)
     records.forget_record(settings.home)
     return DownResult(

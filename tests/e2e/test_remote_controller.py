@@ -240,10 +240,18 @@ def test_files_travel_bad_hosts_are_refused_and_exit_codes_come_back(
     # controller lives on this machine again
     live = env.cli("launch", "--cmd", "sleep 600", "--cloud", "local", "--name", "long", "-d")
     assert live.returncode == 0, live.stderr
+    before = json.loads(env.cli("controller", "status", "--json", check=True).stdout)["pid"]
+    host.path(f"{HOST_HOME}/code").rename(host.path(f"{HOST_HOME}/old-code"))  # as if newer
+    again = env.cli(*up, sys.executable, check=True, timeout=300)  # pushes, and restarts it
+    assert f"restarted the controller there (was pid {before})" in again.stdout, again.stdout
+    after = json.loads(env.cli("controller", "status", "--json", check=True).stdout)
+    assert after["pid"] not in (None, before), (before, after)  # a new one drives the run
+    assert [live.split(" ")[0] for live in after["live_runs"]] == ["long"], after
     refused = env.cli("controller", "down", timeout=300)
     assert refused.returncode != 0 and "live: long (" in refused.stderr, refused.stderr
     forced = env.cli("controller", "down", "--force", check=True, timeout=300)
     assert "stopped long" in forced.stdout and not (env.home / "remote.json").exists()
+    assert not host.path(f"{HOST_HOME}/staging").exists()  # the staged workdirs went too
     stopped = _host_row(host, "SELECT state FROM runs WHERE name = ?", "long")
     assert stopped == ("stopped",), stopped
     assert "no runs yet" in env.cli("ls", check=True).stdout  # this machine's own ledger
