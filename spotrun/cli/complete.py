@@ -12,17 +12,27 @@ from enum import Enum
 
 import typer
 
+from spotrun.core.controller_record import record_path
 from spotrun.core.home import LEDGER_FILE, default_home
 from spotrun.store.names import refs
 
 
 def complete_run(incomplete: str) -> list[tuple[str, str]]:
     """Runs by name (or id prefix), each with its state as the help text."""
-    return refs(default_home().absolute() / LEDGER_FILE, "runs", incomplete)
+    return _refs("runs", incomplete)
 
 
 def complete_sweep(incomplete: str) -> list[tuple[str, str]]:
-    return refs(default_home().absolute() / LEDGER_FILE, "sweeps", incomplete)
+    return _refs("sweeps", incomplete)
+
+
+def _refs(table: str, incomplete: str) -> list[tuple[str, str]]:
+    home = default_home().absolute()
+    if record_path(home).exists():  # the runs live with the controller on another host
+        from spotrun.service.forward import remote_refs
+
+        return remote_refs(home, table, incomplete)
+    return refs(home / LEDGER_FILE, table, incomplete)
 
 
 COMPLETE_VARIABLE = "_SPOTRUN_COMPLETE"  # set by the shell's completion function on Tab

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from spotrun.cli import remote as remote_cli
 from spotrun.cli import resume as resume_cli
 from spotrun.cli.common import HELP_OPTIONS, Cloud, print_error
 from spotrun.cli.complete import complete_run, complete_sweep, completion, prepare_completion
@@ -117,6 +118,8 @@ app.command("plot")(plot_command)  # spotrun/cli/plot.py
 app.command("ssh")(ssh_command)  # spotrun/cli/ssh.py
 app.command("resume")(resume_cli.resume)  # spotrun/cli/resume.py
 app.command("rm")(resume_cli.rm)
+app.add_typer(remote_cli.controller_app, name="controller")  # spotrun/cli/remote.py
+app.command("pull")(remote_cli.pull)
 
 out: Console = stdout_console()  # wide when piped: tables are not folded at 80 columns
 err: Console = stderr_console()
@@ -1015,6 +1018,10 @@ def main(argv: list[str] | None = None) -> None:
 def _run(argv: list[str] | None) -> int:
     prepare_completion()
     try:
+        # a controller on another host carries out the run commands (spotrun/cli/remote.py)
+        forwarded = remote_cli.forward_if_remote(sys.argv[1:] if argv is None else argv, app)
+        if forwarded is not None:
+            return forwarded
         code = app(args=argv, prog_name="spotrun", standalone_mode=False)
     except click_exceptions.UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `spotrun`: the help is the answer

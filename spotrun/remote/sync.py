@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -51,7 +52,9 @@ class SyncResult:
     unchanged: int
 
 
-def list_remote(runner: Runner, remote_dir: str) -> list[RemoteFile] | None:
+def list_remote(
+    runner: Runner, remote_dir: str, *, skip_folders: tuple[str, ...] = SKIPPED_FOLDERS
+) -> list[RemoteFile] | None:
     """The run folder's files, or None when the folder does not exist (yet)."""
     command = (
         f"cd {shlex.quote(remote_dir)} 2>/dev/null || exit 3; "
@@ -67,7 +70,7 @@ def list_remote(runner: Runner, remote_dir: str) -> list[RemoteFile] | None:
         # Dot files are the instance's own bookkeeping (e.g. the uploader's state).
         if name.startswith(".") or name in SKIPPED_NAMES or name.endswith(SKIPPED_SUFFIXES):
             continue
-        if item.path.startswith(SKIPPED_FOLDERS):
+        if skip_folders and item.path.startswith(skip_folders):
             continue
         files.append(item)
     return files
@@ -120,15 +123,27 @@ def _save_state(local_dir: Path, state: dict[str, list[float]]) -> None:
     os.replace(tmp, path)
 
 
-def pull_run_dir(runner: Runner, remote_dir: str, local_dir: Path, *, final: bool) -> SyncResult:
-    """Bring `remote_dir` into `local_dir`; `final` is the last pull before the instance ends."""
+OnFile = Callable[[str, int], None]  # (path in the run folder, its bytes), as each one arrives
+
+
+def pull_run_dir(
+    runner: Runner,
+    remote_dir: str,
+    local_dir: Path,
+    *,
+    final: bool,
+    on_file: OnFile | None = None,
+    skip_folders: tuple[str, ...] = SKIPPED_FOLDERS,
+) -> SyncResult:
+    """Bring `remote_dir` into `local_dir`; `final` is the last pull before the instance ends.
+    `skip_folders`: the job's workdir copy by default (its outputs come through pull_paths)."""
     local_dir.mkdir(parents=True, exist_ok=True)
-    listing = list_remote(runner, remote_dir)
+    listing = list_remote(runner, remote_dir, skip_folders=skip_folders)
     if listing is None:
         if final:
             raise RemoteError(f"the run folder {remote_dir} is missing on the instance")
         return SyncResult([], 0, 0, 0)
-    return _pull_listed(runner, listing, remote_dir, local_dir, local_dir)
+    return _pull_listed(runner, listing, remote_dir, local_dir, local_dir, on_file=on_file)
 
 
 def pull_paths(
@@ -148,6 +163,8 @@ def _pull_listed(
     target_dir: Path,
     state_dir: Path,
     key_prefix: str = "",
+    *,
+    on_file: OnFile | None = None,
 ) -> SyncResult:
     state = _load_state(state_dir)
     fetched: list[str] = []
@@ -180,6 +197,8 @@ def _pull_listed(
             whole += item.size
             state[key] = [item.size, item.mtime]
         fetched.append(key)
+        if on_file is not None:
+            on_file(key, item.size)
     if fetched:
         _save_state(state_dir, state)
     return SyncResult(fetched, appended, whole, unchanged)

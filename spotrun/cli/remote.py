@@ -1,0 +1,232 @@
+"""`spotrun controller up|status|down` and `spotrun pull RUN`; run commands forwarded to the
+controller's host when it lives on another machine (spotrun.service.forward)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from spotrun.cli.common import print_error
+from spotrun.cli.complete import complete_run
+from spotrun.cli.lazy import stderr_console, stdout_console
+
+out = stdout_console()
+err = stderr_console()
+
+controller_app = typer.Typer(
+    help="Where this home's controller lives: this machine, or an always-on host of yours.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+def _settings() -> Any:
+    from spotrun.core.config import load_settings
+
+    return load_settings()
+
+
+def _note(line: str) -> None:
+    err.print(line, markup=False)
+
+
+@controller_app.command("up")
+def up(
+    on: str = typer.Option(..., "--on", metavar="ssh://[USER@]HOST[:PORT]", help="the host"),
+    key: Path | None = typer.Option(None, "--key", help="the SSH private key for the host"),
+    python: str = typer.Option("python3", "--python", help="the host's python (3.10+)"),
+    home: str | None = typer.Option(
+        None, "--home", help="SPOTRUN_HOME on the host (default ~/.spotrun there)"
+    ),
+) -> None:
+    """Move this home's controller to an always-on host: from then on launch, sweep, ls,
+    status, logs, attach, exec, stop, cost ... run there, and the laptop can close.
+
+    The host needs Python 3.10+ with spotrun's dependencies, and AWS credentials or an
+    instance role of its own: no credentials of this machine are copied, only config.toml.
+
+    \b
+    Examples:
+      spotrun controller up --on ssh://me@box.example.org
+      spotrun controller up --on ssh://10.0.0.5:2222 --key ~/.ssh/box --python /opt/py/bin/python3
+    """
+    from spotrun.service.controller_host import controller_up
+
+    result = controller_up(
+        _settings(), on, key_file=key, python=python, remote_home=home, log=_note
+    )
+    record = result.record
+    out.print(f"controller: {record.where}, SPOTRUN_HOME {record.home} there", markup=False)
+    out.print(
+        f"spotrun {record.version} in {record.code_dir}"
+        + (" (pushed now)" if result.pushed_code else " (already there)"),
+        markup=False,
+    )
+    out.print(
+        "AWS: the host's own credentials or instance role are used; none were copied"
+        + ("; config.toml was" if result.copied_config else ""),
+        markup=False,
+    )
+    if result.restarted_pid is not None:
+        out.print(f"restarted the controller there (was pid {result.restarted_pid}) with this code")
+    out.print(f"recorded in {result.record_path}; `spotrun controller down` undoes it")
+
+
+@controller_app.command("status")
+def status(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> None:
+    """Where the controller lives, whether it answers, its pid, what it drives, its version.
+
+    \b
+    Examples:
+      spotrun controller status
+      spotrun controller status --json
+    """
+    from spotrun.service.controller_host import controller_status
+
+    st = controller_status(_settings())
+    if as_json:
+        sys.stdout.write(json.dumps(st.to_dict(), indent=2) + "\n")
+    else:
+        out.print(f"controller  {st.where}  (SPOTRUN_HOME {st.home})", markup=False)
+        out.print(f"reachable   {'yes' if st.reachable else 'no'}", markup=False)
+        out.print(f"process     {'pid ' + str(st.pid) if st.pid else 'not running (nothing live)'}")
+        out.print(f"live runs   {', '.join(st.live_runs) or '-'}", markup=False)
+        out.print(f"live sweeps {', '.join(st.live_sweeps) or '-'}", markup=False)
+        same = st.version_there == st.version_here
+        there = st.version_there or "?"
+        out.print(
+            f"version     {there} there, {st.version_here} here"
+            + ("" if same else "  (differ: `spotrun controller up` again updates it)"),
+            markup=False,
+        )
+    if st.problem:
+        print_error(st.problem)
+        raise typer.Exit(1)
+
+
+@controller_app.command("down")
+def down(
+    force: bool = typer.Option(False, "--force", help="stop every live run and sweep first"),
+    as_json: bool = typer.Option(False, "--json", help="as JSON"),
+) -> None:
+    """End the controller (refused while runs or sweeps are live, unless --force, which stops
+    them so nothing keeps billing); a remote one is forgotten, and the controller lives here
+    again.
+
+    \b
+    Examples:
+      spotrun controller down
+      spotrun controller down --force
+    """
+    from spotrun.service.controller_host import controller_down
+
+    result = controller_down(_settings(), force=force, log=_note)
+    if as_json:
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "where": result.where,
+                    "stopped": result.stopped,
+                    "controller_pid": result.controller_pid,
+                    "forgot": result.forgot,
+                }
+            )
+            + "\n"
+        )
+        return
+    for name in result.stopped:
+        out.print(f"stopped {name}", markup=False)
+    pid = f" (pid {result.controller_pid})" if result.controller_pid else ""
+    out.print(f"controller on {result.where}{pid} ended", markup=False)
+    if result.forgot:
+        out.print("forgot the remote controller: the controller lives on this machine again")
+
+
+def pull(
+    run: str = typer.Argument(..., help="run name or id prefix", autocompletion=complete_run),
+    to: Path | None = typer.Option(None, "--to", help="where (default SPOTRUN_HOME/runs/ID)"),
+) -> None:
+    """Bring a run's folder (metrics, logs, checkpoints, outputs) from the controller host to
+    this machine; run it again and only what changed moves.
+
+    \b
+    Examples:
+      spotrun pull RUN
+      spotrun pull RUN --to ./results
+    """
+    from spotrun.service.pull import PullPlan, pull_run
+
+    def plan(p: PullPlan) -> None:
+        err.print(f"{p.files} files, {p.bytes / 1e6:.1f} MB in the run folder there", markup=False)
+
+    def arrived(path: str, size: int) -> None:
+        err.print(f"  {path}  {size:,} bytes", markup=False)
+
+    pulled = pull_run(_settings(), run, to=to, on_plan=plan, on_file=arrived)
+    if pulled.already_here:
+        out.print(f"{pulled.name} is already here: {pulled.folder}", markup=False)
+        return
+    out.print(
+        f"{pulled.name} ({pulled.run_id}, {pulled.state}): {pulled.files} files "
+        f"({pulled.bytes / 1e6:.1f} MB) brought, {pulled.unchanged} unchanged, in {pulled.folder}",
+        markup=False,
+    )
+
+
+def forward_if_remote(args: list[str], app: Any) -> int | None:
+    """Run `spotrun ARGS` on the controller host when this home has one; None otherwise."""
+    from spotrun.core.controller_record import load_record
+    from spotrun.core.home import default_home
+
+    if not args:
+        return None
+    home = default_home()
+    record = load_record(home)  # one stat when there is none
+    if record is None:
+        return None
+    from spotrun.service import forward
+
+    if args[0] not in forward.FORWARDED and args[0] not in forward.NOT_CARRIED:
+        return None
+    why = forward.refusal(args)
+    if why is not None:
+        from spotrun.core.errors import UsageError
+
+        raise UsageError(f"{why} (the controller lives on {record.where})")
+    if not forward.wants_forwarding(args):
+        return None  # help: the same here
+    if args[0] == "launch":
+        args = forward.stage_launch(
+            home,
+            record,
+            args,
+            _valued_options(app, "launch"),
+            workdir_max_mb=_settings().workdir_max_mb,
+            log=_note,
+        )
+    code = forward.forward(home, record, args)
+    if code == 255:
+        print_error(
+            f"ssh to the controller host {record.where} failed (above); "
+            "`spotrun controller status` says whether it answers"
+        )
+    return code
+
+
+def _valued_options(app: Any, name: str) -> set[str]:
+    """The options of command `name` that take a value (from click's own definition; typer
+    may carry its own copy of click, so the objects are read by their attributes)."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    sub = command.commands[name]  # type: ignore[attr-defined]
+    return {
+        opt
+        for param in sub.params
+        if param.param_type_name == "option" and not getattr(param, "is_flag", False)
+        for opt in param.opts
+    }

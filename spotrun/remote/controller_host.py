@@ -1,0 +1,143 @@
+"""How the controller host recorded in SPOTRUN_HOME/remote.json is reached: the system ssh.
+
+The run commands are carried out there over the user's own `ssh` binary (`ssh_argv`): their
+keys and agent, the host key pinned on first use in SPOTRUN_HOME/remote/known_hosts
+(StrictHostKeyChecking=yes after that), and one shared connection (ControlMaster) so that each
+command costs a round trip, not a handshake. Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from spotrun.core.controller_record import ControllerHost, SshTarget
+
+FOLDER = "remote"  # SPOTRUN_HOME/remote: known_hosts, the shared connection's socket
+KNOWN_HOSTS = "known_hosts"
+CONNECT_TIMEOUT_S = 10
+PERSIST_S = 300  # the shared connection stays this long after the last command
+_SOCKET_MAX = 100  # a unix socket path must stay under ~108 bytes
+
+
+# ------------------------------------------------------------------ ssh itself
+def known_hosts(home: Path) -> Path:
+    return home / FOLDER / KNOWN_HOSTS
+
+
+def control_path(home: Path, target: SshTarget) -> Path:
+    """The shared connection's socket: in SPOTRUN_HOME/remote when the path is short enough
+    for a unix socket, else in a private folder of the temp dir (named by the home)."""
+    name = hashlib.sha256(f"{home.resolve()}|{target.url()}".encode()).hexdigest()[:16]
+    inside = home / FOLDER / f"cm-{name}"
+    if len(str(inside)) < _SOCKET_MAX:
+        return inside
+    folder = Path(tempfile.gettempdir()) / f"spotrun-cm-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder / name
+
+
+def ssh_options(
+    home: Path, target: SshTarget, key_file: str | None, *, first_use: bool = False
+) -> list[str]:
+    """ssh's options: the pinned host key (accepted on first use only), the key, no prompts."""
+    folder = home / FOLDER
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    options = [
+        "-p",
+        str(target.port),
+        "-o",
+        f"UserKnownHostsFile={known_hosts(home)}",
+        "-o",
+        "GlobalKnownHostsFile=/dev/null",
+        "-o",
+        f"StrictHostKeyChecking={'accept-new' if first_use else 'yes'}",
+        "-o",
+        "BatchMode=yes",  # never a password prompt: a key or the agent, or a clear failure
+        "-o",
+        f"ConnectTimeout={CONNECT_TIMEOUT_S}",
+        "-o",
+        "ServerAliveInterval=15",
+        "-o",
+        "ServerAliveCountMax=4",
+        "-o",
+        f"ControlPath={control_path(home, target)}",
+    ]
+    if key_file is not None:
+        options += ["-i", key_file, "-o", "IdentitiesOnly=yes"]
+    return options
+
+
+def ssh_argv(
+    home: Path, record: ControllerHost, command: str | None, *, tty: bool = False
+) -> list[str]:
+    """`ssh ... HOST COMMAND` through the shared connection (used when it is up)."""
+    argv = ["ssh", *ssh_options(home, record.target, record.key_file), "-o", "ControlMaster=no"]
+    argv.append("-t" if tty else "-T")
+    argv += ["--", record.target.login]
+    if command is not None:
+        argv.append(command)
+    return argv
+
+
+def ensure_shared_connection(home: Path, record: ControllerHost) -> None:
+    """Start the shared connection in the background unless its socket is there; a failure
+    here is left to the command itself, which connects on its own and says why."""
+    socket_path = control_path(home, record.target)
+    if _answers(socket_path):
+        return
+    socket_path.unlink(missing_ok=True)  # a master that died (the host rebooted) left it
+    argv = [
+        "ssh",
+        *ssh_options(home, record.target, record.key_file),
+        "-o",
+        "ControlMaster=auto",
+        "-o",
+        f"ControlPersist={PERSIST_S}",
+        "-N",
+        "-f",
+        "--",
+        record.target.login,
+    ]
+    subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=CONNECT_TIMEOUT_S + 20,
+        check=False,
+    )
+
+
+def _answers(socket_path: Path) -> bool:
+    """Whether a live ssh master listens on the socket (a connect costs microseconds)."""
+    import socket
+
+    if not socket_path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(socket_path))
+        except OSError:
+            return False
+    return True
+
+
+def close_shared_connection(home: Path, record: ControllerHost) -> None:
+    """End the shared connection (its background ssh process), if it is up."""
+    socket_path = control_path(home, record.target)
+    if not socket_path.exists():
+        return
+    argv = ["ssh", *ssh_options(home, record.target, record.key_file), "-O", "exit"]
+    subprocess.run(
+        [*argv, "--", record.target.login],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=30,
+        check=False,
+    )
+    socket_path.unlink(missing_ok=True)

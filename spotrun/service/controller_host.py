@@ -1,0 +1,394 @@
+"""The controller's home: this machine, or a host of the user's (`controller up --on ssh://`).
+
+`up` checks that the host answers (its host key pinned on first use), pushes spotrun's code
+there (the same content-named bundle an instance gets), checks that the host's python has
+spotrun's dependencies, copies this home's config.toml (never credentials: the host uses its
+own AWS credentials or instance role) and records the host in SPOTRUN_HOME/remote.json.
+`status` and `down` describe and end the controller wherever it lives; on the host they run
+as the same commands with the host's home, which is local there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import spotrun
+from spotrun.control.home import lock_path, running_pid
+from spotrun.control.locks import lock_is_held
+from spotrun.core import controller_record as records
+from spotrun.core.config import Settings
+from spotrun.core.controller_record import ControllerHost, SshTarget
+from spotrun.core.errors import RemoteError, StateError, UsageError
+from spotrun.core.waiting import wait_until
+from spotrun.remote import controller_host as hostrec
+from spotrun.remote.provision import code_bundle
+from spotrun.remote.ssh_binary import SshBinaryRunner, explain_ssh_failure
+
+# What the controller imports, by module, with the name pip installs it by.
+DEPENDENCIES: dict[str, str] = {
+    "boto3": "boto3",
+    "botocore": "botocore",
+    "paramiko": "paramiko",
+    "cryptography": "cryptography",
+    "typer": "typer",
+    "rich": "rich",
+    "pydantic": "pydantic",
+    "yaml": "PyYAML",
+    "optuna": "optuna",
+    "numpy": "numpy",
+}
+Log = Callable[[str], None]
+
+
+def version_here() -> str:
+    """This spotrun's version and the digest of its code (two checkouts of one version differ)."""
+    return f"{spotrun.__version__}+{code_bundle().digest}"
+
+
+@dataclass(frozen=True)
+class UpResult:
+    record: ControllerHost
+    pushed_code: bool
+    copied_config: bool
+    record_path: Path
+    restarted_pid: int | None = None  # the controller that ran there before, ended for this code
+
+
+def _quiet(_line: str) -> None:
+    return None
+
+
+def controller_up(
+    settings: Settings,
+    on: str,
+    *,
+    key_file: Path | None = None,
+    python: str = "python3",
+    remote_home: str | None = None,
+    log: Log = _quiet,
+) -> UpResult:
+    """Make the host behind `on` (ssh://[USER@]HOST[:PORT]) this home's controller."""
+    if on == "aws":
+        raise UsageError(
+            "--on aws is not built yet: name an always-on machine of yours with "
+            "--on ssh://[USER@]HOST[:PORT]"
+        )
+    target = records.parse_ssh_url(on)
+    known = records.load_record(settings.home)
+    if known is not None and known.target != target:
+        raise StateError(
+            f"this home's controller lives on {known.where}; its runs and sweeps are there",
+            hint="`spotrun controller down` first (--force stops what is live), then up again",
+        )
+    if key_file is not None and not key_file.is_file():
+        raise UsageError(f"--key {key_file}: no such file")
+    local_live = _local_live(settings)
+    if local_live:
+        raise StateError(
+            f"{len(local_live)} run(s) or sweep(s) are live under this machine's controller "
+            f"({', '.join(local_live[:5])})",
+            hint="let them end (or stop them) before moving the controller to another host",
+        )
+    key = str(key_file.expanduser().resolve()) if key_file is not None else None
+    home = settings.home
+    log(f"connecting to {target.url()} ...")
+    where = _probe(home, target, key)
+    host_home = remote_home or f"{where['home']}/.spotrun"
+    if not host_home.startswith("/"):
+        host_home = f"{where['home']}/{host_home}"
+    bundle = code_bundle()
+    code_dir = f"{host_home}/code/{bundle.digest}"
+    record = ControllerHost(
+        user=target.user,
+        host=target.host,
+        port=target.port,
+        key_file=key,
+        python=python,
+        home=host_home,
+        code_dir=code_dir,
+        version=version_here(),
+        since=time.time(),
+    )
+    runner = SshBinaryRunner(home, record)
+    q = shlex.quote
+    missing_python = runner.run(f"command -v {q(python)} >/dev/null", timeout_s=30)
+    if not missing_python.ok:
+        raise UsageError(
+            f"the host {record.where} has no {python}",
+            hint="install Python 3.10+ there, or name it with --python PATH",
+        )
+    _check_dependencies(runner, record)
+    marker = f"{code_dir}/.complete"
+    present = runner.run(f"test -f {q(marker)}", timeout_s=30).ok
+    if not present:
+        log(f"pushing spotrun's code ({bundle.size / 1e6:.1f} MB) to {code_dir} ...")
+        archive = f"{code_dir}.tar.gz"
+        runner.put(bundle.path, archive)
+        runner.run(
+            f"rm -rf {q(code_dir)} && mkdir -p {q(code_dir)} && tar -xzf {q(archive)} "
+            f"-C {q(code_dir)} && rm -f {q(archive)} && touch {q(marker)}",
+            timeout_s=300,
+        ).check(f"unpacking spotrun's code on {record.where}")
+    check = runner.run(record.spotrun_command(["--version"]), timeout_s=120)
+    if not check.ok:
+        tail = (check.stderr or check.stdout).strip().splitlines()[-3:]
+        raise RemoteError(
+            f"spotrun does not start on {record.where} with {python}: {' | '.join(tail)}"
+        )
+    copied = False
+    if settings.config_path.is_file():
+        log(f"copying {settings.config_path} to {host_home}/config.toml (no credentials)")
+        runner.run(f"mkdir -p {q(host_home)}", timeout_s=30).check("making SPOTRUN_HOME there")
+        runner.put(settings.config_path, f"{host_home}/config.toml")
+        copied = True
+    path = records.save_record(home, record)
+    restarted = _restart_controller(runner, record, log)
+    return UpResult(record, not present, copied, path, restarted)
+
+
+def _restart_controller(runner: SshBinaryRunner, record: ControllerHost, log: Log) -> int | None:
+    """A controller already running on the host may run other code: end it (its runs go on,
+    as after any controller's end) and let a command start it again with this code."""
+    answer = runner.run(record.spotrun_command(["controller", "status", "--json"]), timeout_s=120)
+    try:
+        pid = int(json.loads(answer.stdout).get("pid") or 0) if answer.ok else 0
+    except (ValueError, TypeError, AttributeError):
+        pid = 0
+    if not pid:
+        return None
+    log(f"restarting the controller there (pid {pid}) with this code ...")
+    runner.run(f"kill -TERM {pid}", timeout_s=30)
+    wait_until(
+        lambda: not runner.run(f"kill -0 {pid} 2>/dev/null", timeout_s=30).ok,
+        timeout_s=60,
+        what=f"the controller on {record.where} (pid {pid}) to exit",
+    )
+    runner.run(record.spotrun_command(["ls"]), timeout_s=120).check(
+        f"starting the controller on {record.where} again"
+    )  # any command starts the controller when something is live
+    return pid
+
+
+def _probe(home: Path, target: SshTarget, key: str | None) -> dict[str, str]:
+    """Connect once (pinning the host key if it is new) and read the host's home folder."""
+    import subprocess
+
+    argv = [
+        "ssh",
+        *hostrec.ssh_options(home, target, key, first_use=True),
+        "-o",
+        "ControlMaster=no",
+        "-T",
+        "--",
+        target.login,
+        'printf "%s\\n" "$HOME"',
+    ]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RemoteError(f"{target.url()} did not answer within 60 s") from exc
+    except OSError as exc:
+        raise UsageError(f"cannot run ssh: {exc}", hint="install OpenSSH's client") from exc
+    if proc.returncode != 0:
+        probe = ControllerHost(target.user, target.host, target.port, key, "", "", "", "", 0.0)
+        raise explain_ssh_failure(probe, home, proc.stderr)
+    found = proc.stdout.strip().splitlines()
+    if not found or not found[-1].startswith("/"):
+        raise RemoteError(f"{target.url()} did not say where its home folder is: {proc.stdout!r}")
+    return {"home": found[-1]}
+
+
+def _check_dependencies(runner: SshBinaryRunner, record: ControllerHost) -> None:
+    probe = (
+        "import importlib.util, sys; "
+        f"names = {sorted(DEPENDENCIES)!r}; "
+        "print(sys.version_info >= (3, 10)); "
+        "print(' '.join(n for n in names if importlib.util.find_spec(n) is None))"
+    )
+    result = runner.run(f"{shlex.quote(record.python)} -c {shlex.quote(probe)}", timeout_s=120)
+    result.check(f"checking {record.python} on {record.where}")
+    lines = result.stdout.strip().splitlines()
+    if not lines or lines[0] != "True":
+        raise UsageError(
+            f"{record.python} on {record.where} is older than Python 3.10",
+            hint="name a newer one with --python PATH",
+        )
+    missing = lines[1].split() if len(lines) > 1 else []
+    if missing:
+        packages = " ".join(DEPENDENCIES[m] for m in missing)
+        raise UsageError(
+            f"{record.python} on {record.where} lacks spotrun's dependencies: {packages}",
+            hint=f"install them there: `{record.python} -m pip install {packages}`",
+        )
+
+
+# ------------------------------------------------------------------ status
+@dataclass
+class ControllerStatus:
+    where: str  # "this machine" or ssh://...
+    home: str
+    reachable: bool
+    pid: int | None
+    live_runs: list[str] = field(default_factory=list)
+    live_sweeps: list[str] = field(default_factory=list)
+    version_there: str | None = None
+    version_here: str = ""
+    problem: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _local_live(settings: Settings) -> list[str]:
+    status = local_status(settings)
+    return status.live_runs + status.live_sweeps
+
+
+def local_status(settings: Settings) -> ControllerStatus:
+    """This machine's controller: its pid, and what is live under this home."""
+    from spotrun.store.ledger import Ledger
+    from spotrun.store.sweeps import SweepStore
+
+    runs: list[str] = []
+    sweeps: list[str] = []
+    if (settings.home / "ledger.db").exists():
+        with Ledger(settings) as ledger:
+            runs = [f"{r.name} ({r.state.value})" for r in ledger.active_runs()]
+            sweeps = [f"sweep {s.name}" for s in SweepStore(ledger).live()]
+    here = version_here()
+    return ControllerStatus(
+        where="this machine",
+        home=str(settings.home),
+        reachable=True,
+        pid=running_pid(settings),
+        live_runs=runs,
+        live_sweeps=sweeps,
+        version_there=here,
+        version_here=here,
+    )
+
+
+def controller_status(settings: Settings) -> ControllerStatus:
+    record = records.load_record(settings.home)
+    if record is None:
+        return local_status(settings)
+    status = ControllerStatus(
+        where=record.where,
+        home=record.home,
+        reachable=False,
+        pid=None,
+        version_here=version_here(),
+    )
+    try:
+        runner = SshBinaryRunner(settings.home, record)
+        result = runner.run(
+            record.spotrun_command(["controller", "status", "--json"]), timeout_s=60
+        )
+    except RemoteError as exc:
+        status.problem = exc.user_message()
+        return status
+    status.reachable = True
+    try:
+        there = json.loads(result.stdout)
+    except ValueError:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        status.problem = f"spotrun on the host answered no status: {' | '.join(tail)}"
+        return status
+    status.pid = there.get("pid")
+    status.live_runs = list(there.get("live_runs", []))
+    status.live_sweeps = list(there.get("live_sweeps", []))
+    status.version_there = there.get("version_here")
+    return status
+
+
+# -------------------------------------------------------------------- down
+@dataclass(frozen=True)
+class DownResult:
+    where: str
+    stopped: list[str]
+    controller_pid: int | None
+    forgot: bool
+    output: str = ""
+
+
+def local_down(settings: Settings, *, force: bool, log: Log = _quiet) -> DownResult:
+    """End this machine's controller: refused while something is live unless `force`, which
+    stops every live sweep and run first (nothing is left billing)."""
+    status = local_status(settings)
+    live = status.live_runs + status.live_sweeps
+    if live and not force:
+        raise StateError(
+            f"{len(live)} run(s) or sweep(s) are live: {', '.join(live[:8])}",
+            hint="stop them first, or `spotrun controller down --force` stops them all",
+        )
+    stopped: list[str] = []
+    if live:
+        stopped = _stop_everything(settings, log)
+    pid = running_pid(settings)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        wait_until(
+            lambda: not lock_is_held(lock_path(settings), pid),
+            timeout_s=60,
+            what=f"the controller (pid {pid}) to exit",
+        )
+    return DownResult("this machine", stopped, pid, False)
+
+
+def _stop_everything(settings: Settings, log: Log) -> list[str]:
+    from spotrun.service import runs as api
+    from spotrun.service import sweeps as sweep_service
+    from spotrun.store.sweeps import SweepStore
+
+    stopped: list[str] = []
+    ledger = api.open_ledger(settings)
+    try:
+        for sweep in SweepStore(ledger).live():
+            log(f"stopping sweep {sweep.name} ...")
+            with contextlib.suppress(StateError):  # it ended meanwhile
+                sweep_service.stop_sweep(ledger, sweep.id)
+            stopped.append(f"sweep {sweep.name}")
+        for run in ledger.active_runs():
+            log(f"stopping run {run.name} ...")
+            with contextlib.suppress(StateError):
+                api.stop(ledger, run.id)
+            stopped.append(run.name)
+    finally:
+        ledger.close()
+    return stopped
+
+
+def controller_down(settings: Settings, *, force: bool, log: Log = _quiet) -> DownResult:
+    record = records.load_record(settings.home)
+    if record is None:
+        return local_down(settings, force=force, log=log)
+    runner = SshBinaryRunner(settings.home, record)
+    args = ["controller", "down", "--json", *(["--force"] if force else [])]
+    log(f"ending the controller on {record.where} ...")
+    result = runner.run(record.spotrun_command(args), timeout_s=1800)
+    if not result.ok:
+        said = [line for line in result.stderr.strip().splitlines() if line.strip()]
+        message = said[-1] if said else f"exit code {result.exit_code}"
+        raise StateError(
+            f"the controller on {record.where} stays: {message.removeprefix('error: ')}"
+        )
+    there = json.loads(result.stdout or "{}")
+    # nothing is live there now: the launches' staged task files and workdirs can go
+    runner.run(f"rm -rf {shlex.quote(record.home + '/staging')}", timeout_s=300)
+    hostrec.close_shared_connection(settings.home, record)
+    records.forget_record(settings.home)
+    return DownResult(
+        record.where, list(there.get("stopped", [])), there.get("controller_pid"), True
+    )
