@@ -13,7 +13,7 @@ from typing import Any
 from spotrun.agent.wrapper import LOG_FILE
 from spotrun.control.metrics import MetricsTail
 from spotrun.core.rundir import PROGRESS_FILE
-from spotrun.core.runstates import RunState
+from spotrun.core.runstates import TERMINAL, RunState
 from spotrun.store.ledger import Ledger
 
 
@@ -103,6 +103,16 @@ class ProgressWatch:
         return value if isinstance(value, dict) else None
 
 
+_JOB_ENDED_STATES = (RunState.SYNCING, RunState.INTERRUPTED, *TERMINAL)
+
+
+def _after_job_end(update: Update) -> bool:
+    """Whether the controller recorded `update` because the job had ended."""
+    if update.kind == "state":
+        return update.state in _JOB_ENDED_STATES
+    return update.text.startswith("job: job exited")
+
+
 def follow(
     ledger: Ledger,
     run_id: str,
@@ -132,12 +142,18 @@ def follow(
         ] + [
             Update("event", e.at, run.state, f"{e.kind}: {e.message}") for e in events[seen_events:]
         ]
-        yield from sorted(fresh, key=lambda u: u.at)
+        fresh.sort(key=lambda u: u.at)
+        # The job's last lines were written before it ended: shown before what followed its
+        # end (the controller saw the exit, synced, finished), even when all of that came
+        # within one look.
+        cut = next((i for i, u in enumerate(fresh) if _after_job_end(u)), len(fresh))
+        yield from fresh[:cut]
         seen_transitions, seen_events = len(transitions), len(events)
         if log is not None:
             text = log.read_rest() if run.is_terminal else log.read_new()
             if text:
                 yield Update("output", time.time(), run.state, text=text)
+        yield from fresh[cut:]
         for record in tail.read_new():
             step = record.get("step")
             if isinstance(step, int) and step <= shown_step:

@@ -32,7 +32,10 @@ from tests.helpers import wait_for
 pytestmark = pytest.mark.slow
 
 HOST_HOME = "/root/.spotrun"  # SPOTRUN_HOME on the controller host (controller up's default)
-TRIAL = ["--set", "epochs=2", "--set", "threads=1"]
+# Three epochs after the only rung (epoch 1; the next, 4, is the end) so that, at load too,
+# the sweep's controller sees a trial at the rung while it still trains: ASHA stops only
+# a trial that has not finished.
+TRIAL = ["--set", "epochs=4", "--set", "threads=1"]
 RUN_EPOCHS = 6  # the notice lands after the first: five more give the agent time to see it
 
 
@@ -115,10 +118,10 @@ def test_a_run_and_a_sweep_finish_on_the_controller_host_while_the_laptop_is_awa
         launch += ["--set", item if not item.startswith("epochs=") else f"epochs={RUN_EPOCHS}"]
     run_id = env.cli(*launch, check=True, timeout=300).stdout.strip()
     # lr=0.0005 learns nothing in an epoch: with two trials ahead of it at the first rung,
-    # ASHA (grace 1 epoch, 1 in 2 goes on) stops it there
+    # ASHA (grace 1 epoch, only the best so far at the rung goes on) stops it there
     sweep_id = env.cli(
         "sweep", "digits-fast", "--cloud", "aws", "--grid", "lr=0.2,0.15,0.0005", *TRIAL,
-        "--early-stop", "asha", "--grace-epochs", "1", "--reduction-factor", "2",
+        "--early-stop", "asha", "--grace-epochs", "1", "--reduction-factor", "4",
         "--max-parallel", "2", "--name", "away", "-d",
         check=True, timeout=300,
     ).stdout.strip()  # fmt: skip
