@@ -38,6 +38,7 @@ from spotlab.front import CHECKIP_PATH, AwsFront, Fault, Hold
 from spotlab.hosts import HOST_HOME, Host, HostSpec
 from spotlab.iam import Identity
 from spotlab.imds import ROLE, Imds, role_credentials
+from spotlab.interruptions import EC2_NOTICE_S, ENDED_AS, notice_document
 from spotrun.cloud.aws.policy import instance_policy, user_policy
 
 REGION = "us-east-1"
@@ -157,8 +158,12 @@ class Lab:
         pending_s: float = 0.5,
         client_tokens: bool = True,
         iam: bool = True,
+        time_scale: float = 1 / 15,
     ) -> None:
         self.root = root
+        # Real seconds per EC2 second for what EC2 times itself: the notice's two minutes
+        # (EC2_NOTICE_S) last 120 * time_scale seconds here (8 s by default).
+        self.time_scale = time_scale
         self.boot = boot
         self.host_nice = host_nice
         self.boot_s = boot_s  # seconds from "running" in EC2 to the host answering SSH
@@ -505,32 +510,42 @@ class Lab:
         host.restart(new_host_key=True)
         return host.host_key_public
 
-    def interrupt(self, instance_id: str, notice_s: float = 2.0) -> None:
-        """A spot interruption: the notice in IMDS now, termination by EC2 after `notice_s`."""
-        when = time.time() + notice_s
-        stamp = datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        action = json.dumps({"action": "terminate", "time": stamp})
+    def interrupt(
+        self, instance_id: str, notice_s: float | None = None, action: str | None = None
+    ) -> None:
+        """A spot interruption: the notice in IMDS now, EC2 acting on it after `notice_s` (the
+        two minutes scaled by time_scale unless given). `action`: what EC2 does, by default
+        what the instance's request asked (InstanceInterruptionBehavior; terminate)."""
+        if notice_s is None:
+            notice_s = EC2_NOTICE_S * self.time_scale
+        if action is None:
+            spot = self.front.spot_requests.get(instance_id)
+            action = spot.behaviour if spot is not None else "terminate"
+        document = notice_document(action, time.time() + notice_s)
         imds = self._imds.get(instance_id)
         if imds is not None:
-            imds.announce("meta-data/spot/instance-action", action)
-        timer = threading.Timer(notice_s, self.reclaim, args=(instance_id,))
+            imds.announce("meta-data/spot/instance-action", document)
+        timer = threading.Timer(notice_s, self.reclaim, args=(instance_id, action))
         timer.daemon = True
         timer.start()
 
-    def reclaim(self, instance_id: str) -> None:
-        """EC2 takes the spot instance back now: terminated with a spot reason, host killed."""
+    def reclaim(self, instance_id: str, action: str = "terminate") -> None:
+        """EC2 takes the spot instance back now: terminated, or with action "stop" or
+        "hibernate" stopped (its volumes kept, and billed), with EC2's spot StateReason; the
+        host is killed either way."""
         from moto.ec2.models import ec2_backends
         from moto.ec2.models.instances import StateReason
 
+        code, message = ENDED_AS[action]
         backend = ec2_backends[ACCOUNT][REGION]
         instance = backend.get_instance(instance_id)
-        backend.terminate_instances([instance_id])
+        if action == "terminate":
+            backend.terminate_instances([instance_id])
+        else:
+            backend.stop_instances([instance_id])
         stamp = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S GMT")
         instance._reason = f"Service initiated ({stamp})"
-        instance.state_reason = StateReason(
-            "Server.SpotInstanceTermination: Spot instance termination",
-            "Server.SpotInstanceTermination",
-        )
+        instance.state_reason = StateReason(message, code)
         self.sync()
 
     def limit_spot_capacity(self, instance_type: str, zone: str, count: int) -> None:

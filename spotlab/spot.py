@@ -110,6 +110,7 @@ class Scenario:
         self.host_environments: dict[str, list[dict[str, str]]] = {}
         self.started = time.monotonic()
         self.acts: list[str] = []  # what the scenario did, when: shown when a wait times out
+        self.ended_mid_run: list[str] = []  # stopped instances spotrun terminated mid-run
 
     # ---------------------------------------------------------------- look
     def ledger(self) -> Ledger:
@@ -269,9 +270,35 @@ class Scenario:
         live = self.lab.instances(self.run_id, states=("running",))
         return live[-1]["InstanceId"] if live else None
 
-    def notice(self, instance_id: str, notice_s: float = NOTICE_S) -> None:
+    def notice(
+        self, instance_id: str, notice_s: float = NOTICE_S, action: str | None = None
+    ) -> None:
         self._fault()
-        self.lab.interrupt(instance_id, notice_s=notice_s)
+        self.lab.interrupt(instance_id, notice_s=notice_s, action=action)
+
+    def ec2_state(self, instance_id: str) -> str:
+        (item,) = [i for i in self.lab.instances(self.run_id) if i["InstanceId"] == instance_id]
+        return str(item["State"]["Name"])
+
+    def stop_before_replacing(self, instance_id: str, action: str) -> None:
+        """A notice that stops or hibernates the instance; the replacement's RunInstances
+        waits until EC2 has done so, so that spotrun meets the instance stopped, not running."""
+        held = self.lab.hold("RunInstances")
+        self.notice(instance_id, action=action)
+        self._wait(lambda: self.ec2_state(instance_id) == "stopped", 60, f"{instance_id} stopped")
+        self._act(f"{instance_id} stopped by EC2 ({action})")
+        held.release()
+
+    def wait_terminated_mid_run(self, instance_id: str) -> None:
+        """The stopped instance is terminated by spotrun while the run goes on (its volumes
+        bill while stopped), not by the run's final teardown."""
+        self._wait(
+            lambda: self.ec2_state(instance_id) == "terminated", 120, f"{instance_id} terminated"
+        )
+        mid_run = ("requested", "provisioning", "bootstrapping", "running", "interrupted")
+        if self.state() not in mid_run:
+            raise AssertionError(f"{instance_id} was ended only as the run ended ({self.state()})")
+        self.ended_mid_run.append(instance_id)
 
     def reclaim(self, instance_id: str) -> None:
         self._fault()
@@ -369,7 +396,10 @@ class Scenario:
             out.evaluations_once = epochs == list(range(1, EPOCHS + 1))
         ec2_ids = {i["InstanceId"] for i in self.lab.instances(self.run_id)}
         out.instances = len(ec2_ids)
-        out.left_running = len(self.lab.instances(self.run_id, states=("pending", "running")))
+        # billing still: running, or stopped with its volumes
+        out.left_running = len(
+            self.lab.instances(self.run_id, states=("pending", "running", "stopping", "stopped"))
+        )
         with self.ledger() as ledger:
             records = {r.id: r for r in ledger.instances(self.run_id)}
             priced = {
@@ -489,25 +519,41 @@ def seeded_points(seed: int, count: int, low: float, high: float) -> list[float]
 
 
 # ------------------------------------------------------------------ scenarios
-def notice_at_two_points(s: Scenario, hard_second_replacement: bool = False) -> None:
+def notice_at_two_points(s: Scenario) -> None:
     """A spot notice early in training, and another on the replacement once it has trained an
-    epoch of its own (optionally with no capacity for the same offer and EC2 throttling when
-    replacing the second time)."""
+    epoch of its own."""
     s.launch()
     first = s.live_instance()
     s.wait_host_epoch(first, 1)
     s.notice(first)
     second = s.wait_running_on_new(first)
     s.wait_host_epoch(second, s.wait_host_resumed(second))
-    if hard_second_replacement:
-        s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
-        s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
     s.notice(second)
     s.wait_running_on_new(second)
 
 
-def notice_twice_hard_second(s: Scenario) -> None:
-    notice_at_two_points(s, hard_second_replacement=True)
+def rebalance_then_stop_and_hibernate(s: Scenario) -> None:
+    """A rebalance recommendation (recorded; the run goes on where it is), then notices at two
+    points of training whose instances EC2 stops and then hibernates (what it does for a
+    request asking that): each is terminated by spotrun, and the run resumes on new capacity
+    from the notice's checkpoint. The second replacement first meets no capacity for the same
+    offer and EC2 throttling on the way."""
+    s.launch()
+    first = s.live_instance()
+    s.wait_host_epoch(first, 1)
+    s.lab.announce_rebalance(first)
+    s._wait(
+        lambda: any("recommends rebalancing" in e for e in s.events()), 120, "the rebalance event"
+    )
+    s.stop_before_replacing(first, "stop")
+    second = s.wait_running_on_new(first)
+    s.wait_terminated_mid_run(first)
+    s.wait_host_epoch(second, s.wait_host_resumed(second))
+    s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
+    s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
+    s.stop_before_replacing(second, "hibernate")
+    s.wait_running_on_new(second)
+    s.wait_terminated_mid_run(second)
 
 
 def reclaim_without_notice(s: Scenario) -> None:
@@ -715,7 +761,9 @@ def notice_while_terminating(s: Scenario) -> None:
 
 
 SCENARIOS: dict[str, Callable[[Scenario], None]] = {
-    "2 notices; capacity error + throttling on 2nd": notice_twice_hard_second,
+    "rebalance; 2 notices that stop, hibernate; capacity error + throttling on 2nd": (
+        rebalance_then_stop_and_hibernate
+    ),
     "notice at two points of training": notice_at_two_points,
     "reclaimed without notice": reclaim_without_notice,
     "newest checkpoint damaged": newest_checkpoint_damaged,

@@ -61,16 +61,28 @@ def _run(name: str, env: Env, lab: Lab, reference: dict[str, Any]) -> spotlab.Ou
     return _scenario(name, env, lab, reference)[1]
 
 
-def test_two_notices_then_capacity_error_and_throttling(
+def test_rebalance_then_notices_that_stop_and_hibernate(
     spot_env: Env, lab: Lab, reference: dict[str, Any]
 ) -> None:
-    """Notices at two points of training; the second replacement first meets no capacity for
-    the same offer (then takes the next one) and EC2 throttling on the way. No secret is
-    written anywhere, and no AWS credentials reach the instances."""
-    name = "2 notices; capacity error + throttling on 2nd"
+    """A rebalance recommendation is recorded and the run stays where it is; then notices at
+    two points of training, after which EC2 stops, then hibernates, the instance: spotrun
+    terminates each (stopped, its volumes bill) while the run goes on, and resumes from the
+    notice's checkpoint. The second replacement first meets no capacity for the same offer
+    (then takes the next one) and EC2 throttling on the way. No secret is written anywhere,
+    and no AWS credentials reach the instances."""
+    name = "rebalance; 2 notices that stop, hibernate; capacity error + throttling on 2nd"
     scenario, out = _scenario(name, spot_env, lab, reference)
     assert out.instances == 3, str(out)
     assert out.lost_steps == [0, 0], str(out)  # the notice's checkpoint is where it goes on
+    ended = scenario.ended_mid_run  # the stopped ones, terminated by spotrun mid-run
+    assert len(set(ended)) == 2, scenario.acts
+    assert sum("recommends rebalancing" in e for e in out.events) == 1, out.events
+    stopped = [e for e in out.events if "stopped by EC2" in e]
+    assert len(stopped) == 2 and all(i in e for i, e in zip(ended, stopped)), out.events
+    with scenario.ledger() as ledger:
+        records = {r.id: r for r in ledger.instances(scenario.run_id)}
+        for instance_id in ended:  # its end is EC2's stop: compute billed up to it
+            assert "Server.SpotInstanceShutdown" in str(records[instance_id].end_reason)
     assert len(out.to_request_s) == 2 and max(out.to_request_s) <= 10.0, str(out)
     assert any("InsufficientInstanceCapacity" in e for e in out.events), str(out)
     # The replacements fetched the noticed instance's checkpoint from S3 themselves.
