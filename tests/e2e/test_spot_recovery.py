@@ -83,7 +83,9 @@ def test_rebalance_then_notices_that_stop_and_hibernate(
         records = {r.id: r for r in ledger.instances(scenario.run_id)}
         for instance_id in ended:  # its end is EC2's stop: compute billed up to it
             assert "Server.SpotInstanceShutdown" in str(records[instance_id].end_reason)
-    assert len(out.to_request_s) == 2 and max(out.to_request_s) <= 10.0, str(out)
+    # Both replacements were asked for on the notice, not on the loss that followed it.
+    noticed = [e for e in out.events if "requesting a replacement now" in e]
+    assert len(out.to_request_s) == 2 and len(noticed) == 2, str(out)
     assert any("InsufficientInstanceCapacity" in e for e in out.events), str(out)
     # The replacements fetched the noticed instance's checkpoint from S3 themselves.
     restored = [e for e in out.events if e.startswith("resume: restored")]
@@ -120,25 +122,28 @@ def test_supervisor_killed_at_ten_random_points(
 ) -> None:
     out = _run("supervisor SIGKILLed at 10 random points", spot_env, lab, reference)
     assert any("supervisor was not running" in e for e in out.events), out.events
-    assert out.instances in (1, 2) and all(lost == 0 for lost in out.lost_steps), str(out)
+    assert out.instances == 2 and out.lost_steps == [0], str(out)  # the notice's recovery
 
 
 def test_notice_while_the_request_is_open(
     spot_env: Env, lab: Lab, reference: dict[str, Any]
 ) -> None:
     """EC2 made the instance and took it back while spotrun's RunInstances call was still
-    open: the run asks again and trains on the second instance; both are in the ledger."""
+    open: the run asks again and trains on the second instance; both are in the ledger. (With
+    aws.ssh_timeout_s longer than the scenario's waits: waiting for SSH of the gone instance
+    instead of asking EC2 fails it.)"""
     out = _run("notice while the request is open", spot_env, lab, reference)
     assert out.instances == 2 and out.lost_steps == [], str(out)
-    assert len(out.to_request_s) == 1 and out.to_request_s[0] <= 10.0, str(out)
+    assert len(out.to_request_s) == 1, str(out)
 
 
 def test_notice_while_booting(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
-    """EC2 took the instance back before its SSH answered: the replacement is asked for in
-    seconds (EC2 is asked while waiting for SSH), not after aws.ssh_timeout_s (30 s here)."""
+    """EC2 took the instance back before its SSH answered: the replacement is asked for while
+    spotrun waits for SSH (it asks EC2 meanwhile), not after aws.ssh_timeout_s (600 s here,
+    longer than the scenario waits for the replacement)."""
     out = _run("notice while booting", spot_env, lab, reference)
     assert out.instances == 2 and out.lost_steps == [], str(out)
-    assert len(out.to_request_s) == 1 and out.to_request_s[0] <= 10.0, str(out)
+    assert len(out.to_request_s) == 1, str(out)
 
 
 def test_notice_while_syncing(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
