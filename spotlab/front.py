@@ -411,6 +411,10 @@ class AwsFront:
         self.spot_requests: dict[str, SpotRequest] = {}
         # Called with RunInstances' answer before it is sent (the lab ends instances there)
         self.after_run_instances: Callable[[bytes], None] | None = None
+        # EC2's refusal of a RunInstances it cannot fill (spotlab/capacity.py), checked and
+        # made under one lock, so that calls side by side cannot both take a pool's last place
+        self.capacity_refusal: Callable[[dict[str, str]], tuple[int, bytes] | None] | None = None
+        self._launch_lock = threading.Lock()
         self.on_instances_changed = on_instances_changed
         self.actions: list[str] = []  # every EC2 action seen, in order (tests may count calls)
         self.actions_params: list[dict[str, str]] = []  # and their parameters
@@ -510,7 +514,13 @@ class AwsFront:
             if early is not None:
                 return early[0], [("Content-Type", "text/xml")], early[1]
             if action in ("RunInstances", "TerminateInstances") and params.get("DryRun") != "true":
-                response = self._forward(method, path, headers, body)
+                with self._launch_lock:
+                    refused = None
+                    if action == "RunInstances" and self.capacity_refusal is not None:
+                        refused = self.capacity_refusal(params)
+                    if refused is not None:
+                        return refused[0], [("Content-Type", "text/xml")], refused[1]
+                    response = self._forward(method, path, headers, body)
                 if action == "RunInstances" and response[0] == 200:
                     self.consistency.made(params, response[2])
                     self._note_profiles(params, response[2])

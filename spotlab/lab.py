@@ -34,6 +34,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
+from spotlab.capacity import SpotPools
 from spotlab.front import CHECKIP_PATH, AwsFront, Fault, Hold
 from spotlab.hosts import HOST_HOME, Host, HostSpec
 from spotlab.iam import Identity
@@ -159,6 +160,7 @@ class Lab:
         client_tokens: bool = True,
         iam: bool = True,
         time_scale: float = 1 / 15,
+        spot_pool: int | None = 8,
     ) -> None:
         self.root = root
         # Real seconds per EC2 second for what EC2 times itself: the notice's two minutes
@@ -198,6 +200,11 @@ class Lab:
         # (type, zone) -> how many spot instances EC2 can fill there (None: any number)
         self.spot_capacity: dict[tuple[str, str], int] = {}
         self.front.after_run_instances = self._fill
+        # EC2's spot pools per (type, zone), `spot_pool` live instances each unless set
+        # (spotlab/capacity.py): a RunInstances that does not fit is refused, as EC2 does
+        self.spot_pools = SpotPools(spot_pool, self._zone_of_subnet)
+        self.spot_pools.live = self._live_spot
+        self.front.capacity_refusal = self.spot_pools.refusal
         # IAM enforced by the front (spotlab/iam.py): spotrun acts as a user holding exactly
         # the README's user policy, instances as the README's instance role.
         self.front.iam.enabled = iam
@@ -547,6 +554,25 @@ class Lab:
         instance._reason = f"Service initiated ({stamp})"
         instance.state_reason = StateReason(message, code)
         self.sync()
+
+    def set_spot_capacity(self, instance_type: str, zone: str, count: int | None) -> None:
+        """The spot pool of `instance_type` in `zone`: `count` live instances (0: none; None:
+        no limit). A spot RunInstances that does not fit is answered with EC2's
+        InsufficientInstanceCapacity, naming the type and zone; nothing is made."""
+        self.spot_pools.sizes[(instance_type, zone)] = count
+
+    def _zone_of_subnet(self, subnet_id: str) -> str | None:
+        if self.network is None:
+            return None
+        return next((z for z, s in self.network.subnets.items() if s == subnet_id), None)
+
+    def _live_spot(self, instance_type: str, zone: str) -> int:
+        return sum(
+            1
+            for i in self.instances(states=("pending", "running"))
+            if i.get("InstanceLifecycle") == "spot"
+            and (i["InstanceType"], i["Placement"]["AvailabilityZone"]) == (instance_type, zone)
+        )
 
     def limit_spot_capacity(self, instance_type: str, zone: str, count: int) -> None:
         """Spot capacity for only `count` live instances of the type in the zone: instances

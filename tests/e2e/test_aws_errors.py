@@ -65,6 +65,36 @@ def test_capacity_error_moves_on_to_the_next_offer(aws_env: Env, lab: Lab, code:
     _nothing_left(lab, run.id)
 
 
+def test_a_spot_pool_that_runs_out_sends_the_next_run_to_the_next_offer(
+    aws_env: Env, lab: Lab
+) -> None:
+    """EC2's spot capacity is per type and zone (the lab's pools, on by default): the cheapest
+    offer's pool holds one instance here. The first run takes it; the second is refused there
+    with EC2's InsufficientInstanceCapacity, naming type and zone, and gets the next cheapest
+    offer; once the first has ended, a third fits there again."""
+    cheapest = "us-east-1c"
+    lab.set_spot_capacity("c6i.large", cheapest, 1)
+    placed = []
+    for _ in range(2):
+        ledger, run, provider = _request_step(aws_env)
+        (instance,) = provider.describe(run.id)
+        placed.append((run.id, instance.zone))
+    assert [zone for _, zone in placed] == [cheapest, "us-east-1a"]
+    events = [e.message for e in ledger.events(placed[1][0])]
+    refusal = next(e for e in events if e.startswith(f"c6i.large in {cheapest}: "))
+    assert "InsufficientInstanceCapacity" in refusal, refusal
+    assert f"c6i.large capacity in the Availability Zone you requested ({cheapest})" in refusal
+    assert lab.spot_pools.refused == [("c6i.large", cheapest)]
+    provider.terminate(placed[0][0])
+    ledger, run, provider = _request_step(aws_env)
+    (instance,) = provider.describe(run.id)
+    assert instance.zone == cheapest, "the ended instance's place was not freed"
+    for run_id in (placed[1][0], run.id):
+        provider.terminate(run_id)
+    for run_id in (placed[0][0], placed[1][0], run.id):
+        _nothing_left(lab, run_id)
+
+
 def test_all_offers_failing_lists_what_was_tried(aws_env: Env, lab: Lab) -> None:
     fault = lab.fail("RunInstances", "InsufficientInstanceCapacity", times=None)
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
