@@ -356,8 +356,8 @@ class Recovery:
         self.ledger.add_event(
             run.id,
             "spot",
-            f"terminated {', '.join(i.id for i in stopped)}: stopped by EC2, whose volumes "
-            "bill until terminated",
+            f"terminated {', '.join(i.id for i in stopped)}: stopped, and a stopped "
+            "instance's volumes bill until it is terminated",
         )
 
     def _stored(self, run: RunRecord, inst: Instance, pull: Reach) -> bool:

@@ -77,7 +77,7 @@ def test_rebalance_then_notices_that_stop_and_hibernate(
     ended = scenario.ended_mid_run  # the stopped ones, terminated by spotrun mid-run
     assert len(set(ended)) == 2, scenario.acts
     assert sum("recommends rebalancing" in e for e in out.events) == 1, out.events
-    stopped = [e for e in out.events if "stopped by EC2" in e]
+    stopped = [e for e in out.events if "volumes bill until" in e]
     assert len(stopped) == 2 and all(i in e for i, e in zip(ended, stopped)), out.events
     with scenario.ledger() as ledger:
         records = {r.id: r for r in ledger.instances(scenario.run_id)}
