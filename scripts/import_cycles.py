@@ -13,11 +13,7 @@ import sys
 
 import grimp
 
-KNOWN: list[frozenset[str]] = [
-    # ClusterSteps drives the controller's private steps (TYPE_CHECKING import back); cut
-    # when the controller splits into parts with public steps (docs/ARCHITECTURE.md).
-    frozenset({"spotrun.control.cluster_steps", "spotrun.control.controller"}),
-]
+KNOWN: list[frozenset[str]] = []  # none left open
 
 
 def cycles(graph: grimp.ImportGraph) -> list[set[str]]:

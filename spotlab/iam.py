@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape, unescape
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -144,7 +144,12 @@ class Iam:
         target = headers.get("X-Amz-Target", "")
         if service == "s3":
             action, arn = _s3_action(method, parts.path, query)
-            return Ask(key_id, service, action, (Resource(arn),), head=method == "HEAD")
+            arns = [arn]
+            if action == "s3:DeleteObject" and arn.endswith("/*"):  # DeleteObjects: each key
+                keys = re.findall(r"<Key>(.*?)</Key>", body.decode(errors="replace"), flags=re.S)
+                arns = [arn[:-1] + unescape(key) for key in keys] or arns
+            named = tuple(Resource(a) for a in arns)
+            return Ask(key_id, service, action, named, head=method == "HEAD")
         if target:  # JSON protocol: "AmazonSSM.GetParameter"
             return Ask(key_id, service, f"{service}:{target.split('.')[-1]}", (Resource("*"),))
         params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}

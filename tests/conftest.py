@@ -19,6 +19,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests (whole runs in the lab) first, the quick ones after, each group in its
+    file order: pytest-xdist's workers then end on quick tests they can share out, instead of
+    one worker finishing a two-minute scenario alone while the other waits."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @dataclass
 class Env:
     home: Path

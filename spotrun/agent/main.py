@@ -12,7 +12,6 @@ import os
 import shlex
 import signal
 import sys
-import time
 from pathlib import Path
 
 from spotrun.agent.exec_window import exec_status, start_exec
@@ -25,6 +24,7 @@ from spotrun.agent.wrapper import (
     run_wrapped,
     signal_job,
 )
+from spotrun.core.waiting import poll_until
 
 
 def _read_json(path: Path) -> dict[str, object] | None:
@@ -72,9 +72,8 @@ def stop_job(session: str, run_dir: Path, grace_s: float) -> dict[str, object]:
     signalled = False
     if session_exists(session) and not (run_dir / EXIT_FILE).exists():
         signalled = signal_job(run_dir, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while signalled and time.monotonic() < deadline and not (run_dir / EXIT_FILE).exists():
-        time.sleep(0.1)
+    if signalled:
+        poll_until((run_dir / EXIT_FILE).exists, timeout_s=grace_s, interval_s=0.1)
     killed = kill_session(session)
     status = job_status(session, run_dir)
     status.update({"signalled": signalled, "killed_session": killed})

@@ -39,6 +39,7 @@ from spotrun.agent.wrapper import (
     write_json_atomic,
 )
 from spotrun.core.rundir import METRICS_FILE
+from spotrun.core.waiting import poll_until
 from spotrun.datasets.progress import STATUS_FILE as STAGING_FILE
 
 log = logging.getLogger("spotrun.watcher")
@@ -119,10 +120,7 @@ class Watcher:
         # Through its wrapper (which then waits for the job to finish saving), as `stop` does.
         if not signal_job(self.config.run_dir, signal.SIGTERM):
             return self._job_ended()
-        deadline = time.monotonic() + self.config.checkpoint_wait_s
-        while time.monotonic() < deadline and not self._job_ended():
-            time.sleep(0.1)
-        return self._job_ended()
+        return poll_until(self._job_ended, timeout_s=self.config.checkpoint_wait_s, interval_s=0.1)
 
     def upload(self) -> list[str]:
         """Push the checkpoints and the final files to the durable store (S3)."""

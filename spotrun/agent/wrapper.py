@@ -29,6 +29,8 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
+from spotrun.core.waiting import poll_until
+
 JOB_FILE = "job.json"
 # The job's environment on its machine: a file only the job's user can read (0600), never an
 # argv (the agent's, tmux's): values such as API keys must not be readable in /proc by every
@@ -235,11 +237,8 @@ class _Wrapper:
         return 128 - code if code < 0 else code  # killed by a signal: as a shell reports it
 
     def _drain(self, reaped: int) -> None:
-        deadline = time.monotonic() + DRAIN_S
-        waiting = [p for p in self.signalled if p != reaped]
-        while waiting and time.monotonic() < deadline:
-            waiting = [p for p in waiting if _alive(p)]
-            time.sleep(0.05)
+        others = [p for p in self.signalled if p != reaped]
+        poll_until(lambda: not any(_alive(p) for p in others), timeout_s=DRAIN_S, interval_s=0.05)
 
     def write_exit(self, code: int, phase: str) -> None:
         write_json_atomic(

@@ -137,7 +137,12 @@ def launch(
         None, "--workdir", help="folder shipped to the instance (.gitignore respected)"
     ),
     setup: str | None = typer.Option(None, "--setup", help="bash run once per instance first"),
-    env_: list[str] = typer.Option([], "--env", metavar="KEY=VALUE", help="for your command"),
+    env_: list[str] = typer.Option(
+        [],
+        "--env",
+        metavar="KEY=VALUE",
+        help="in the job's environment (W&B's and MLflow's variables come along by themselves)",
+    ),
     cloud: Cloud | None = typer.Option(
         None, "--cloud", help="where to run; default from config (local)"
     ),
@@ -206,6 +211,7 @@ def launch(
                 max_cost_usd=max_cost,
                 max_hours=max_hours,
                 resources=flags,
+                envs=own.job_env(),
             )
     except BaseException:
         if warm is not None:
@@ -260,11 +266,7 @@ class OwnJobFlags:
             return
         given = [
             flag
-            for flag, value in (
-                ("--workdir", self.workdir),
-                ("--setup", self.setup),
-                ("--env", self.envs or None),
-            )
+            for flag, value in (("--workdir", self.workdir), ("--setup", self.setup))
             if value is not None
         ]
         if given:
@@ -272,6 +274,16 @@ class OwnJobFlags:
                 f"{', '.join(given)}: only with --cmd or a task file; a recipe runs spotrun's "
                 "own trainer"
             )
+
+    def job_env(self) -> dict[str, str]:
+        """The job's own environment: the trackers' variables of this shell, then --env."""
+        from spotrun.core.tracker_env import tracker_env
+        from spotrun.jobs import own_command as ownjob
+
+        carried = tracker_env(os.environ)
+        if carried:  # names only: values such as WANDB_API_KEY are never printed
+            err.print(f"carrying {', '.join(carried)} into the job's environment", markup=False)
+        return {**carried, **ownjob.parse_envs(self.envs)}
 
     def prepare(
         self,
@@ -288,7 +300,7 @@ class OwnJobFlags:
         from spotrun.jobs import own_command as ownjob
         from spotrun.jobs.taskfile import load_task
 
-        envs = ownjob.parse_envs(self.envs)
+        envs = self.job_env()
         if gpus is not None:
             resources = {**resources, "gpus": gpus}
         limit = settings.workdir_max_mb

@@ -70,7 +70,8 @@ def resume(
 
 
 def rm(run: str = typer.Argument(..., help=RUN_HELP, autocompletion=complete_run)) -> None:
-    """Forget an ended run: its ledger rows (cost included) and its run folder.
+    """Forget an ended run: its ledger rows (cost included), its run folder, and on AWS its
+    stored files in S3 and its SSH keys.
 
     A live run is refused: stop it first.
 

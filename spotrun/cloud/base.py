@@ -177,6 +177,11 @@ class Provider(Protocol):
 
     def runner(self, instance: Instance) -> Runner: ...
 
+    def forget(self, run_id: str) -> None:
+        """Delete what the cloud and this machine keep of an ended run (its records, stored
+        files, keys): `spotrun rm`."""
+        ...
+
     def run_dir(self, instance: Instance, run_id: str) -> str:
         """Where the run's files live on the instance."""
         ...

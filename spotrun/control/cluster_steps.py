@@ -17,44 +17,63 @@ The healthy nodes are never relaunched while the cluster stays.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from spotrun.cloud.base import Instance
+from spotrun.cloud.base import Instance, Provider
 from spotrun.control import cluster
-from spotrun.control.recovery import CHECKPOINT_WAIT_S
+from spotrun.control.recovery import CHECKPOINT_WAIT_S, Reach, Recovery
 from spotrun.core.errors import RemoteError
 from spotrun.core.runstates import RunState
+from spotrun.core.waiting import poll_until
 from spotrun.launch.plan import planned_gpus, planned_offer
-from spotrun.store.ledger import RunRecord
+from spotrun.remote.job import JobDriver
+from spotrun.store.ledger import Ledger, RunRecord
 
-if TYPE_CHECKING:
-    from spotrun.control.controller import RunController
+NodeJob = tuple[list[str], dict[str, str], list[str]]  # argv, environment, wrapper options
+
+
+@dataclass(frozen=True)
+class RunSteps:
+    """What the cluster steps use of the run's controller: its parts, and the single-node
+    steps they repeat on every node (the controller hands them over; nothing imports it)."""
+
+    ledger: Ledger
+    provider: Provider
+    recovery: Recovery
+    session: str  # the tmux session every node's torchrun runs in
+    move: Callable[[RunState, str], RunRecord]
+    restore_checkpoints: Callable[[RunRecord, Instance], None]
+    node_job: Callable[[RunRecord, Instance, cluster.ClusterSpec, int], NodeJob]
+    driver: Callable[[Instance], JobDriver]
+    sync: Callable[[RunRecord, Instance], None]  # a pull that is not the last
+    reach: Callable[[RunRecord], Reach]
 
 
 class ClusterSteps:
-    def __init__(self, controller: RunController) -> None:
-        self.c = controller
+    def __init__(self, run_steps: RunSteps) -> None:
+        self.steps = run_steps
         self._lost_since: float | None = None  # when the cluster's zone first had no room
 
     # --------------------------------------------------------------- bootstrap
     def bootstrap(self, run: RunRecord, live: list[Instance]) -> RunRecord:
-        c = self.c
+        steps = self.steps
         wanted = run.spec.resources.nodes
         if len(live) < wanted:
-            return c._move(
+            return steps.move(
                 RunState.INTERRUPTED,
                 f"{wanted - len(live)} of the cluster's {wanted} nodes went away while "
                 "bootstrapping",
             )
-        provider = c.provider
+        provider = steps.provider
         with ThreadPoolExecutor(max_workers=len(live)) as pool:  # independent SSH sessions
             list(pool.map(lambda inst: provider.bootstrap(inst, provider.runner(inst)), live))
         self._rejoin(run, live)
-        c._restore_checkpoints(run, live[0])  # your own command's checkpoint dir, on node 0
+        steps.restore_checkpoints(run, live[0])  # your own command's checkpoint dir, on node 0
         for rank, inst in enumerate(live):
             runner = provider.runner(inst)
-            c.recovery.start_watcher(run, inst, runner, judge_progress=rank == 0)
+            steps.recovery.start_watcher(run, inst, runner, judge_progress=rank == 0)
         head = live[0]
         spec = cluster.ClusterSpec(
             run_id=run.id,
@@ -62,23 +81,23 @@ class ClusterSteps:
             procs_per_node=max(
                 1, planned_gpus(run.plan, head.instance_type, run.spec.resources.gpus)
             ),
-            port=c.ledger.settings.aws.rendezvous_port,
+            port=steps.ledger.settings.aws.rendezvous_port,
             efa=bool((planned_offer(run.plan, head.instance_type) or {}).get("efa")),
         )
         cluster.write_layout(run.run_dir, spec)
-        overrides = dict(c.ledger.settings.aws.cluster_env)
+        overrides = dict(steps.ledger.settings.aws.cluster_env)
         for rank, inst in enumerate(live):
-            argv, env, wrap = c._node_job(run, inst, spec, rank)
+            argv, env, wrap = steps.node_job(run, inst, spec, rank)
             env.update(spec.env(rank, overrides))
-            started = c._driver(inst).start(argv, env, wrap)
-            c.ledger.add_event(
+            started = steps.driver(inst).start(argv, env, wrap)
+            steps.ledger.add_event(
                 run.id,
                 "job",
                 f"node {rank} ({inst.id}, {cluster.node_address(inst)}): torchrun "
-                f"{'started' if started else 'already running'} in tmux session {c.session}",
+                f"{'started' if started else 'already running'} in tmux session {steps.session}",
             )
         self._lost_since = None
-        return c._move(
+        return steps.move(
             RunState.RUNNING,
             f"job running on {len(live)} nodes (c10d rendezvous on "
             f"{cluster.node_address(head)}:{spec.port})",
@@ -87,36 +106,38 @@ class ClusterSteps:
     def _rejoin(self, run: RunRecord, live: list[Instance]) -> None:
         """On a restart: let the survivors' jobs end, bring their files and the lost nodes'
         home, and put the newest checkpoint on the new node 0."""
-        c = self.c
+        steps = self.steps
         previous = cluster.read_layout(run.run_dir)
         if not previous:
             return
         survivors = [inst for inst in live if inst.id in previous]
         for inst in survivors:
             self._wait_job_end(inst)
-            c._sync(run, inst, final=False)
-        c.recovery.collect(run, c._reach(run))
+            steps.sync(run, inst)
+        steps.recovery.collect(run, steps.reach(run))
         head = live[0]
-        c.recovery.restore(run, head, c.provider.runner(head), c.provider.run_dir(head, run.id))
+        steps.recovery.restore(
+            run, head, steps.provider.runner(head), steps.provider.run_dir(head, run.id)
+        )
 
     def _wait_job_end(self, inst: Instance) -> None:
-        driver = self.c._driver(inst)
-        deadline = time.monotonic() + CHECKPOINT_WAIT_S
-        while time.monotonic() < deadline:
+        driver = self.steps.driver(inst)
+
+        def ended() -> bool:
             try:
-                if not driver.status().alive:
-                    return
+                return not driver.status().alive
             except RemoteError:
-                return  # unreachable: recovery deals with it
-            time.sleep(0.3)
-        driver.stop(grace_s=15.0)  # a survivor that never heard of the stop: end it now
+                return True  # unreachable: recovery deals with it
+
+        if not poll_until(ended, timeout_s=CHECKPOINT_WAIT_S, interval_s=0.3):
+            driver.stop(grace_s=15.0)  # a survivor that never heard of the stop: end it now
 
     # ----------------------------------------------------------------- monitor
     def watch_others(self, run: RunRecord, live: list[Instance]) -> None:
         """Each poll: bring the other nodes' reports home (a notice, their logs)."""
-        c = self.c
+        steps = self.steps
         for inst in live[1:]:
-            c._sync(run, inst, final=False)
+            steps.sync(run, inst)
 
     # ----------------------------------------------------------------- request
     def zone_bound_passed(self, run: RunRecord, survivors: list[Instance]) -> bool:
@@ -125,17 +146,17 @@ class ClusterSteps:
         now = time.monotonic()
         if self._lost_since is None:
             self._lost_since = now
-        bound = self.c.ledger.settings.aws.cluster_replace_s
+        bound = self.steps.ledger.settings.aws.cluster_replace_s
         return bool(survivors) and now - self._lost_since >= bound
 
     def move_whole(self, run: RunRecord, survivors: list[Instance], tried: str) -> None:
         """Give up the cluster's zone: the survivors go as the lost node did (their
         checkpoints are collected before they are terminated), N nodes are asked anew."""
-        bound = self.c.ledger.settings.aws.cluster_replace_s
+        bound = self.steps.ledger.settings.aws.cluster_replace_s
         zone = survivors[0].zone if survivors else "its zone"
         for inst in survivors:
-            self.c.recovery.mark_doomed(inst, "the cluster moves")
-        self.c.ledger.add_event(
+            self.steps.recovery.mark_doomed(inst, "the cluster moves")
+        self.steps.ledger.add_event(
             run.id,
             "capacity",
             f"no replacement node in {zone} within {bound:.0f} s ({tried}); the whole cluster "

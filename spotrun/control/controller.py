@@ -20,7 +20,7 @@ from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runne
 from spotrun.control import budget_guard, cluster, ssh_config
 from spotrun.control.agent_end import AgentEnd, adopt_files, find_end
 from spotrun.control.cache_zone import prefer_cache_zone
-from spotrun.control.cluster_steps import ClusterSteps
+from spotrun.control.cluster_steps import ClusterSteps, RunSteps
 from spotrun.control.data_volumes import (
     attach_data_cache,
     attach_snapshot_data,
@@ -63,6 +63,17 @@ TRAINING_ENV = {
 COST_REFRESH_S = 300.0
 
 
+def recipe_env(run: RunRecord, remote_run_dir: str) -> dict[str, str]:
+    """The trainer's environment: spotrun's defaults, then the launch's own (--env, the
+    trackers' variables); the SPOTRUN_* ones are spotrun's alone."""
+    return {
+        **TRAINING_ENV,
+        **run.spec.env,
+        "SPOTRUN_RUN_ID": run.id,
+        "SPOTRUN_RUN_DIR": remote_run_dir,
+    }
+
+
 def job_argv(run: RunRecord, spotrun_argv: list[str], remote_run_dir: str) -> list[str]:
     argv = [*spotrun_argv, "train", run.spec.recipe, "--run-dir", remote_run_dir]
     for item in run.spec.overrides:
@@ -99,7 +110,22 @@ class RunController:
         self.devices = DeviceWatch(run.run_dir)  # device.json -> events (_device_events)
         self.recovery = Recovery(ledger, self.provider, run_id)  # spot interruptions
         # --nodes N: torchrun across N instances (spotrun.control.cluster_steps)
-        self.cluster = ClusterSteps(self) if run.spec.resources.nodes > 1 else None
+        self.cluster = ClusterSteps(self._run_steps()) if run.spec.resources.nodes > 1 else None
+
+    def _run_steps(self) -> RunSteps:
+        """This controller's parts and steps, as the cluster steps use them per node."""
+        return RunSteps(
+            ledger=self.ledger,
+            provider=self.provider,
+            recovery=self.recovery,
+            session=self.session,
+            move=self._move,
+            restore_checkpoints=self._restore_checkpoints,
+            node_job=self._node_job,
+            driver=self._driver,
+            sync=lambda run, inst: self._sync(run, inst, final=False),
+            reach=self._reach,
+        )
 
     # ------------------------------------------------------------------ drive
     def drive(self) -> RunRecord:
@@ -247,7 +273,7 @@ class RunController:
         self._restore_checkpoints(run, head)
         wrap: list[str] = []
         if run.spec.job is None:  # a recipe: spotrun's trainer, started as it always was
-            env = {**TRAINING_ENV, "SPOTRUN_RUN_ID": run.id, "SPOTRUN_RUN_DIR": remote_dir}
+            env = recipe_env(run, remote_dir)
             env.update(threads_env(self.provider, self.ledger, run))  # a shared machine's cores
             argv = job_argv(run, self.provider.spotrun_command(head), remote_dir)
         else:  # your own command (spotrun.remote.jobprep)
@@ -272,7 +298,7 @@ class RunController:
         remote_dir = self.provider.run_dir(inst, run.id)
         spotrun = self.provider.spotrun_command(inst)
         if run.spec.job is None:  # a recipe: `spotrun train` in every torchrun process
-            env = {**TRAINING_ENV, "SPOTRUN_RUN_ID": run.id, "SPOTRUN_RUN_DIR": remote_dir}
+            env = recipe_env(run, remote_dir)
             program = job_argv(run, ["-m", "spotrun"], remote_dir)
             return spec.torchrun_argv(spotrun[0], rank, program), env, []
         argv, env, wrap = self._prepare_own_job(run, inst)

@@ -239,6 +239,11 @@ class LaunchSpec(StrictModel):
     max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
     max_hours: float | None = Field(None, gt=0, allow_inf_nan=False)
     job: JobSpec | None = Field(None, description="what runs; None: the recipe, as stored before")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="a recipe's job environment: --env and the trackers' variables (your own "
+        "command keeps its environment in job.envs)",
+    )
 
     def job_spec(self) -> JobSpec:
         """The job this launch runs (runs recorded before jobs existed ran their recipe)."""

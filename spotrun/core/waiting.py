@@ -68,3 +68,21 @@ def wait_until(
             raise WaitTimeout(what, timeout_s, result)
         clock.sleep(min(delay, remaining))
         delay = min(backoff.max_s, delay * backoff.factor)
+
+
+def poll_until(
+    condition: Callable[[], bool],
+    *,
+    timeout_s: float,
+    interval_s: float,
+    clock: Clock = SYSTEM_CLOCK,
+) -> bool:
+    """Check `condition` every `interval_s` until it holds or `timeout_s` passes; whether it
+    held. For waits whose timeout is an answer, not an error (a grace period that ran out)."""
+    steady = Backoff(first_s=interval_s, factor=1.0, max_s=interval_s)
+    try:
+        return wait_until(
+            lambda: condition() or None, timeout_s=timeout_s, what="", backoff=steady, clock=clock
+        )
+    except WaitTimeout:
+        return False

@@ -14,10 +14,10 @@ import fcntl
 import os
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from spotrun.core.errors import DataError
+from spotrun.core.waiting import poll_until
 from spotrun.datasets.spec import SnapshotData
 
 MOUNT_ROOT = Path("/mnt/spotrun-data")
@@ -111,12 +111,15 @@ def _sudo() -> list[str]:
 def _wait_for_device(
     volume_id: str, sys_block: Path, wait_s: float, legacy: tuple[Path, ...]
 ) -> Path | None:
-    deadline = time.monotonic() + wait_s
-    device = device_for(volume_id, sys_block, legacy)
-    while device is None and time.monotonic() < deadline:
-        time.sleep(1.0)
+    found: list[Path] = []
+
+    def attached() -> bool:
         device = device_for(volume_id, sys_block, legacy)
-    return device
+        found[:] = [device] if device is not None else []
+        return device is not None
+
+    poll_until(attached, timeout_s=wait_s, interval_s=1.0)
+    return found[0] if found else None
 
 
 def mounted_cache(

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer
-from spotrun.cloud.local import LocalProvider
+from spotrun.cloud.capabilities import ChecksLaunches
 from spotrun.control import budget_guard, supervisor
 from spotrun.core.errors import StateError, UsageError
 from spotrun.core.rundir import newest_complete_checkpoint
@@ -78,9 +78,8 @@ def resume(
     plan = make_plan(spec.resources, provider.offers(spec.resources))
     if spec.max_cost_usd is not None:
         _check_budget_left(run, spec.max_cost_usd, spent, plan.chosen, ledger)
-    preflight = getattr(provider, "preflight", None)
-    if preflight is not None:
-        preflight(spec.resources)
+    if isinstance(provider, ChecksLaunches):
+        provider.preflight(spec.resources)
     found = newest_complete_checkpoint(run.run_dir)
     # Taken before the run moves: a follower shows the move back to planned and what follows.
     follow_from = FollowFrom.now(ledger, run.id, after_step=found[1] if found else -1)
@@ -172,11 +171,12 @@ def forget(ledger: Ledger, ref: str) -> RunRecord:
             f"run {run.name}'s supervisor is still finishing",
             hint="try again in a moment",
         )
+    # The cloud's copies first (S3's stored files, keys): if that fails the run stays known,
+    # so nothing it stored is left where no spotrun command would find it again.
+    get_provider(run.cloud, ledger.settings).forget(run.id)
     forget_run(ledger, run.id)
     runs_dir = ledger.settings.runs_dir.resolve()
     folder = run.run_dir.resolve()
     if folder.parent == runs_dir and folder.name == run.id and folder.is_dir():
         shutil.rmtree(folder)  # only the run's own folder under SPOTRUN_HOME/runs, never more
-    if run.cloud == "local":  # its instance record; a cloud's instances are gone already
-        LocalProvider(ledger.settings).forget(run.id)
     return run

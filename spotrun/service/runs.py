@@ -19,6 +19,7 @@ from spotrun.agent.session import session_exists, session_name, tmux_argv
 from spotrun.agent.wrapper import LOG_FILE
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer, Provider
+from spotrun.cloud.capabilities import AttachesOverSsh, ChecksLaunches, NamesItsPrices
 from spotrun.control import budget_guard, supervisor
 from spotrun.control.metrics import read_all
 from spotrun.core.config import (
@@ -75,8 +76,10 @@ def prepare_launch(
     max_cost_usd: float | None = None,
     max_hours: float | None = None,
     resources: dict[str, Any] | None = None,
+    envs: dict[str, str] | None = None,
 ) -> LaunchPlan:
-    """Validate everything a launch needs and choose offers; nothing is created."""
+    """Validate everything a launch needs and choose offers; nothing is created. `envs`: the
+    trainer's environment (--env and the trackers' variables, spotrun.core.tracker_env)."""
     if gpus is not None and gpus < 0:  # 0: the run needs no GPU (as in a task file)
         raise UsageError(
             f"--gpus must be 0 or more, got {gpus}",
@@ -101,6 +104,7 @@ def prepare_launch(
             cloud=cloud or settings.default_cloud,
             max_cost_usd=max_cost_usd if max_cost_usd is not None else settings.max_cost_usd,
             max_hours=max_hours,
+            env=dict(envs or {}),
         )
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc
@@ -109,15 +113,7 @@ def prepare_launch(
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
-    if spec.max_cost_usd is not None:
-        budget_guard.check_affordable(
-            spec.max_cost_usd, plan.chosen, merged.nodes, settings.budget_stop_margin_s
-        )
-    check_cluster_quota(provider, plan.chosen, merged.nodes)
-    # What the cloud will need (its image, its bucket, ...) is checked before a run exists.
-    preflight = getattr(provider, "preflight", None)
-    if preflight is not None:
-        preflight(merged)
+    check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
     return LaunchPlan(spec, recipe, plan, provider)
 
 
@@ -182,22 +178,33 @@ def prepare_job_launch(
         check_job_data(job.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = make_plan(merged, provider.offers(merged))
-    if spec.max_cost_usd is not None:
-        budget_guard.check_affordable(
-            spec.max_cost_usd, plan.chosen, merged.nodes, settings.budget_stop_margin_s
-        )
-    check_cluster_quota(provider, plan.chosen, merged.nodes)
-    preflight = getattr(provider, "preflight", None)
-    if preflight is not None:
-        preflight(merged)
+    check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
     return LaunchPlan(spec, None, plan, provider)
+
+
+def check_launchable(
+    settings: Settings,
+    provider: Provider,
+    wanted: Resources,
+    offer: Offer,
+    max_cost_usd: float | None,
+) -> None:
+    """The checks every launch (a run, your own command, a sweep's trial) passes once its
+    offer is chosen and before anything exists: the cap affords it, the account's quota holds
+    its nodes at once, and what the cloud will need (its image, its bucket, ...) is there."""
+    if max_cost_usd is not None:
+        budget_guard.check_affordable(
+            max_cost_usd, offer, wanted.nodes, settings.budget_stop_margin_s
+        )
+    check_cluster_quota(provider, offer, wanted.nodes)
+    if isinstance(provider, ChecksLaunches):
+        provider.preflight(wanted)
 
 
 def check_cluster_quota(provider: Provider, offer: Offer, nodes: int) -> None:
     """N nodes at once must fit the account's quota (clouds that can tell)."""
-    check = getattr(provider, "check_cluster_quota", None)
-    if nodes > 1 and check is not None:
-        check(offer, nodes)
+    if nodes > 1 and isinstance(provider, ChecksLaunches):
+        provider.check_cluster_quota(offer, nodes)
 
 
 def dry_run(settings: Settings, prepared: LaunchPlan) -> list[str]:
@@ -206,10 +213,9 @@ def dry_run(settings: Settings, prepared: LaunchPlan) -> list[str]:
     Returns the operations that passed. Only clouds with a permission check (AWS's DryRun) can.
     """
     provider = prepared.provider or get_provider(prepared.spec.cloud, settings)
-    check = getattr(provider, "dry_run", None)
-    if check is None:
+    if not isinstance(provider, ChecksLaunches):
         raise UsageError(f"--dry-run needs a cloud that can check permissions; not {provider.name}")
-    return list(check(prepared.plan.chosen))
+    return list(provider.dry_run(prepared.plan.chosen))
 
 
 @dataclass(frozen=True)
@@ -234,7 +240,8 @@ def prices(
         offers = make_plan(wanted, provider.offers(wanted), limit=None).offers
     except CredentialsError as exc:
         return catalog_prices(settings, wanted, why=exc.message)
-    return PriceTable(offers, str(getattr(provider, "on_demand_source", "the cloud")))
+    source = provider.on_demand_source if isinstance(provider, NamesItsPrices) else "the cloud"
+    return PriceTable(offers, source)
 
 
 def catalog_prices(settings: Settings, wanted: Resources, *, why: str) -> PriceTable:
@@ -397,9 +404,8 @@ def attach_command(ledger: Ledger, ref: str, node: int = 0) -> list[str]:
     from spotrun.sweep.packs import run_provider
 
     provider = run_provider(ledger, run)  # a packed sweep trial attaches through its pack
-    attach = getattr(provider, "attach_command", None)
-    if attach is not None:
-        return list(attach(run.id, node=node) if nodes > 1 else attach(run.id))
+    if isinstance(provider, AttachesOverSsh):
+        return list(provider.attach_command(run.id, node=node if nodes > 1 else None))
     session = session_name(run.id)
     if not session_exists(session):
         raise StateError(f"run {run.name}'s tmux session {session} is gone")

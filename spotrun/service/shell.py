@@ -9,6 +9,7 @@ from pathlib import Path
 
 from spotrun.agent.session import session_name, tmux_argv
 from spotrun.cloud import get_provider
+from spotrun.cloud.capabilities import ReachableOverSsh
 from spotrun.control import ssh_config
 from spotrun.core.errors import StateError, UsageError
 from spotrun.core.runstates import RunState
@@ -48,11 +49,10 @@ def shell_command(
             hint="`spotrun ls` shows which runs are running",
         )
     provider = get_provider(run.cloud, ledger.settings)
-    live_host = getattr(provider, "live_ssh_host", None)
-    if live_host is None:
+    if not isinstance(provider, ReachableOverSsh):
         raise UsageError(f"the {run.cloud} cloud offers no ssh access to its instances")
     path = ssh_config.refresh(ledger)
-    host = live_host(run.id, node if nodes > 1 else None)
+    host = provider.live_ssh_host(run.id, node if nodes > 1 else None)
     name = ssh_config.alias(run, node)
     note = f"the same host is `ssh -F {path} {name}` (or `ssh {name}` with an Include of it)"
     return Shell(run, host.argv(tty=tty, command=command), None, note)

@@ -13,12 +13,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from spotrun.cloud import get_provider
-from spotrun.control import budget_guard
 from spotrun.core.config import CloudName, Resources, Settings, describe_validation_error
 from spotrun.core.errors import StateError, UsageError
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.recipes import check_recipe, get_recipe
-from spotrun.service.runs import check_cluster_quota, check_multi_node, check_nodes
+from spotrun.service.runs import check_launchable, check_multi_node, check_nodes
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialStatus
 from spotrun.sweep import revive
@@ -131,14 +130,8 @@ def prepare_sweep(
         spec = spec.model_copy(update={"resources": {**spec.resources, "nodes": wanted.nodes}})
     provider = get_provider(chosen_cloud, settings)
     plan = plan_sweep(wanted, provider.offers(wanted), trials=len(trials), max_parallel=parallel)
-    if spec.max_cost_usd is not None:  # one trial alone must fit under the sweep's cap
-        budget_guard.check_affordable(
-            spec.max_cost_usd, plan.offers[0], plan.nodes, settings.budget_stop_margin_s
-        )
-    check_cluster_quota(provider, plan.offers[0], plan.nodes)  # one trial's nodes at once
-    preflight = getattr(provider, "preflight", None)
-    if preflight is not None:
-        preflight(wanted)
+    # one trial alone must fit under the sweep's cap; one trial's nodes at once in the quota
+    check_launchable(settings, provider, wanted, plan.offers[0], spec.max_cost_usd)
     return PreparedSweep(spec, trials, plan, notes)
 
 

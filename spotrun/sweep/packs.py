@@ -24,6 +24,7 @@ from pathlib import Path
 from spotrun.agent.session import session_name
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
+from spotrun.cloud.capabilities import AttachesOverSsh
 from spotrun.core.config import Resources
 from spotrun.core.errors import RemoteError, SpotrunError, StateError
 from spotrun.store.ledger import Ledger, RunRecord
@@ -222,6 +223,9 @@ class PackedProvider:
     def run_dir(self, instance: Instance, run_id: str) -> str:
         return self.real.run_dir(self._real_of(instance), run_id)
 
+    def forget(self, run_id: str) -> None:
+        self.real.forget(run_id)  # the trial's own stored files; the pack's stay its sweep's
+
     def spotrun_command(self, instance: Instance) -> list[str]:
         return self.real.spotrun_command(self._real_of(instance))
 
@@ -249,11 +253,10 @@ class PackedProvider:
         pull = getattr(self.real, "pull_durable", None)
         return [] if pull is None else list(pull(run_id, local_dir))
 
-    def attach_command(self, run_id: str) -> list[str]:
-        attach = getattr(self.real, "attach_command", None)
-        if attach is None:
+    def attach_command(self, run_id: str, node: int | None = None) -> list[str]:
+        if not isinstance(self.real, AttachesOverSsh):
             raise StateError("this cloud has no attach for packed trials")
-        argv = list(attach(self.pack.id))
+        argv = list(self.real.attach_command(self.pack.id))  # a trial is on one instance
         argv[-1] = f"tmux attach-session -t ={session_name(run_id)}"
         return argv
 

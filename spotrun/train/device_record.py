@@ -64,16 +64,28 @@ def read_record(run_dir: Path) -> DeviceRecord | None:
         return None
 
 
+TOLD_FILE = ".device-told"  # the written_at of the record last turned into an event
+
+
 class DeviceWatch:
-    """Turns each new device.json (first start, a resume elsewhere) into one event line."""
+    """Turns each new device.json (first start, a resume elsewhere) into one event line.
+
+    What it told is kept in the run folder, not only in memory: a controller that comes back
+    (restarted, or a new one after the laptop was closed) does not tell it again."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self._told: float | None = None
+        try:
+            self._told: float | None = float((run_dir / TOLD_FILE).read_text())
+        except (OSError, ValueError):
+            self._told = None
 
     def poll(self) -> list[str]:
         record = read_record(self.run_dir)
         if record is None or record.written_at == self._told:
             return []
         self._told = record.written_at
+        tmp = self.run_dir / (TOLD_FILE + ".tmp")
+        tmp.write_text(repr(record.written_at))
+        os.replace(tmp, self.run_dir / TOLD_FILE)
         return [record.line()]

@@ -49,9 +49,15 @@ def _host_tmux(lab: Lab, instance_id: str, *args: str) -> subprocess.CompletedPr
 
 def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     env = aws_env
-    run_id = env.cli(
-        "launch", "digits-fast", "--cloud", "aws", "--detach", *SHORT, check=True
-    ).stdout.strip()
+    # A tracker's variable in the launching shell, and --env: both reach the job's 0600
+    # environment file on the instance (no tracker is configured by these two).
+    env.vars["MLFLOW_EXPERIMENT_NAME"] = "lab-experiment"
+    launched = env.cli(
+        "launch", "digits-fast", "--cloud", "aws", "--detach", "--env", "NOTE=hi", *SHORT
+    )
+    assert launched.returncode == 0, launched.stderr
+    assert "carrying MLFLOW_EXPERIMENT_NAME into the job's environment" in launched.stderr
+    run_id = launched.stdout.strip()
     wait_for(
         lambda: _state(env, run_id) in ("running", "syncing", "succeeded"),
         timeout=60,
@@ -116,6 +122,10 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     assert json.loads((run_dir / "exit.json").read_text())["exit_code"] == 0
     remote_dir = f"/root/.spotrun/runs/{run_id}"
     job = json.loads(host.path(f"{remote_dir}/job.json").read_text())  # by the wrapper in tmux
+    job_env = host.path(f"{remote_dir}/.job-env.json")
+    assert job_env.stat().st_mode & 0o077 == 0
+    carried = json.loads(job_env.read_text())
+    assert (carried["MLFLOW_EXPERIMENT_NAME"], carried["NOTE"]) == ("lab-experiment", "hi")
     assert job["argv"] == [
         "/root/.spotrun/venv/bin/python",  # spotrun's venv over the image's python
         *["-m", "spotrun", "train", "digits-fast", "--run-dir", remote_dir, "--set", "epochs=2"],
@@ -159,6 +169,15 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     (inst,) = status["instances"]
     assert inst["id"] == instance_id and inst["market"] == "spot" and inst["state"] == "terminated"
     assert inst["terminated_at"] >= inst["launched_at"]
+
+    # `spotrun rm` forgets it everywhere: its stored files in S3 (the README user may delete
+    # under runs/*, IAM enforced), its SSH keys and its folder here.
+    assert (env.home / "ssh" / run_id).is_dir()
+    removed = env.cli("rm", run_id)
+    assert removed.returncode == 0, removed.stderr
+    left = lab.s3.list_objects_v2(Bucket=lab.bucket, Prefix=f"runs/{run_id}/")
+    assert left.get("KeyCount") == 0, left.get("Contents")
+    assert not (env.home / "ssh" / run_id).exists() and not run_dir.exists()
 
 
 def test_repeat_after_a_crash_makes_no_second_instance(aws_env: Env, lab: Lab) -> None:

@@ -138,6 +138,28 @@ def pull(s3: Any, bucket: str, run_id: str, local_dir: Path, region: str) -> lis
     return fetched
 
 
+def delete_run(s3: Any, bucket: str, run_id: str, region: str) -> int:
+    """Delete every stored file of the run (`spotrun rm`); how many there were."""
+    prefix = run_prefix(run_id)
+    with aws_call("s3", "ListObjectsV2", region):
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        keys = [obj["Key"] for page in pages for obj in page.get("Contents", [])]
+    for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
+        batch = [{"Key": key} for key in keys[start : start + 1000]]
+        with aws_call("s3", "DeleteObjects", region):
+            answer = s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+        failed = answer.get("Errors") or []
+        if failed:
+            first = failed[0]
+            raise CloudError(
+                f"S3 kept {len(failed)} of run {run_id}'s stored files "
+                f"(s3://{bucket}/{first.get('Key')}: {first.get('Code')} {first.get('Message')})",
+                hint="check that the policy allows s3:DeleteObject on runs/*, then "
+                f"`spotrun rm` again, or delete s3://{bucket}/{prefix} yourself",
+            )
+    return len(keys)
+
+
 def last_step(metrics: Path) -> int:
     """The step of the last whole line of a metrics.jsonl (-1 when it holds none)."""
     step = -1

@@ -46,7 +46,7 @@ USER_TAGGED_ACTIONS = (
     "ec2:CancelSpotInstanceRequests",
     "ec2:DeletePlacementGroup",
 )
-USER_S3_ACTIONS = ("s3:ListBucket", "s3:GetObject", "s3:PutObject")
+USER_S3_ACTIONS = ("s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 INSTANCE_ACTIONS = ("s3:ListBucket", "s3:PutObject", "s3:GetObject", "ec2:TerminateInstances")
 
 
@@ -69,6 +69,11 @@ def user_policy(
                 "Effect": "Allow",
                 "Action": ["s3:GetObject", "s3:PutObject"],
                 "Resource": [f"arn:aws:s3:::{bucket}/runs/*", f"arn:aws:s3:::{data_bucket}/*"],
+            },
+            {  # `spotrun rm`: a forgotten run's stored files, never a data set's
+                "Effect": "Allow",
+                "Action": ["s3:DeleteObject"],
+                "Resource": f"arn:aws:s3:::{bucket}/runs/*",
             },
             {
                 "Effect": "Allow",

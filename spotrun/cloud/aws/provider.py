@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import shlex
+import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -522,6 +523,23 @@ class AwsProvider:
                 "run %s: security groups %s still in use; `spotrun gc` removes them", run_id, left
             )
         return ec2i.describe_ids(self.clients, region, ids)
+
+    # -------------------------------------------------------------- forget
+    def forget(self, run_id: str) -> None:
+        """What spotrun keeps of an ended run here and in the cloud (`spotrun rm`): its stored
+        files in S3, its SSH key and pinned host keys, its region record. Its instances,
+        volumes and security group went when it ended (`spotrun gc` finds any left)."""
+        if self.aws.bucket:
+            region = self.run_region(run_id)
+            count = store.delete_run(
+                self.clients.client("s3", region), self.aws.bucket, run_id, region
+            )
+            if count:
+                log.info(
+                    "run %s: deleted %d stored file(s) in s3://%s", run_id, count, self.aws.bucket
+                )
+        shutil.rmtree(self.keys_dir / run_id, ignore_errors=True)
+        self._run_record(run_id).unlink(missing_ok=True)
 
     # --------------------------------------------------------- data volumes
     def attach_snapshot(self, instance: Instance, snapshot_id: str) -> volumes.DataVolume:

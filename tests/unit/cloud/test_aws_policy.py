@@ -33,6 +33,7 @@ IAM_NAME = {
     "s3:HeadBucket": "s3:ListBucket",
     "s3:HeadObject": "s3:GetObject",
     "s3:ListObjectsV2": "s3:ListBucket",
+    "s3:DeleteObjects": "s3:DeleteObject",  # checked for each key it names
     "sts:GetCallerIdentity": None,  # needs no permission
 }
 _CALL = re.compile(r"\.([a-z][a-z0-9_]+)\(")

@@ -8,7 +8,7 @@ from spotrun.cloud.base import Offer
 from spotrun.control.metrics import MetricsTail
 from spotrun.core.config import Resources
 from spotrun.core.errors import UsageError
-from spotrun.core.waiting import WaitTimeout, wait_until
+from spotrun.core.waiting import WaitTimeout, poll_until, wait_until
 from spotrun.launch.plan import make_plan
 
 
@@ -85,6 +85,16 @@ def test_wait_until_backs_off_and_times_out() -> None:
 def test_wait_until_returns_the_answer() -> None:
     answers = iter([None, False, "ready"])
     assert wait_until(lambda: next(answers), timeout_s=5, what="x", clock=FakeClock()) == "ready"
+
+
+def test_poll_until_answers_whether_the_condition_held_in_time() -> None:
+    clock = FakeClock()
+    answers = iter([False, False, True])
+    assert poll_until(lambda: next(answers), timeout_s=5, interval_s=0.5, clock=clock)
+    assert clock.sleeps == [0.5, 0.5]  # steady, no backoff
+    clock = FakeClock()
+    assert not poll_until(lambda: False, timeout_s=2, interval_s=0.5, clock=clock)
+    assert sum(clock.sleeps) == pytest.approx(2.0)  # checked once more at the deadline
 
 
 def test_metrics_tail_reads_complete_lines_only(tmp_path: Path) -> None:

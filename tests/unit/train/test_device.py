@@ -202,4 +202,5 @@ def test_recipe_with_auto_trains_at_the_precision_this_cpu_computes(
     # the controller's watch turns the record into one event, once
     watch = DeviceWatch(tmp_path)
     assert watch.poll() == [record.line()] and watch.poll() == []
+    assert DeviceWatch(tmp_path).poll() == []  # a controller that comes back: told already
     assert (tmp_path / DEVICE_FILE).exists()

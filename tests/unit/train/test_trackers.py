@@ -30,3 +30,21 @@ def test_configured_and_installed_trackers_are_made() -> None:
     wandb, mlflow = configured_trackers(Path("run"), {"lr": 0.1}, environ=env)
     assert isinstance(wandb, WandbTracker) and wandb.project == "p"
     assert isinstance(mlflow, MlflowTracker) and mlflow.experiment == "spotrun"
+
+
+def test_the_launch_carries_the_trackers_variables_only() -> None:
+    from spotrun.core.tracker_env import tracker_env
+
+    shell = {
+        "WANDB_API_KEY": "k",
+        "WANDB_PROJECT": "p",
+        "MLFLOW_TRACKING_URI": "http://mlflow:5000",
+        "MLFLOW_EXPERIMENT_NAME": " ",  # set but empty: nothing to carry
+        "AWS_SECRET_ACCESS_KEY": "never",
+        "HOME": "/home/u",
+    }
+    assert tracker_env(shell) == {
+        "MLFLOW_TRACKING_URI": "http://mlflow:5000",
+        "WANDB_API_KEY": "k",
+        "WANDB_PROJECT": "p",
+    }

@@ -1,0 +1,57 @@
+"""What some clouds can do beyond the Provider protocol, declared once.
+
+Every provider implements spotrun.cloud.base.Provider. The capabilities below belong to some
+clouds only (AWS has them all; the local cloud none): a caller asks `isinstance(provider,
+ChecksLaunches)` and gets a typed object, instead of probing for a method by its name.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from spotrun.cloud.base import Offer
+from spotrun.cloud.ssh_host import SshHost
+from spotrun.core.config import Resources
+
+
+@runtime_checkable
+class ChecksLaunches(Protocol):
+    """A cloud that can tell before anything exists whether a launch will work."""
+
+    def preflight(self, resources: Resources) -> None:
+        """What a launch needs (its image, its bucket, ...): UsageError when missing."""
+        ...
+
+    def check_cluster_quota(self, offer: Offer, nodes: int) -> None:
+        """Whether the account's quota holds `nodes` instances of `offer` at once."""
+        ...
+
+    def dry_run(self, offer: Offer) -> list[str]:
+        """Ask the cloud whether these credentials may launch; the operations that passed."""
+        ...
+
+
+@runtime_checkable
+class NamesItsPrices(Protocol):
+    """A cloud whose offers say where their on-demand prices came from."""
+
+    @property
+    def on_demand_source(self) -> str: ...
+
+
+@runtime_checkable
+class ReachableOverSsh(Protocol):
+    """A cloud whose instances the user's own ssh reaches (`spotrun ssh`)."""
+
+    def live_ssh_host(self, run_id: str, node: int | None = None) -> SshHost:
+        """The key, pinned host key and address of a live run's node."""
+        ...
+
+
+@runtime_checkable
+class AttachesOverSsh(Protocol):
+    """A cloud whose runs' tmux sessions are on another machine (`spotrun attach`)."""
+
+    def attach_command(self, run_id: str, node: int | None = None) -> list[str]:
+        """The user's ssh into the run's tmux session on that node."""
+        ...
