@@ -43,6 +43,7 @@ from spotlab.consistency import (
     not_found_error,
 )
 from spotlab.iam import Iam
+from spotlab.interruptions import SpotRequest, made_ids, requested
 
 # HTTP status EC2 sends with each code (capacity errors are server errors).
 STATUS = {
@@ -406,8 +407,14 @@ class AwsFront:
         self.quotas = Quotas()
         self.run_requests: list[dict[str, str]] = []  # RunInstances parameters, in order
         self.instance_profiles: dict[str, str] = {}  # instance id -> the profile it was given
+        # instance id -> the spot request it came from (its interruption behaviour)
+        self.spot_requests: dict[str, SpotRequest] = {}
         # Called with RunInstances' answer before it is sent (the lab ends instances there)
         self.after_run_instances: Callable[[bytes], None] | None = None
+        # EC2's refusal of a RunInstances it cannot fill (spotlab/capacity.py), checked and
+        # made under one lock, so that calls side by side cannot both take a pool's last place
+        self.capacity_refusal: Callable[[dict[str, str]], tuple[int, bytes] | None] | None = None
+        self._launch_lock = threading.Lock()
         self.on_instances_changed = on_instances_changed
         self.actions: list[str] = []  # every EC2 action seen, in order (tests may count calls)
         self.actions_params: list[dict[str, str]] = []  # and their parameters
@@ -507,10 +514,17 @@ class AwsFront:
             if early is not None:
                 return early[0], [("Content-Type", "text/xml")], early[1]
             if action in ("RunInstances", "TerminateInstances") and params.get("DryRun") != "true":
-                response = self._forward(method, path, headers, body)
+                with self._launch_lock:
+                    refused = None
+                    if action == "RunInstances" and self.capacity_refusal is not None:
+                        refused = self.capacity_refusal(params)
+                    if refused is not None:
+                        return refused[0], [("Content-Type", "text/xml")], refused[1]
+                    response = self._forward(method, path, headers, body)
                 if action == "RunInstances" and response[0] == 200:
                     self.consistency.made(params, response[2])
                     self._note_profiles(params, response[2])
+                    self._note_spot_request(params, response[2])
                 if action == "RunInstances" and self.after_run_instances is not None:
                     self.after_run_instances(response[2])
                 self.on_instances_changed()
@@ -551,6 +565,13 @@ class AwsFront:
         if profile:
             for instance_id in re.findall(rb"<instanceId>(i-[0-9a-f]+)</instanceId>", answer):
                 self.instance_profiles[instance_id.decode()] = profile
+
+    def _note_spot_request(self, params: dict[str, str], answer: bytes) -> None:
+        # moto keeps no spot options; EC2 interrupts as the request asked (interruptions.py)
+        spot = requested(params)
+        if spot is not None:
+            for instance_id in made_ids(answer):
+                self.spot_requests[instance_id] = spot
 
     def _hold(self, action: str) -> None:
         delay = self.delays.get(action)

@@ -34,10 +34,12 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
+from spotlab.capacity import SpotPools
 from spotlab.front import CHECKIP_PATH, AwsFront, Fault, Hold
 from spotlab.hosts import HOST_HOME, Host, HostSpec
 from spotlab.iam import Identity
 from spotlab.imds import ROLE, Imds, role_credentials
+from spotlab.interruptions import EC2_NOTICE_S, ENDED_AS, notice_document
 from spotrun.cloud.aws.policy import instance_policy, user_policy
 
 REGION = "us-east-1"
@@ -157,8 +159,13 @@ class Lab:
         pending_s: float = 0.5,
         client_tokens: bool = True,
         iam: bool = True,
+        time_scale: float = 1 / 15,
+        spot_pool: int | None = 8,
     ) -> None:
         self.root = root
+        # Real seconds per EC2 second for what EC2 times itself: the notice's two minutes
+        # (EC2_NOTICE_S) last 120 * time_scale seconds here (8 s by default).
+        self.time_scale = time_scale
         self.boot = boot
         self.host_nice = host_nice
         self.boot_s = boot_s  # seconds from "running" in EC2 to the host answering SSH
@@ -193,6 +200,11 @@ class Lab:
         # (type, zone) -> how many spot instances EC2 can fill there (None: any number)
         self.spot_capacity: dict[tuple[str, str], int] = {}
         self.front.after_run_instances = self._fill
+        # EC2's spot pools per (type, zone), `spot_pool` live instances each unless set
+        # (spotlab/capacity.py): a RunInstances that does not fit is refused, as EC2 does
+        self.spot_pools = SpotPools(spot_pool, self._zone_of_subnet)
+        self.spot_pools.live = self._live_spot
+        self.front.capacity_refusal = self.spot_pools.refusal
         # IAM enforced by the front (spotlab/iam.py): spotrun acts as a user holding exactly
         # the README's user policy, instances as the README's instance role.
         self.front.iam.enabled = iam
@@ -505,33 +517,62 @@ class Lab:
         host.restart(new_host_key=True)
         return host.host_key_public
 
-    def interrupt(self, instance_id: str, notice_s: float = 2.0) -> None:
-        """A spot interruption: the notice in IMDS now, termination by EC2 after `notice_s`."""
-        when = time.time() + notice_s
-        stamp = datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        action = json.dumps({"action": "terminate", "time": stamp})
+    def interrupt(
+        self, instance_id: str, notice_s: float | None = None, action: str | None = None
+    ) -> None:
+        """A spot interruption: the notice in IMDS now, EC2 acting on it after `notice_s` (the
+        two minutes scaled by time_scale unless given). `action`: what EC2 does, by default
+        what the instance's request asked (InstanceInterruptionBehavior; terminate)."""
+        if notice_s is None:
+            notice_s = EC2_NOTICE_S * self.time_scale
+        if action is None:
+            spot = self.front.spot_requests.get(instance_id)
+            action = spot.behaviour if spot is not None else "terminate"
+        document = notice_document(action, time.time() + notice_s)
         imds = self._imds.get(instance_id)
         if imds is not None:
-            imds.announce("meta-data/spot/instance-action", action)
-        timer = threading.Timer(notice_s, self.reclaim, args=(instance_id,))
+            imds.announce("meta-data/spot/instance-action", document)
+        timer = threading.Timer(notice_s, self.reclaim, args=(instance_id, action))
         timer.daemon = True
         timer.start()
 
-    def reclaim(self, instance_id: str) -> None:
-        """EC2 takes the spot instance back now: terminated with a spot reason, host killed."""
+    def reclaim(self, instance_id: str, action: str = "terminate") -> None:
+        """EC2 takes the spot instance back now: terminated, or with action "stop" or
+        "hibernate" stopped (its volumes kept, and billed), with EC2's spot StateReason; the
+        host is killed either way."""
         from moto.ec2.models import ec2_backends
         from moto.ec2.models.instances import StateReason
 
+        code, message = ENDED_AS[action]
         backend = ec2_backends[ACCOUNT][REGION]
         instance = backend.get_instance(instance_id)
-        backend.terminate_instances([instance_id])
+        if action == "terminate":
+            backend.terminate_instances([instance_id])
+        else:
+            backend.stop_instances([instance_id])
         stamp = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S GMT")
         instance._reason = f"Service initiated ({stamp})"
-        instance.state_reason = StateReason(
-            "Server.SpotInstanceTermination: Spot instance termination",
-            "Server.SpotInstanceTermination",
-        )
+        instance.state_reason = StateReason(message, code)
         self.sync()
+
+    def set_spot_capacity(self, instance_type: str, zone: str, count: int | None) -> None:
+        """The spot pool of `instance_type` in `zone`: `count` live instances (0: none; None:
+        no limit). A spot RunInstances that does not fit is answered with EC2's
+        InsufficientInstanceCapacity, naming the type and zone; nothing is made."""
+        self.spot_pools.sizes[(instance_type, zone)] = count
+
+    def _zone_of_subnet(self, subnet_id: str) -> str | None:
+        if self.network is None:
+            return None
+        return next((z for z, s in self.network.subnets.items() if s == subnet_id), None)
+
+    def _live_spot(self, instance_type: str, zone: str) -> int:
+        return sum(
+            1
+            for i in self.instances(states=("pending", "running"))
+            if i.get("InstanceLifecycle") == "spot"
+            and (i["InstanceType"], i["Placement"]["AvailabilityZone"]) == (instance_type, zone)
+        )
 
     def limit_spot_capacity(self, instance_type: str, zone: str, count: int) -> None:
         """Spot capacity for only `count` live instances of the type in the zone: instances

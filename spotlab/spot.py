@@ -39,6 +39,9 @@ COMPARED = ("step", "epoch", "train_loss", "test_loss", "test_acc", "lr")
 FAST = {"notice_poll_s": 0.5, "unreachable_s": 4.0, "end_grace_s": 600.0}
 NOTICE_S = 8.0  # notice to reclaim in the lab (EC2 gives 120 s)
 END_GRACE_S = 3.0  # job's end to the agent ending its instance, when no controller collects it
+# An SSH wait longer than any of a scenario's own waits (240 s): a run that waited it out
+# instead of asking EC2 meanwhile fails the scenario whatever the machine's load.
+LONG_SSH_TIMEOUT = {"ssh_timeout_s": 600.0}
 
 
 def reference_metrics(work: Path) -> dict[str, Any]:
@@ -110,6 +113,7 @@ class Scenario:
         self.host_environments: dict[str, list[dict[str, str]]] = {}
         self.started = time.monotonic()
         self.acts: list[str] = []  # what the scenario did, when: shown when a wait times out
+        self.ended_mid_run: list[str] = []  # stopped instances spotrun terminated mid-run
 
     # ---------------------------------------------------------------- look
     def ledger(self) -> Ledger:
@@ -269,9 +273,35 @@ class Scenario:
         live = self.lab.instances(self.run_id, states=("running",))
         return live[-1]["InstanceId"] if live else None
 
-    def notice(self, instance_id: str, notice_s: float = NOTICE_S) -> None:
+    def notice(
+        self, instance_id: str, notice_s: float = NOTICE_S, action: str | None = None
+    ) -> None:
         self._fault()
-        self.lab.interrupt(instance_id, notice_s=notice_s)
+        self.lab.interrupt(instance_id, notice_s=notice_s, action=action)
+
+    def ec2_state(self, instance_id: str) -> str:
+        (item,) = [i for i in self.lab.instances(self.run_id) if i["InstanceId"] == instance_id]
+        return str(item["State"]["Name"])
+
+    def stop_before_replacing(self, instance_id: str, action: str) -> None:
+        """A notice that stops or hibernates the instance; the replacement's RunInstances
+        waits until EC2 has done so, so that spotrun meets the instance stopped, not running."""
+        held = self.lab.hold("RunInstances")
+        self.notice(instance_id, action=action)
+        self._wait(lambda: self.ec2_state(instance_id) == "stopped", 60, f"{instance_id} stopped")
+        self._act(f"{instance_id} stopped by EC2 ({action})")
+        held.release()
+
+    def wait_terminated_mid_run(self, instance_id: str) -> None:
+        """The stopped instance is terminated by spotrun while the run goes on (its volumes
+        bill while stopped), not by the run's final teardown."""
+        self._wait(
+            lambda: self.ec2_state(instance_id) == "terminated", 120, f"{instance_id} terminated"
+        )
+        mid_run = ("requested", "provisioning", "bootstrapping", "running", "interrupted")
+        if self.state() not in mid_run:
+            raise AssertionError(f"{instance_id} was ended only as the run ended ({self.state()})")
+        self.ended_mid_run.append(instance_id)
 
     def reclaim(self, instance_id: str) -> None:
         self._fault()
@@ -369,7 +399,10 @@ class Scenario:
             out.evaluations_once = epochs == list(range(1, EPOCHS + 1))
         ec2_ids = {i["InstanceId"] for i in self.lab.instances(self.run_id)}
         out.instances = len(ec2_ids)
-        out.left_running = len(self.lab.instances(self.run_id, states=("pending", "running")))
+        # billing still: running, or stopped with its volumes
+        out.left_running = len(
+            self.lab.instances(self.run_id, states=("pending", "running", "stopping", "stopped"))
+        )
         with self.ledger() as ledger:
             records = {r.id: r for r in ledger.instances(self.run_id)}
             priced = {
@@ -489,25 +522,41 @@ def seeded_points(seed: int, count: int, low: float, high: float) -> list[float]
 
 
 # ------------------------------------------------------------------ scenarios
-def notice_at_two_points(s: Scenario, hard_second_replacement: bool = False) -> None:
+def notice_at_two_points(s: Scenario) -> None:
     """A spot notice early in training, and another on the replacement once it has trained an
-    epoch of its own (optionally with no capacity for the same offer and EC2 throttling when
-    replacing the second time)."""
+    epoch of its own."""
     s.launch()
     first = s.live_instance()
     s.wait_host_epoch(first, 1)
     s.notice(first)
     second = s.wait_running_on_new(first)
     s.wait_host_epoch(second, s.wait_host_resumed(second))
-    if hard_second_replacement:
-        s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
-        s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
     s.notice(second)
     s.wait_running_on_new(second)
 
 
-def notice_twice_hard_second(s: Scenario) -> None:
-    notice_at_two_points(s, hard_second_replacement=True)
+def rebalance_then_stop_and_hibernate(s: Scenario) -> None:
+    """A rebalance recommendation (recorded; the run goes on where it is), then notices at two
+    points of training whose instances EC2 stops and then hibernates (what it does for a
+    request asking that): each is terminated by spotrun, and the run resumes on new capacity
+    from the notice's checkpoint. The second replacement first meets no capacity for the same
+    offer and EC2 throttling on the way."""
+    s.launch()
+    first = s.live_instance()
+    s.wait_host_epoch(first, 1)
+    s.lab.announce_rebalance(first)
+    s._wait(
+        lambda: any("recommends rebalancing" in e for e in s.events()), 120, "the rebalance event"
+    )
+    s.stop_before_replacing(first, "stop")
+    second = s.wait_running_on_new(first)
+    s.wait_terminated_mid_run(first)
+    s.wait_host_epoch(second, s.wait_host_resumed(second))
+    s.lab.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
+    s.lab.fail("DescribeInstances", "RequestLimitExceeded", times=2)
+    s.stop_before_replacing(second, "hibernate")
+    s.wait_running_on_new(second)
+    s.wait_terminated_mid_run(second)
 
 
 def reclaim_without_notice(s: Scenario) -> None:
@@ -565,34 +614,27 @@ def ssh_dropped_while_syncing(s: Scenario) -> None:
 
 
 def supervisor_killed(s: Scenario, seed: int = 7) -> None:
-    """SIGKILL the supervisor at 10 seeded random moments: 4 while launching, 3 while training,
-    3 while recovering from a notice; after each, what any spotrun command does first: notice
-    the dead supervisor and start another."""
+    """SIGKILL the supervisor at 10 seeded random moments: 4 while launching, 3 while
+    recovering from a notice that comes in the first instance's training (always: it is sent
+    once the instance has evaluated an epoch, and the job needs several more), 3 while the
+    replacement trains; after each, what any spotrun command does first: notice the dead
+    supervisor and start another."""
     rng = random.Random(seed)
 
     def kill_and_reconcile(times: int) -> None:
         for _ in range(times):
-            time.sleep(rng.uniform(0.1, 1.5))
+            time.sleep(rng.uniform(0.1, 1.5))  # a random moment to kill at (the fault itself)
             s.kill_supervisor()
             s.reconcile()
 
     s.launch()
     kill_and_reconcile(4)
     old = s.live_instance()
-    s.wait_epoch(1)
+    s.wait_host_epoch(old, 1)
+    s.notice(old)
     kill_and_reconcile(3)
-    noticed = s.state() == "running"
-    if noticed:  # (on a fast machine the run may have ended already)
-        s.notice(old)
+    s.wait_running_on_new(old)
     kill_and_reconcile(3)
-    s._wait(
-        lambda: (
-            s.state() in ("succeeded", "failed", "stopped")
-            or (s.state() == "running" and s._running_on() not in (None, old))
-        ),
-        240,
-        "the run to end or to run on the replacement",
-    )
 
 
 def _stored(s: Scenario, key: str) -> dict[str, Any] | None:
@@ -653,6 +695,7 @@ def controller_away(s: Scenario) -> None:
 def notice_while_booting(s: Scenario) -> None:
     """The notice comes while the instance boots: EC2 says running, its SSH does not answer
     yet (no agent is there to see the notice), and EC2 takes it back."""
+    s.lab.write_config(s.env.home, **{**FAST, **LONG_SSH_TIMEOUT})
     s.lab.boot_s = 6.0  # from "running" in EC2 to SSH answering
     s.launch()
     first = s.live_instance()
@@ -668,6 +711,7 @@ def notice_while_booting(s: Scenario) -> None:
 def notice_while_request_open(s: Scenario) -> None:
     """The notice comes while spotrun's RunInstances call is open: EC2 has made the instance,
     spotrun has not heard of it yet, and EC2 takes it back before the answer arrives."""
+    s.lab.write_config(s.env.home, **{**FAST, **LONG_SSH_TIMEOUT})
     held = s.lab.hold("RunInstances", forwarded=True)
     s.launch()
     s._wait(partial(held.wait_arrived, 0.1), 120, "spotrun's RunInstances call")
@@ -715,7 +759,9 @@ def notice_while_terminating(s: Scenario) -> None:
 
 
 SCENARIOS: dict[str, Callable[[Scenario], None]] = {
-    "2 notices; capacity error + throttling on 2nd": notice_twice_hard_second,
+    "rebalance; 2 notices that stop, hibernate; capacity error + throttling on 2nd": (
+        rebalance_then_stop_and_hibernate
+    ),
     "notice at two points of training": notice_at_two_points,
     "reclaimed without notice": reclaim_without_notice,
     "newest checkpoint damaged": newest_checkpoint_damaged,

@@ -139,6 +139,12 @@ class Instance:
     def is_live(self) -> bool:
         return self.state in ("pending", "running")
 
+    @property
+    def is_stopped(self) -> bool:
+        """Stopped or stopping (a spot stop or hibernation, a scheduled retirement): no
+        capacity to run on, yet its volumes bill until it is terminated."""
+        return self.state in ("stopping", "stopped")
+
 
 @dataclass(frozen=True)
 class CommandResult:

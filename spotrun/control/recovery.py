@@ -161,6 +161,8 @@ class Recovery:
             return None
         ended = self.record_ended(instances)
         for inst in ended:
+            if inst.is_stopped:  # its job is gone with it; `collect` terminates it
+                return f"instance {inst.id} was stopped: {inst.state_reason or inst.state}"
             if is_spot_reclaim(inst.state_reason) or inst.id in doomed:
                 return f"instance {inst.id} was reclaimed: {inst.state_reason or 'spot notice'}"
         return None
@@ -336,6 +338,27 @@ class Recovery:
                 [i for i in live if (why.get(i.id) or "spot interruption notice") == reason], reason
             )
         self.record_ended([i for i in described if not i.is_live])
+        # A stopped or hibernated instance holds no capacity the run can use, yet its volumes
+        # bill (and a persistent request would start it again): it ends now, not with the run.
+        stopped = [i for i in described if i.is_stopped]
+        if stopped:
+            self._end_stopped(run, stopped)
+
+    def _end_stopped(self, run: RunRecord, stopped: list[Instance]) -> None:
+        """Terminate stopped instances of the run; their compute billing ended at the stop
+        (recorded then), their volumes' ends now."""
+        known = {r.id: r for r in self.ledger.instances(run.id)}
+        for inst in self.provider.terminate_instances(self.run_id, [i.id for i in stopped]):
+            prior = known.get(inst.id)
+            at = (prior.terminated_at if prior else None) or inst.ended_at or time.time()
+            why = f"{prior.end_reason if prior and prior.end_reason else 'stopped'}; terminated"
+            self.ledger.upsert_instance(self._record(inst, terminated_at=at, end_reason=why))
+        self.ledger.add_event(
+            run.id,
+            "spot",
+            f"terminated {', '.join(i.id for i in stopped)}: stopped, and a stopped "
+            "instance's volumes bill until it is terminated",
+        )
 
     def _stored(self, run: RunRecord, inst: Instance, pull: Reach) -> bool:
         """Whether the noticed instance's agent has finished its upload (pulls notice.json)."""

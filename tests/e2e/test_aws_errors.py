@@ -16,6 +16,7 @@ from spotlab.fixtures import use_lab
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
 from spotrun.control.controller import RunController
+from spotrun.control.recovery import Reach, Recovery
 from spotrun.core.config import Resources, load_settings
 from spotrun.core.errors import RemoteError
 from spotrun.core.runstates import RunState
@@ -61,6 +62,63 @@ def test_capacity_error_moves_on_to_the_next_offer(aws_env: Env, lab: Lab, code:
     assert (instance.instance_type, instance.zone) == ("c6i.large", "us-east-1a")
     events = [e.message for e in ledger.events(run.id)]
     assert any(e.startswith(f"c6i.large in {cheapest}: {code}") for e in events), events
+    provider.terminate(run.id)
+    _nothing_left(lab, run.id)
+
+
+def test_a_spot_pool_that_runs_out_sends_the_next_run_to_the_next_offer(
+    aws_env: Env, lab: Lab
+) -> None:
+    """EC2's spot capacity is per type and zone (the lab's pools, on by default): the cheapest
+    offer's pool holds one instance here. The first run takes it; the second is refused there
+    with EC2's InsufficientInstanceCapacity, naming type and zone, and gets the next cheapest
+    offer; once the first has ended, a third fits there again."""
+    cheapest = "us-east-1c"
+    lab.set_spot_capacity("c6i.large", cheapest, 1)
+    placed = []
+    for _ in range(2):
+        ledger, run, provider = _request_step(aws_env)
+        (instance,) = provider.describe(run.id)
+        placed.append((run.id, instance.zone))
+    assert [zone for _, zone in placed] == [cheapest, "us-east-1a"]
+    events = [e.message for e in ledger.events(placed[1][0])]
+    refusal = next(e for e in events if e.startswith(f"c6i.large in {cheapest}: "))
+    assert "InsufficientInstanceCapacity" in refusal, refusal
+    assert f"c6i.large capacity in the Availability Zone you requested ({cheapest})" in refusal
+    assert lab.spot_pools.refused == [("c6i.large", cheapest)]
+    provider.terminate(placed[0][0])
+    ledger, run, provider = _request_step(aws_env)
+    (instance,) = provider.describe(run.id)
+    assert instance.zone == cheapest, "the ended instance's place was not freed"
+    for run_id in (placed[1][0], run.id):
+        provider.terminate(run_id)
+    for run_id in (placed[0][0], placed[1][0], run.id):
+        _nothing_left(lab, run_id)
+
+
+def test_an_instance_stopped_without_a_notice_is_lost_capacity_and_terminated(
+    aws_env: Env, lab: Lab
+) -> None:
+    """Stopped with no spot notice (by hand, or EC2's scheduled retirement): the run has lost
+    its capacity (the recovery replaces it as after a reclaim), and the stopped instance,
+    whose volumes bill, is terminated when the replacement collects, its compute end kept
+    at the stop."""
+    ledger, run, provider = _request_step(aws_env)
+    (instance,) = provider.describe(run.id)
+    lab.ec2.stop_instances(InstanceIds=[instance.id])
+    recovery = Recovery(ledger, provider, run.id)
+    reason = recovery.describe_loss()
+    assert reason is not None and reason.startswith(f"instance {instance.id} was stopped"), reason
+    (record,) = ledger.instances(run.id)
+    stopped_at = record.terminated_at
+    assert stopped_at is not None and "UserInitiatedShutdown" in str(record.end_reason)
+    assert lab.instances(run.id, states=("stopped",))  # still there, its volume billing
+    reach = Reach(job_ended=lambda i: True, sync=lambda i: None, durable=lambda: None)
+    recovery.collect(ledger.get_run(run.id), reach)
+    assert [i["State"]["Name"] for i in lab.instances(run.id)] == ["terminated"]
+    (record,) = ledger.instances(run.id)
+    assert record.terminated_at == stopped_at and str(record.end_reason).endswith("; terminated")
+    assert any("volumes bill until" in e.message for e in ledger.events(run.id))
     provider.terminate(run.id)
     _nothing_left(lab, run.id)
 

@@ -77,17 +77,31 @@ def _run(name: str, env: Env, lab: Lab, reference: dict[str, Any]) -> spotlab.Ou
     return _scenario(name, env, lab, reference)[1]
 
 
-def test_two_notices_then_capacity_error_and_throttling(
+def test_rebalance_then_notices_that_stop_and_hibernate(
     spot_env: Env, lab: Lab, reference: dict[str, Any]
 ) -> None:
-    """Notices at two points of training; the second replacement first meets no capacity for
-    the same offer (then takes the next one) and EC2 throttling on the way. No secret is
-    written anywhere, and no AWS credentials reach the instances."""
-    name = "2 notices; capacity error + throttling on 2nd"
+    """A rebalance recommendation is recorded and the run stays where it is; then notices at
+    two points of training, after which EC2 stops, then hibernates, the instance: spotrun
+    terminates each (stopped, its volumes bill) while the run goes on, and resumes from the
+    notice's checkpoint. The second replacement first meets no capacity for the same offer
+    (then takes the next one) and EC2 throttling on the way. No secret is written anywhere,
+    and no AWS credentials reach the instances."""
+    name = "rebalance; 2 notices that stop, hibernate; capacity error + throttling on 2nd"
     scenario, out = _scenario(name, spot_env, lab, reference)
     assert out.instances == 3, str(out)
     assert out.lost_steps == [0, 0], str(out)  # the notice's checkpoint is where it goes on
-    assert len(out.to_request_s) == 2 and max(out.to_request_s) <= 10.0, str(out)
+    ended = scenario.ended_mid_run  # the stopped ones, terminated by spotrun mid-run
+    assert len(set(ended)) == 2, scenario.acts
+    assert sum("recommends rebalancing" in e for e in out.events) == 1, out.events
+    stopped = [e for e in out.events if "volumes bill until" in e]
+    assert len(stopped) == 2 and all(i in e for i, e in zip(ended, stopped)), out.events
+    with scenario.ledger() as ledger:
+        records = {r.id: r for r in ledger.instances(scenario.run_id)}
+        for instance_id in ended:  # its end is EC2's stop: compute billed up to it
+            assert "Server.SpotInstanceShutdown" in str(records[instance_id].end_reason)
+    # Both replacements were asked for on the notice, not on the loss that followed it.
+    noticed = [e for e in out.events if "requesting a replacement now" in e]
+    assert len(out.to_request_s) == 2 and len(noticed) == 2, str(out)
     assert any("InsufficientInstanceCapacity" in e for e in out.events), str(out)
     # The replacements fetched the noticed instance's checkpoint from S3 themselves.
     restored = [e for e in out.events if e.startswith("resume: restored")]
@@ -124,25 +138,28 @@ def test_supervisor_killed_at_ten_random_points(
 ) -> None:
     out = _run("supervisor SIGKILLed at 10 random points", spot_env, lab, reference)
     assert any("supervisor was not running" in e for e in out.events), out.events
-    assert out.instances in (1, 2) and all(lost == 0 for lost in out.lost_steps), str(out)
+    assert out.instances == 2 and out.lost_steps == [0], str(out)  # the notice's recovery
 
 
 def test_notice_while_the_request_is_open(
     spot_env: Env, lab: Lab, reference: dict[str, Any]
 ) -> None:
     """EC2 made the instance and took it back while spotrun's RunInstances call was still
-    open: the run asks again and trains on the second instance; both are in the ledger."""
+    open: the run asks again and trains on the second instance; both are in the ledger. (With
+    aws.ssh_timeout_s longer than the scenario's waits: waiting for SSH of the gone instance
+    instead of asking EC2 fails it.)"""
     out = _run("notice while the request is open", spot_env, lab, reference)
     assert out.instances == 2 and out.lost_steps == [], str(out)
-    assert len(out.to_request_s) == 1 and out.to_request_s[0] <= 10.0, str(out)
+    assert len(out.to_request_s) == 1, str(out)
 
 
 def test_notice_while_booting(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
-    """EC2 took the instance back before its SSH answered: the replacement is asked for in
-    seconds (EC2 is asked while waiting for SSH), not after aws.ssh_timeout_s (30 s here)."""
+    """EC2 took the instance back before its SSH answered: the replacement is asked for while
+    spotrun waits for SSH (it asks EC2 meanwhile), not after aws.ssh_timeout_s (600 s here,
+    longer than the scenario waits for the replacement)."""
     out = _run("notice while booting", spot_env, lab, reference)
     assert out.instances == 2 and out.lost_steps == [], str(out)
-    assert len(out.to_request_s) == 1 and out.to_request_s[0] <= 10.0, str(out)
+    assert len(out.to_request_s) == 1, str(out)
 
 
 def test_notice_while_syncing(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:

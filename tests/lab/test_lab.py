@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.error
 import urllib.request
+from datetime import datetime, timezone
 
 import pytest
 from botocore.exceptions import ClientError
 
 from spotlab import Lab
+from spotlab.interruptions import SpotRequest
 from spotlab.lab import FAKE_CREDENTIALS
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
@@ -83,8 +86,31 @@ def test_hosts_follow_instances_isolated_with_imdsv2(aws_env: Env, lab: Lab) -> 
         != 0
     )
     assert lab.host(b.id).alive
+
+    # spotrun asks for one-time requests that EC2 ends by terminating (the lab's default
+    # action); a request asking to stop (or hibernate) is stopped instead, with the notice
+    # two minutes ahead in the lab's time, and its volumes kept.
+    assert lab.front.spot_requests[a.id] == SpotRequest("one-time", "terminate")
+    lab.time_scale = 1 / 60  # EC2's 120 s notice lasts 2 s here
+    host_b, url_b = lab.host(b.id), lab.imds(b.id).url
+    token_b = _token(url_b)
+    before = time.time()
+    lab.interrupt(b.id, action="stop")
+    notice = json.loads(_imds(url_b, "meta-data/spot/instance-action", token_b)[1])
+    when = datetime.strptime(notice["time"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert notice["action"] == "stop"
+    assert before + 1 <= when.timestamp() <= time.time() + 2  # 2 s ahead, whole seconds
+    wait_for(lambda: not host_b.alive, timeout=30, what="the stopped host to die")
+    (item,) = [i for i in lab.instances("labhosts0001") if i["InstanceId"] == b.id]
+    assert item["State"]["Name"] == "stopped"
+    assert item["StateReason"]["Code"] == "Server.SpotInstanceShutdown"
+    assert lab.ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [b.id]}])[
+        "Volumes"
+    ]
+    # The run's teardown ends a stopped instance too (it bills for its volumes).
     provider.terminate("labhosts0001")
-    wait_for(lambda: not lab.host(b.id).alive, timeout=10, what="the terminated host to die")
+    (item,) = [i for i in lab.instances("labhosts0001") if i["InstanceId"] == b.id]
+    assert item["State"]["Name"] == "terminated"
 
 
 def test_faults_are_real_ec2_errors_for_every_process(lab: Lab) -> None:

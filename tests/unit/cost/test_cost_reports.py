@@ -200,25 +200,12 @@ def test_live_run_costs_so_far_from_the_cache(tmp_path: Path) -> None:
 
 
 class PricedCloud(ConstructedPrices):
-    """A cloud whose only part in this test is to be a price source for record_cost."""
+    """A cloud whose only part in this test is to be a price source for record_cost (with no
+    history at all). The controller's lines from EC2's prices, and a refused price request,
+    are tests/e2e/test_aws_cost_lines.py, against the lab."""
 
     name = "aws"
     shares_filesystem = False
-
-
-def test_controller_records_real_lines_through_the_price_source(
-    lab: tuple[Ledger, ConstructedPrices],
-) -> None:
-    ledger, _ = lab
-    cloud = PricedCloud(on_demand={costlab.TYPE: 1.006})
-    cloud.spot = costlab.price_source().spot
-    alpha = ledger.resolve("alpha")
-    controller = RunController(ledger, alpha.id, provider=cloud)  # type: ignore[arg-type]
-    controller.record_cost(alpha)
-    assert ledger.run_cost_exact(alpha.id) == EXPECTED["alpha"].total
-    compute = ledger.cost_lines(alpha.id)[0]
-    assert compute.method == AWS_METHOD and compute.quantity == costlab.A[1] - costlab.A[0]
-    assert compute.on_demand_usd_exact == F("1.006") * (costlab.A[1] - costlab.A[0]) / 3600
 
 
 def test_controller_records_an_event_when_prices_are_missing(
@@ -231,24 +218,3 @@ def test_controller_records_an_event_when_prices_are_missing(
     (event,) = [e for e in ledger.events(alpha.id) if e.kind == "cost"]
     assert "is empty" in event.message
     assert ledger.cost_lines(alpha.id) == []
-
-
-class RefusingCloud(PricedCloud):
-    def spot_price_history(
-        self, region: str, zone: str, instance_type: str, start: float, end: float
-    ) -> list[tuple[float, float]]:
-        from spotrun.core.errors import QuotaError
-
-        raise QuotaError("UnauthorizedOperation: ec2:DescribeSpotPriceHistory is not allowed")
-
-
-def test_a_refused_price_request_is_an_event_and_an_error_row(
-    lab: tuple[Ledger, ConstructedPrices],
-) -> None:
-    ledger, _ = lab
-    alpha = ledger.resolve("alpha")
-    RunController(ledger, alpha.id, provider=RefusingCloud()).record_cost(alpha)  # type: ignore[arg-type]
-    (event,) = [e for e in ledger.events(alpha.id) if e.kind == "cost"]
-    assert "DescribeSpotPriceHistory is not allowed" in event.message
-    rows = {r.key: r for r in api.cost_report(ledger, sources=lambda n: RefusingCloud()).rows}
-    assert rows["alpha"].error and "not allowed" in rows["alpha"].error
