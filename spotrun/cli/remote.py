@@ -241,12 +241,30 @@ def forward_if_remote(args: list[str], app: Any) -> int | None:
             log=_note,
         )
     code = forward.forward(home, record, args)
+    if args[0] == "cost" and code == 0 and not {"--json", "--csv"} & set(args):
+        _controller_cost_line(record)
     if code == 255:
         print_error(
             f"ssh to the controller host {record.where} failed (above); "
             "`spotrun controller status` says whether it answers"
         )
     return code
+
+
+def _controller_cost_line(record: Any) -> None:
+    """`spotrun cost` under `--on aws`: the controller instance's own bill, which no run's
+    rows hold (on-demand list price times the hours since `controller up`)."""
+    if record.kind != "aws":
+        return
+    import time
+
+    hours = max(0.0, time.time() - record.since) / 3600
+    usd = f"${hours * record.usd_per_hour:.4f}" if record.usd_per_hour else "$?"
+    out.print(
+        f"controller instance {record.instance_id} ({record.instance_type}, on demand): "
+        f"{hours:.3f} h, {usd} so far (not in the rows above)",
+        markup=False,
+    )
 
 
 def _valued_options(app: Any, name: str) -> set[str]:

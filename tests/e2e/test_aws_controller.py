@@ -63,7 +63,10 @@ def _scenario(env: Env, lab: Lab) -> None:
 
     row = wait_for(finished, timeout=300, what=f"run {run_id} to end on the controller")
     assert row["state"] == "succeeded", row
-    assert env.cli("cost", timeout=120, check=True).returncode == 0
+    cost = env.cli("cost", timeout=120, check=True).stdout
+    assert f"controller instance {instance_id}" in cost and "so far" in cost, cost
+    rows = json.loads(env.cli("cost", "--json", timeout=120, check=True).stdout)
+    assert rows and "controller instance" not in json.dumps(rows)  # --json: the rows only
     # gc there sees the controller's own instance as no orphan
     gc = env.cli("gc", timeout=120, check=True)
     assert instance_id not in gc.stdout, gc.stdout
