@@ -6,6 +6,7 @@ README's user policy, and IAM is enforced (a refused call fails the lab fixture'
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,27 @@ def test_controller_on_its_own_instance_runs_a_job_and_down_terminates_it(
                 close_shared_connection(env.home, record)
 
 
+def _controllers(lab: Lab) -> list[dict[str, Any]]:
+    found = lab.ec2.describe_instances(
+        Filters=[{"Name": "tag:spotrun:role", "Values": ["controller"]}]
+    )["Reservations"]
+    return [i for r in found for i in r["Instances"]]
+
+
 def _scenario(env: Env, lab: Lab) -> None:
+    # an instance that cannot become the controller (no such python there) is terminated
+    bad = env.cli(
+        "controller", "up", "--on", "aws", "--instance-type", "m6i.large",
+        "--python", "/no/such/python3", timeout=300,
+    )  # fmt: skip
+    assert bad.returncode != 0 and "/no/such/python3" in bad.stderr, bad.stderr
+    assert load_record(env.home) is None
+    (failed,) = _controllers(lab)
+    assert failed["InstanceType"] == "m6i.large" and failed["State"]["Name"] == "terminated"
+    tag = [{"Name": "tag:spotrun:role", "Values": ["controller"]}]
+    assert lab.ec2.describe_key_pairs(Filters=tag)["KeyPairs"] == []
+    assert lab.ec2.describe_security_groups(Filters=tag)["SecurityGroups"] == []
+
     up = env.cli("controller", "up", "--on", "aws", check=True, timeout=300)
     record = load_record(env.home)
     assert record is not None and record.kind == "aws" and record.instance_id, up.stdout
