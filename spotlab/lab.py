@@ -47,6 +47,9 @@ ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 ACCOUNT = "123456789012"  # moto's
 USER = "spotrun-lab-user"  # the IAM user spotrun acts as (its keys: FAKE_CREDENTIALS)
 INSTANCE_PROFILE = "spotrun-lab-profile"  # holds ROLE, whose policy is the README's
+# `controller up --on aws`'s instance profile: its role holds the README's user policy
+CONTROLLER_PROFILE = "spotrun-lab-controller-profile"
+CONTROLLER_ROLE = "spotrun-lab-controller-role"
 # The user's credentials in the lab: fake (moto takes any) but distinctive, so that a test can
 # look for them where they must never be (logs, the ledger, metrics, the instances' files).
 FAKE_CREDENTIALS = {
@@ -261,10 +264,21 @@ class Lab:
             iam.create_instance_profile(InstanceProfileName=INSTANCE_PROFILE)
         with contextlib.suppress(iam.exceptions.LimitExceededException):  # holds it already
             iam.add_role_to_instance_profile(InstanceProfileName=INSTANCE_PROFILE, RoleName=ROLE)
+        with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+            iam.create_role(RoleName=CONTROLLER_ROLE, AssumeRolePolicyDocument=json.dumps(trust))
+        with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+            iam.create_instance_profile(InstanceProfileName=CONTROLLER_PROFILE)
+        with contextlib.suppress(iam.exceptions.LimitExceededException):
+            iam.add_role_to_instance_profile(
+                InstanceProfileName=CONTROLLER_PROFILE, RoleName=CONTROLLER_ROLE
+            )
         role_arn = f"arn:aws:iam::{ACCOUNT}:role/{ROLE}"
         self.role_policy = instance_policy(bucket, bucket)
-        self.user_policy = user_policy(bucket, bucket, ROLE)
+        self.user_policy = user_policy(bucket, bucket, ROLE, CONTROLLER_ROLE)
         self.front.iam.profiles[INSTANCE_PROFILE] = role_arn
+        self.front.iam.profiles[CONTROLLER_PROFILE] = (
+            f"arn:aws:iam::{ACCOUNT}:role/{CONTROLLER_ROLE}"
+        )
         self.front.iam.add(
             FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             Identity(f"arn:aws:iam::{ACCOUNT}:user/{USER}", (self.user_policy,)),
@@ -292,17 +306,31 @@ class Lab:
         return any(i.get("IamInstanceProfile") for r in found for i in r["Instances"])
 
     def _session_of(self, instance_id: str) -> dict[str, str]:
-        """The role session of an instance launched with the lab's profile, known to the front."""
+        """The role session of an instance launched with one of the lab's profiles, known to
+        the front: a run's role, or the controller's (the user policy: it launches runs)."""
         credentials = role_credentials(instance_id)
+        if self._profile_of(instance_id) == CONTROLLER_PROFILE:
+            role, policy = CONTROLLER_ROLE, self.user_policy
+        else:
+            role, policy = ROLE, self.role_policy
         self.front.iam.add(
             credentials["AccessKeyId"],
             Identity(
-                f"arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE}/{instance_id}",
-                (self.role_policy,),
+                f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{instance_id}",
+                (policy,),
                 instance_id=instance_id,
             ),
         )
         return credentials
+
+    def _profile_of(self, instance_id: str) -> str | None:
+        if instance_id in self.front.instance_profiles:
+            return self.front.instance_profiles[instance_id]
+        found = self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        for item in (i for r in found for i in r["Instances"]):
+            arn = str((item.get("IamInstanceProfile") or {}).get("Arn", ""))
+            return arn.rsplit("/", 1)[-1] or None
+        return None
 
     def _bucket_exists(self, bucket: str) -> bool:
         try:
@@ -398,6 +426,7 @@ class Lab:
             "rendezvous_port": self.rendezvous_port,
             # instances get the role's credentials only through a profile, as on EC2
             "instance_profile": INSTANCE_PROFILE,
+            "controller_instance_profile": CONTROLLER_PROFILE,
         }
         if self.bucket:
             aws["bucket"] = self.bucket

@@ -36,11 +36,19 @@ def _note(line: str) -> None:
 
 @controller_app.command("up")
 def up(
-    on: str = typer.Option(..., "--on", metavar="ssh://[USER@]HOST[:PORT]", help="the host"),
+    on: str = typer.Option(
+        ..., "--on", metavar="ssh://[USER@]HOST[:PORT]|aws", help="the host, or aws"
+    ),
     key: Path | None = typer.Option(None, "--key", help="the SSH private key for the host"),
-    python: str = typer.Option("python3", "--python", help="the host's python (3.10+)"),
+    python: str | None = typer.Option(
+        None, "--python", help="the host's python (3.10+; default python3, aws.python on aws)"
+    ),
     home: str | None = typer.Option(
         None, "--home", help="SPOTRUN_HOME on the host (default ~/.spotrun there)"
+    ),
+    region: str | None = typer.Option(None, "--region", help="--on aws: region (aws.region)"),
+    instance_type: str | None = typer.Option(
+        None, "--instance-type", help="--on aws: type (default the cheapest with 2 vCPU, 2 GiB)"
     ),
 ) -> None:
     """Move this home's controller to an always-on host: from then on launch, sweep, ls,
@@ -48,19 +56,36 @@ def up(
 
     The host needs Python 3.10+ with spotrun's dependencies, and AWS credentials or an
     instance role of its own: no credentials of this machine are copied, only config.toml.
+    `--on aws` starts an on-demand instance for it (tagged, with the instance profile
+    aws.controller_instance_profile, whose role holds the run permissions); `controller
+    down` terminates it.
 
     \b
     Examples:
       spotrun controller up --on ssh://me@box.example.org
       spotrun controller up --on ssh://10.0.0.5:2222 --key ~/.ssh/box --python /opt/py/bin/python3
+      spotrun controller up --on aws --region eu-west-1
     """
     from spotrun.service.controller_host import controller_up
 
     result = controller_up(
-        _settings(), on, key_file=key, python=python, remote_home=home, log=_note
+        _settings(),
+        on,
+        key_file=key,
+        python=python,
+        remote_home=home,
+        region=region,
+        instance_type=instance_type,
+        log=_note,
     )
     record = result.record
     out.print(f"controller: {record.where}, SPOTRUN_HOME {record.home} there", markup=False)
+    if record.kind == "aws":
+        price = f"${record.usd_per_hour:.4f}/h on demand" if record.usd_per_hour else "?"
+        out.print(
+            f"instance    {record.instance_id} ({record.instance_type}, {record.region}, {price})",
+            markup=False,
+        )
     out.print(
         f"spotrun {record.version} in {record.code_dir}"
         + (" (pushed now)" if result.pushed_code else " (already there)"),
@@ -96,6 +121,13 @@ def status(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> Non
         out.print(f"process     {'pid ' + str(st.pid) if st.pid else 'not running (nothing live)'}")
         out.print(f"live runs   {', '.join(st.live_runs) or '-'}", markup=False)
         out.print(f"live sweeps {', '.join(st.live_sweeps) or '-'}", markup=False)
+        if st.instance_id:
+            cost = f"${st.usd:.4f}" if st.usd is not None else "$? (no price known)"
+            out.print(
+                f"instance    {st.instance_id} ({st.instance_type}): up {st.hours or 0:.3f} h, "
+                f"{cost} on demand so far",
+                markup=False,
+            )
         same = st.version_there == st.version_here
         there = st.version_there or "?"
         out.print(
@@ -209,12 +241,30 @@ def forward_if_remote(args: list[str], app: Any) -> int | None:
             log=_note,
         )
     code = forward.forward(home, record, args)
+    if args[0] == "cost" and code == 0 and not {"--json", "--csv"} & set(args):
+        _controller_cost_line(record)
     if code == 255:
         print_error(
             f"ssh to the controller host {record.where} failed (above); "
             "`spotrun controller status` says whether it answers"
         )
     return code
+
+
+def _controller_cost_line(record: Any) -> None:
+    """`spotrun cost` under `--on aws`: the controller instance's own bill, which no run's
+    rows hold (on-demand list price times the hours since `controller up`)."""
+    if record.kind != "aws":
+        return
+    import time
+
+    hours = max(0.0, time.time() - record.since) / 3600
+    usd = f"${hours * record.usd_per_hour:.4f}" if record.usd_per_hour else "$?"
+    out.print(
+        f"controller instance {record.instance_id} ({record.instance_type}, on demand): "
+        f"{hours:.3f} h, {usd} so far (not in the rows above)",
+        markup=False,
+    )
 
 
 def _valued_options(app: Any, name: str) -> set[str]:

@@ -69,6 +69,11 @@ class AwsSettings(StrictModel):
         default_factory=list, description="subnets to launch in (one per zone); [] = default VPC"
     )
     instance_profile: str | None = Field(None, description="IAM instance profile name")
+    controller_instance_profile: str | None = Field(
+        None,
+        description="instance profile of `controller up --on aws`'s instance: its role holds "
+        "the README's user policy",
+    )
     python: str = Field("python3", description="python on the instance that runs spotrun")
     remote_root: str | None = Field(
         None, description="spotrun's folder on the instance; default ~/.spotrun of ssh_user"

@@ -70,6 +70,12 @@ class ControllerHost:
     code_dir: str  # spotrun's code on the host (PYTHONPATH)
     version: str  # spotrun's version pushed there
     since: float  # when `controller up` recorded it (unix time)
+    kind: str = "ssh"  # "ssh": a host of the user's; "aws": spotrun's own on-demand instance
+    instance_id: str | None = None  # kind "aws": the instance, its region, type and price
+    region: str | None = None
+    instance_type: str | None = None
+    usd_per_hour: float | None = None
+    resource_id: str | None = None  # its spotrun:run-id tag (names its key pair, group)
 
     @property
     def target(self) -> SshTarget:

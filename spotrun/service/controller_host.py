@@ -28,7 +28,7 @@ from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost, SshTarget
 from spotrun.core.errors import RemoteError, StateError, UsageError
-from spotrun.core.waiting import wait_until
+from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.remote import controller_host as hostrec
 from spotrun.remote.provision import code_bundle
 from spotrun.remote.ssh_binary import SshBinaryRunner, explain_ssh_failure
@@ -72,16 +72,99 @@ def controller_up(
     on: str,
     *,
     key_file: Path | None = None,
-    python: str = "python3",
+    python: str | None = None,
     remote_home: str | None = None,
+    region: str | None = None,
+    instance_type: str | None = None,
     log: Log = _quiet,
 ) -> UpResult:
-    """Make the host behind `on` (ssh://[USER@]HOST[:PORT]) this home's controller."""
+    """Make the host behind `on` (ssh://[USER@]HOST[:PORT], or `aws`: an on-demand instance
+    of spotrun's own) this home's controller."""
     if on == "aws":
-        raise UsageError(
-            "--on aws is not built yet: name an always-on machine of yours with "
-            "--on ssh://[USER@]HOST[:PORT]"
+        return _up_on_aws(settings, python, remote_home, region, instance_type, log)
+    return _up_on_ssh(settings, on, key_file, python or "python3", remote_home, log, {})
+
+
+def _up_on_aws(
+    settings: Settings,
+    python: str | None,
+    remote_home: str | None,
+    region: str | None,
+    instance_type: str | None,
+    log: Log,
+) -> UpResult:
+    """Start the controller's instance, then make it the controller as any ssh host; an
+    instance that does not become one is terminated (nothing is left billing)."""
+    from spotrun.cloud.aws import controller_instance as ci
+
+    known = records.load_record(settings.home)
+    if known is not None:
+        raise StateError(
+            f"this home's controller lives on {known.where}; its runs and sweeps are there",
+            hint="`spotrun controller down` first (--force stops what is live), then up again",
         )
+    local_live = _local_live(settings)
+    if local_live:
+        raise StateError(
+            f"{len(local_live)} run(s) or sweep(s) are live under this machine's controller",
+            hint="let them end (or stop them) before moving the controller to another host",
+        )
+    region = region or settings.aws.region
+    log(f"starting the controller's on-demand instance in {region} ...")
+    made = ci.launch(settings, region, instance_type, settings.home / "ssh")
+    price = f"${made.usd_per_hour:.4f}/h" if made.usd_per_hour else "price unknown"
+    log(f"{made.instance_id} ({made.instance_type}, {price}) runs at {made.address}")
+    aws = settings.aws
+    target = SshTarget(aws.ssh_user, made.address, aws.ssh_port)
+    extra: dict[str, Any] = {
+        "kind": "aws",
+        "instance_id": made.instance_id,
+        "region": region,
+        "instance_type": made.instance_type,
+        "usd_per_hour": made.usd_per_hour,
+        "resource_id": made.resource_id,
+    }
+    try:
+        _wait_for_ssh(settings.home, target, str(made.key_file), aws.ssh_timeout_s)
+        return _up_on_ssh(
+            settings, target.url(), made.key_file, python or aws.python, remote_home, log, extra
+        )
+    except BaseException:
+        log(f"terminating {made.instance_id}: it did not become the controller")
+        ci.terminate(settings, region, made.instance_id, made.resource_id)
+        raise
+
+
+def _wait_for_ssh(home: Path, target: SshTarget, key: str, timeout_s: float) -> None:
+    """sshd starts a while after the instance runs: connect until it answers."""
+    last: list[str] = []
+
+    def answers() -> bool:
+        try:
+            _probe(home, target, key)
+        except RemoteError as exc:
+            last.append(exc.user_message())
+            return False
+        return True
+
+    try:
+        wait_until(answers, timeout_s=timeout_s, what=f"SSH on {target.url()}")
+    except WaitTimeout as exc:
+        raise RemoteError(
+            f"{target.url()} did not answer SSH within {timeout_s:.0f} s"
+            + (f": {last[-1]}" if last else "")
+        ) from exc
+
+
+def _up_on_ssh(
+    settings: Settings,
+    on: str,
+    key_file: Path | None,
+    python: str,
+    remote_home: str | None,
+    log: Log,
+    extra: dict[str, Any],
+) -> UpResult:
     target = records.parse_ssh_url(on)
     known = records.load_record(settings.home)
     if known is not None and known.target != target:
@@ -117,6 +200,7 @@ def controller_up(
         code_dir=code_dir,
         version=version_here(),
         since=time.time(),
+        **extra,
     )
     runner = SshBinaryRunner(home, record)
     q = shlex.quote
@@ -245,6 +329,10 @@ class ControllerStatus:
     version_there: str | None = None
     version_here: str = ""
     problem: str | None = None
+    instance_id: str | None = None  # `--on aws`: its instance, up for `hours`, costing `usd`
+    instance_type: str | None = None
+    hours: float | None = None
+    usd: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -290,6 +378,12 @@ def controller_status(settings: Settings) -> ControllerStatus:
         pid=None,
         version_here=version_here(),
     )
+    if record.kind == "aws":
+        status.instance_id = record.instance_id
+        status.instance_type = record.instance_type
+        status.hours = max(0.0, time.time() - record.since) / 3600
+        if record.usd_per_hour is not None:
+            status.usd = status.hours * record.usd_per_hour
     try:
         runner = SshBinaryRunner(settings.home, record)
         result = runner.run(
@@ -388,6 +482,18 @@ def controller_down(settings: Settings, *, force: bool, log: Log = _quiet) -> Do
     # nothing is live there now: the launches' staged task files and workdirs can go
     runner.run(f"rm -rf {shlex.quote(record.home + '/staging')}", timeout_s=300)
     hostrec.close_shared_connection(settings.home, record)
+    if record.kind == "aws" and record.instance_id and record.region and record.resource_id:
+        from spotrun.cloud.aws import controller_instance as ci
+
+        log(f"terminating the controller instance {record.instance_id} ...")
+        left = ci.terminate(settings, record.region, record.instance_id, record.resource_id)
+        records.forget_record(settings.home)
+        if left:
+            raise StateError(
+                f"{record.instance_id} is terminated but its security group {', '.join(left)} "
+                "could not be deleted yet",
+                hint=f"delete it in the EC2 console (tag spotrun:run-id={record.resource_id})",
+            )
     records.forget_record(settings.home)
     return DownResult(
         record.where, list(there.get("stopped", [])), there.get("controller_pid"), True

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from spotrun.cloud.aws.controller_instance import CONTROLLER_ROLE, TAG_ROLE
 from spotrun.cloud.aws.errors import aws_call
 from spotrun.cloud.aws.instances import describe_ids, terminate_ids
 from spotrun.cloud.aws.network import TAG_OWNER, TAG_RUN
@@ -60,6 +61,8 @@ def _find_in(clients: AwsClients, region: str, owner: str, live: set[str]) -> li
         tags = _tags(item)
         run_id = tags.get(TAG_RUN)
         if not run_id or run_id in live or tags.get(TAG_OWNER, owner) != owner:
+            return None
+        if tags.get(TAG_ROLE) == CONTROLLER_ROLE:  # the controller's own: `controller down`
             return None
         return run_id
 

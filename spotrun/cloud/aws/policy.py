@@ -51,9 +51,13 @@ INSTANCE_ACTIONS = ("s3:ListBucket", "s3:PutObject", "s3:GetObject", "ec2:Termin
 
 
 def user_policy(
-    bucket: str = "BUCKET", data_bucket: str = "DATA-BUCKET", role: str = "ROLE"
+    bucket: str = "BUCKET",
+    data_bucket: str = "DATA-BUCKET",
+    role: str = "ROLE",
+    controller_role: str = "CONTROLLER-ROLE",
 ) -> dict[str, Any]:
-    """The identity policy of the user running spotrun."""
+    """The identity policy of the user running spotrun. The role of `controller up --on aws`'s
+    instance holds it too (it launches the runs); the user passes that role to it."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -78,7 +82,10 @@ def user_policy(
             {
                 "Effect": "Allow",
                 "Action": "iam:PassRole",
-                "Resource": f"arn:aws:iam::*:role/{role}",
+                "Resource": [
+                    f"arn:aws:iam::*:role/{role}",
+                    f"arn:aws:iam::*:role/{controller_role}",
+                ],
             },
         ],
     }

@@ -103,3 +103,29 @@ def test_up_elsewhere_is_refused_while_the_controller_lives_on_another_host(env:
     proc = env.cli("controller", "up", "--on", "ssh://other")
     assert proc.returncode == 1 and "lives on ssh://me@box" in proc.stderr, proc.stderr
     assert load_record(env.home) == record
+
+
+def test_an_aws_record_round_trips_and_an_older_ssh_record_still_loads(tmp_path: Path) -> None:
+    record = ControllerHost(
+        "root", "10.0.0.9", 22, "/k", "python3", "/root/.spotrun", "/c", "v", 1.0,
+        kind="aws", instance_id="i-0abc", region="eu-west-1", instance_type="c6i.large",
+        usd_per_hour=0.085, resource_id="controller-0a1b2c3d",
+    )  # fmt: skip
+    save_record(tmp_path, record)
+    assert load_record(tmp_path) == record
+    older = json.loads(record_path(tmp_path).read_text())
+    for key in ("kind", "instance_id", "region", "instance_type", "usd_per_hour", "resource_id"):
+        del older[key]
+    record_path(tmp_path).write_text(json.dumps(older))
+    loaded = load_record(tmp_path)
+    assert loaded is not None and loaded.kind == "ssh" and loaded.instance_id is None
+
+
+def test_up_on_aws_without_a_controller_profile_is_refused_before_any_aws_call(env: Env) -> None:
+    proc = env.cli("controller", "up", "--on", "aws")
+    assert proc.returncode == 2 and "controller_instance_profile" in proc.stderr, proc.stderr
+    assert load_record(env.home) is None
+    record = ControllerHost("me", "box", 22, None, "python3", "/r/.spotrun", "/c", "v", 0.0)
+    save_record(env.home, record)
+    proc = env.cli("controller", "up", "--on", "aws")
+    assert proc.returncode == 1 and "lives on ssh://me@box" in proc.stderr, proc.stderr
