@@ -471,7 +471,13 @@ def controller_down(settings: Settings, *, force: bool, log: Log = _quiet) -> Do
     runner = SshBinaryRunner(settings.home, record)
     args = ["controller", "down", "--json", *(["--force"] if force else [])]
     log(f"ending the controller on {record.where} ...")
-    result = runner.run(record.spotrun_command(args), timeout_s=1800)
+    try:
+        result = runner.run(record.spotrun_command(args), timeout_s=1800)
+    except RemoteError as exc:
+        return _down_unreachable(settings, record, force=force, why=exc.message, log=log)
+    if result.exit_code == 255:  # ssh's own failure: the host did not answer
+        why = result.stderr.strip().splitlines()[-1:] or ["ssh failed"]
+        return _down_unreachable(settings, record, force=force, why=why[0], log=log)
     if not result.ok:
         said = [line for line in result.stderr.strip().splitlines() if line.strip()]
         message = said[-1] if said else f"exit code {result.exit_code}"
@@ -498,3 +504,36 @@ def controller_down(settings: Settings, *, force: bool, log: Log = _quiet) -> Do
     return DownResult(
         record.where, list(there.get("stopped", [])), there.get("controller_pid"), True
     )
+
+
+def _down_unreachable(
+    settings: Settings, record: records.ControllerHost, *, force: bool, why: str, log: Log
+) -> DownResult:
+    """`down` when the controller host does not answer. An ssh host is the user's own machine:
+    nothing here can end it. A controller instance bills until terminated: with --force it is
+    terminated anyway (its runs' instances go on under their agents, which end each job at
+    its end's grace, its deadline or when it stops progressing)."""
+    if record.kind != "aws" or not (record.instance_id and record.region and record.resource_id):
+        raise StateError(
+            f"the controller on {record.where} does not answer ({why})",
+            hint="bring the host back and run `spotrun controller down` again",
+        )
+    if not force:
+        raise StateError(
+            f"the controller instance {record.instance_id} does not answer ({why})",
+            hint="`spotrun controller down --force` terminates it anyway; its runs' instances "
+            "are then ended by their own agents",
+        )
+    from spotrun.cloud.aws import controller_instance as ci
+
+    log(f"{record.where} does not answer; terminating {record.instance_id} anyway ...")
+    hostrec.close_shared_connection(settings.home, record)
+    left = ci.terminate(settings, record.region, record.instance_id, record.resource_id)
+    records.forget_record(settings.home)
+    if left:
+        raise StateError(
+            f"{record.instance_id} is terminated but its security group {', '.join(left)} "
+            "could not be deleted yet",
+            hint=f"delete it in the EC2 console (tag spotrun:run-id={record.resource_id})",
+        )
+    return DownResult(record.where, [], None, True)

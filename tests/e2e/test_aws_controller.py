@@ -99,7 +99,14 @@ def _scenario(env: Env, lab: Lab) -> None:
     text = env.cli("controller", "status", check=True, timeout=120).stdout
     assert f"instance    {instance_id}" in text and "on demand so far" in text, text
 
-    env.cli("controller", "down", check=True, timeout=600)
+    # The instance's machine dies while EC2 says it runs: `down` says so and what to do;
+    # --force terminates it anyway (a controller instance must never be left billing).
+    lab.hosts[instance_id].stop()
+    refused = env.cli("controller", "down", timeout=600)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "does not answer" in refused.stderr and "--force" in refused.stderr, refused.stderr
+    assert load_record(env.home) is not None
+    env.cli("controller", "down", "--force", check=True, timeout=600)
     assert load_record(env.home) is None
     (ended,) = lab.instances(resource)
     assert ended["State"]["Name"] == "terminated"
