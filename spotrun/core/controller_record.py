@@ -104,8 +104,8 @@ def load_record(home: Path) -> ControllerHost | None:
     path = record_path(home)
     try:
         text = path.read_text()
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # no record (or no home at all: the command's own check says why)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
