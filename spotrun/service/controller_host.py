@@ -489,17 +489,8 @@ def controller_down(settings: Settings, *, force: bool, log: Log = _quiet) -> Do
     runner.run(f"rm -rf {shlex.quote(record.home + '/staging')}", timeout_s=300)
     hostrec.close_shared_connection(settings.home, record)
     if record.kind == "aws" and record.instance_id and record.region and record.resource_id:
-        from spotrun.cloud.aws import controller_instance as ci
-
         log(f"terminating the controller instance {record.instance_id} ...")
-        left = ci.terminate(settings, record.region, record.instance_id, record.resource_id)
-        records.forget_record(settings.home)
-        if left:
-            raise StateError(
-                f"{record.instance_id} is terminated but its security group {', '.join(left)} "
-                "could not be deleted yet",
-                hint=f"delete it in the EC2 console (tag spotrun:run-id={record.resource_id})",
-            )
+        _terminate_instance(settings, record)
     records.forget_record(settings.home)
     return DownResult(
         record.where, list(there.get("stopped", [])), there.get("controller_pid"), True
@@ -524,10 +515,18 @@ def _down_unreachable(
             hint="`spotrun controller down --force` terminates it anyway; its runs' instances "
             "are then ended by their own agents",
         )
-    from spotrun.cloud.aws import controller_instance as ci
-
     log(f"{record.where} does not answer; terminating {record.instance_id} anyway ...")
     hostrec.close_shared_connection(settings.home, record)
+    _terminate_instance(settings, record)
+    return DownResult(record.where, [], None, True)
+
+
+def _terminate_instance(settings: Settings, record: records.ControllerHost) -> None:
+    """Terminate the controller instance with its key pair and security group, and forget
+    it; a group EC2 still holds is named with where to delete it."""
+    from spotrun.cloud.aws import controller_instance as ci
+
+    assert record.instance_id and record.region and record.resource_id
     left = ci.terminate(settings, record.region, record.instance_id, record.resource_id)
     records.forget_record(settings.home)
     if left:
@@ -536,4 +535,3 @@ def _down_unreachable(
             "could not be deleted yet",
             hint=f"delete it in the EC2 console (tag spotrun:run-id={record.resource_id})",
         )
-    return DownResult(record.where, [], None, True)
