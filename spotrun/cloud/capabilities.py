@@ -7,9 +7,10 @@ ChecksLaunches)` and gets a typed object, instead of probing for a method by its
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from spotrun.cloud.base import Offer
+from spotrun.cloud.base import Instance, Offer, Runner
 from spotrun.cloud.ssh_host import SshHost
 from spotrun.core.config import Resources
 
@@ -55,3 +56,29 @@ class AttachesOverSsh(Protocol):
     def attach_command(self, run_id: str, node: int | None = None) -> list[str]:
         """The user's ssh into the run's tmux session on that node."""
         ...
+
+
+@runtime_checkable
+class PullsStoredFiles(Protocol):
+    """A cloud with a durable store of the runs' files (S3): what an instance uploaded comes
+    back even when the instance is gone."""
+
+    def pull_durable(self, run_id: str, local_dir: Path) -> list[str]:
+        """The run's stored files that `local_dir` lacks (or that reach further), fetched."""
+        ...
+
+
+@runtime_checkable
+class UploadsCheckpoints(Protocol):
+    """A cloud whose instances keep a run's checkpoints in the durable store as they come."""
+
+    def start_uploader(self, instance: Instance, runner: Runner) -> None:
+        """Start the uploader of `instance.run_id`'s files on the instance (idempotent)."""
+        ...
+
+
+@runtime_checkable
+class SetsJobEnvironment(Protocol):
+    """A provider that adds to a job's environment (a packed sweep trial: its GPUs)."""
+
+    def job_env(self, instance: Instance) -> dict[str, str]: ...

@@ -17,6 +17,7 @@ from spotrun.agent.session import session_name
 from spotrun.agent.watcher import DEADLINE, JOB_ENDED, NO_PROGRESS
 from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
+from spotrun.cloud.capabilities import PullsStoredFiles, SetsJobEnvironment
 from spotrun.control import budget_guard, cluster, ssh_config
 from spotrun.control.agent_end import AgentEnd, adopt_files, find_end
 from spotrun.control.cache_zone import prefer_cache_zone
@@ -278,9 +279,8 @@ class RunController:
             argv = job_argv(run, self.provider.spotrun_command(head), remote_dir)
         else:  # your own command (spotrun.remote.jobprep)
             argv, env, wrap = self._prepare_own_job(run, head)
-        job_env = getattr(self.provider, "job_env", None)  # a packed sweep trial: its GPUs
-        if job_env is not None:
-            env.update(job_env(head))
+        if isinstance(self.provider, SetsJobEnvironment):  # a packed sweep trial: its GPUs
+            env.update(self.provider.job_env(head))
         env.update(attach_snapshot_data(self.provider, self.ledger, run, head))  # snapshot: data
         env.update(attach_data_cache(self.provider, self.ledger, run, head))  # s3: cache volume
         started = self._driver(head).start(argv, env, wrap)
@@ -542,9 +542,8 @@ class RunController:
         )
 
     def _pull_durable(self, run: RunRecord) -> None:
-        pull_durable = getattr(self.provider, "pull_durable", None)
-        if pull_durable is not None:
-            fetched = pull_durable(run.id, run.run_dir)
+        if isinstance(self.provider, PullsStoredFiles):
+            fetched = self.provider.pull_durable(run.id, run.run_dir)
             if fetched:
                 self.ledger.add_event(
                     run.id, "sync", f"{len(fetched)} file(s) from the durable store"

@@ -24,7 +24,7 @@ from pathlib import Path
 from spotrun.agent.session import session_name
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
-from spotrun.cloud.capabilities import AttachesOverSsh
+from spotrun.cloud.capabilities import AttachesOverSsh, PullsStoredFiles, UploadsCheckpoints
 from spotrun.core.config import Resources
 from spotrun.core.errors import RemoteError, SpotrunError, StateError
 from spotrun.store.ledger import Ledger, RunRecord
@@ -232,9 +232,10 @@ class PackedProvider:
     def bootstrap(self, instance: Instance, runner: Runner) -> None:
         """The instance was provisioned when the pack got it; the trial only needs its own
         checkpoint uploader (when the cloud has a durable store)."""
-        start_uploader = getattr(self.real, "start_uploader", None)
-        if start_uploader is not None:
-            start_uploader(replace(self._real_of(instance), run_id=instance.run_id), runner)
+        if isinstance(self.real, UploadsCheckpoints):
+            self.real.start_uploader(
+                replace(self._real_of(instance), run_id=instance.run_id), runner
+            )
 
     def job_env(self, instance: Instance) -> dict[str, str]:
         """The trial's GPUs on the shared instance."""
@@ -250,8 +251,9 @@ class PackedProvider:
         return {"CUDA_VISIBLE_DEVICES": gpus}
 
     def pull_durable(self, run_id: str, local_dir: Path) -> list[str]:
-        pull = getattr(self.real, "pull_durable", None)
-        return [] if pull is None else list(pull(run_id, local_dir))
+        if not isinstance(self.real, PullsStoredFiles):
+            return []
+        return list(self.real.pull_durable(run_id, local_dir))
 
     def attach_command(self, run_id: str, node: int | None = None) -> list[str]:
         if not isinstance(self.real, AttachesOverSsh):
