@@ -183,11 +183,16 @@ def test_task_in_the_lab_outputs_checkpoint_restart_exec_and_sigterm(
 
     # A spot notice: the script's process gets SIGTERM and saves; the replacement runs the
     # same command on a fresh instance, its setup run there, its checkpoint put back first.
-    lab.interrupt(item["InstanceId"], notice_s=5.0)
+    # 15 s of notice (EC2 gives 120): at load the agent needs a few seconds to see it, stop
+    # the script and store what it saved before EC2 takes the instance.
+    lab.interrupt(item["InstanceId"], notice_s=15.0)
     wait_for(lambda: _results(env, main, "attempt-3.json"), timeout=90, what="the replacement")
     third = _results(env, main, "attempt-3.json")
     assert third is not None and third["setup_ran"] is True
+    # what the script saved at the notice comes back with the replacement's next sync (the
+    # results folder may come first: wait for the file itself)
     saved_at_notice = env.home / "runs" / main / "checkpoints" / "sigterm.json"
+    wait_for(saved_at_notice.exists, timeout=120, what="the notice's sigterm.json synced back")
     assert json.loads(saved_at_notice.read_text()) == {"attempt": 2, "signal": 15}
     replacement = [i for i in lab.instances(main) if i["InstanceId"] != item["InstanceId"]]
     assert [i["State"]["Name"] for i in replacement] == ["running"]
