@@ -118,7 +118,8 @@ def test_a_run_and_a_sweep_finish_on_the_controller_host_while_the_laptop_is_awa
         launch += ["--set", item if not item.startswith("epochs=") else f"epochs={RUN_EPOCHS}"]
     run_id = env.cli(*launch, check=True, timeout=300).stdout.strip()
     # lr=0.0005 learns nothing in an epoch: with two trials ahead of it at the first rung,
-    # ASHA (grace 1 epoch, only the best so far at the rung goes on) stops it there
+    # ASHA (grace 1 epoch, only the best so far at the rung goes on) stops it there; of the
+    # other two, the first at the rung goes on and the second only if it is better
     sweep_id = env.cli(
         "sweep", "digits-fast", "--cloud", "aws", "--grid", "lr=0.2,0.15,0.0005", *TRIAL,
         "--early-stop", "asha", "--grace-epochs", "1", "--reduction-factor", "4",
@@ -165,7 +166,14 @@ def test_a_run_and_a_sweep_finish_on_the_controller_host_while_the_laptop_is_awa
     assert board["state"] == "completed", board
     by_lr = {row["params"]["lr"]: row for row in board["leaderboard"]}
     assert by_lr["0.0005"]["status"] == "pruned" and "ASHA" in by_lr["0.0005"]["reason"]
-    assert by_lr["0.2"]["status"] == "succeeded"
+    # The first of the two good trials to reach the rung always goes on (it is the best so
+    # far there); the second goes on only if it beats it, which the noise of one epoch decides.
+    good = [by_lr["0.2"], by_lr["0.15"]]
+    assert any(row["status"] == "succeeded" for row in good), good
+    assert all(
+        row["status"] == "succeeded" or (row["status"] == "pruned" and "ASHA" in row["reason"])
+        for row in good
+    ), good
     costs = {row["id"]: row for row in json.loads(env.cli("cost", "--json", check=True).stdout)}
     # billed for both instances (the report rounds USD to the cent: seconds say more here)
     assert costs[run_id]["instance_seconds"] > 0 and costs[run_id]["state"] == "succeeded"
