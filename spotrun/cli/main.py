@@ -146,6 +146,9 @@ def launch(
         metavar="KEY=VALUE",
         help="in the job's environment (W&B's and MLflow's variables come along by themselves)",
     ),
+    env_file: list[str] = typer.Option(
+        [], "--env-file", metavar="FILE", help="KEY=VALUE lines for the job's environment"
+    ),
     cloud: Cloud | None = typer.Option(
         None, "--cloud", help="where to run; default from config (local)"
     ),
@@ -181,7 +184,7 @@ def launch(
       spotrun launch task.yaml --detach
     """
     settings = load_settings()
-    own = OwnJobFlags(cmd, workdir, setup, env_)
+    own = OwnJobFlags(cmd, workdir, setup, env_, env_file)
     own.check(target, set_)
     ledger = api.open_ledger(settings)
     chosen_cloud = cloud.value if cloud else settings.default_cloud
@@ -243,12 +246,18 @@ def launch(
 
 
 class OwnJobFlags:
-    """`launch`'s flags for your own command (--cmd, --workdir, --setup, --env)."""
+    """`launch`'s flags for your own command (--cmd, --workdir, --setup, --env, --env-file)."""
 
     def __init__(
-        self, cmd: str | None, workdir: str | None, setup: str | None, envs: list[str]
+        self,
+        cmd: str | None,
+        workdir: str | None,
+        setup: str | None,
+        envs: list[str],
+        env_files: list[str],
     ) -> None:
         self.cmd, self.workdir, self.setup, self.envs = cmd, workdir, setup, envs
+        self.env_files = env_files
 
     def wanted(self, target: str | None) -> bool:
         from spotrun.jobs.taskfile import is_task_file
@@ -280,13 +289,9 @@ class OwnJobFlags:
 
     def job_env(self) -> dict[str, str]:
         """The job's own environment: the trackers' variables of this shell, then --env."""
-        from spotrun.core.tracker_env import tracker_env
-        from spotrun.jobs import own_command as ownjob
+        from spotrun.cli.common import job_environment
 
-        carried = tracker_env(os.environ)
-        if carried:  # names only: values such as WANDB_API_KEY are never printed
-            err.print(f"carrying {', '.join(carried)} into the job's environment", markup=False)
-        return {**carried, **ownjob.parse_envs(self.envs)}
+        return job_environment(self.envs, self.env_files)
 
     def prepare(
         self,

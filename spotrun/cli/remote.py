@@ -240,6 +240,12 @@ def forward_if_remote(args: list[str], app: Any) -> int | None:
             workdir_max_mb=_settings().workdir_max_mb,
             log=_note,
         )
+    starts_jobs = args[0] == "launch" or (
+        args[0] == "sweep" and (len(args) < 2 or args[1] == "run" or args[1] not in _SWEEP_OTHERS)
+    )
+    if starts_jobs:
+        command = args[0] if args[0] == "launch" else "sweep run"
+        args = forward.stage_job_env(home, record, args, _valued_options(app, command), log=_note)
     code = forward.forward(home, record, args)
     if args[0] == "cost" and code == 0 and not {"--json", "--csv"} & set(args):
         _controller_cost_line(record)
@@ -267,13 +273,19 @@ def _controller_cost_line(record: Any) -> None:
     )
 
 
+# `spotrun sweep` subcommands other than `run` (a bare `spotrun sweep RECIPE` runs one)
+_SWEEP_OTHERS = frozenset({"ls", "status", "leaderboard", "stop", "-h", "--help"})
+
+
 def _valued_options(app: Any, name: str) -> set[str]:
-    """The options of command `name` that take a value (from click's own definition; typer
-    may carry its own copy of click, so the objects are read by their attributes)."""
+    """The options of command `name` ("launch", "sweep run") that take a value (from click's
+    own definition; typer may carry its own copy of click, so the objects are read by their
+    attributes)."""
     import typer.main
 
-    command = typer.main.get_command(app)
-    sub = command.commands[name]  # type: ignore[attr-defined]
+    sub = typer.main.get_command(app)
+    for word in name.split():
+        sub = sub.commands[word]  # type: ignore[attr-defined]
     return {
         opt
         for param in sub.params

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperGroup
 
-from spotrun.cli.common import Cloud
+from spotrun.cli.common import Cloud, job_environment
 from spotrun.cli.complete import complete_sweep
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.core.errors import UsageError
@@ -144,6 +144,15 @@ def run_sweep(
     nodes: int | None = typer.Option(
         None, "--nodes", help="instances each trial trains on together with torchrun (aws)"
     ),
+    env_: list[str] = typer.Option(
+        [],
+        "--env",
+        metavar="KEY=VALUE",
+        help="in every trial's environment (W&B's and MLflow's variables come along by themselves)",
+    ),
+    env_file: list[str] = typer.Option(
+        [], "--env-file", metavar="FILE", help="KEY=VALUE lines for every trial's environment"
+    ),
     detach: bool = typer.Option(False, "--detach", "-d", help="print the sweep id and return"),
 ) -> None:
     """Start a sweep of RECIPE: every --grid combination, or --random N draws.
@@ -183,6 +192,7 @@ def run_sweep(
         grace_epochs=grace_epochs,
         reduction_factor=reduction_factor,
         resources=resources,
+        envs=job_environment(env_, env_file),
     )
     sweep = service.start_sweep(ledger, prepared)
     if detach:

@@ -35,6 +35,37 @@ def parse_envs(items: list[str]) -> dict[str, str]:
     return envs
 
 
+def read_env_file(path: str) -> dict[str, str]:
+    """An `--env-file`: one KEY=VALUE per line (blank lines and `#` comments skipped; the value
+    is everything after the first `=`, unquoted), as Docker's --env-file reads them."""
+    from pathlib import Path
+
+    try:
+        text = Path(path).expanduser().read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"--env-file {path}: cannot read it ({exc})", hint="give a text file of KEY=VALUE lines"
+        ) from exc
+    envs: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        key, sep, value = stripped.partition("=")
+        key = key.strip()
+        if not sep or not ENV_NAME.match(key):
+            raise UsageError(
+                f"--env-file {path}, line {number}: not KEY=VALUE with a variable name as KEY",
+                hint="e.g. WANDB_PROJECT=my-project",
+            )
+        if key.startswith(RESERVED_ENV_PREFIX):
+            raise UsageError(
+                f"--env-file {path}, line {number}: SPOTRUN_* variables are set by spotrun itself"
+            )
+        envs[key] = value
+    return envs
+
+
 def build_job(
     run: str | None,
     *,

@@ -81,7 +81,8 @@ class SshBinaryRunner:
             proc.stderr.decode(errors="replace"),
         )
 
-    def put(self, local: Path, remote: str) -> None:
+    def put(self, local: Path, remote: str, *, private: bool = False) -> None:
+        """Copy a file or folder there; `private`: readable by the SSH user alone (0600)."""
         q = shlex.quote
         if local.is_dir():
             tar = subprocess.run(
@@ -97,6 +98,8 @@ class SshBinaryRunner:
                 f'mkdir -p "$(dirname {q(remote)})" && cat > {q(tmp)} && mv -f {q(tmp)} {q(remote)}'
             )
             data = local.read_bytes()
+        if private:
+            command = f"umask 077 && {command}"
         proc = self._ssh(command, stdin=data)
         if proc.returncode != 0:
             raise RemoteError(

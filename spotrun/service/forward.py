@@ -136,13 +136,13 @@ class Stager:
             self._runner = SshBinaryRunner(self.home, self.record)
         return self._runner
 
-    def file(self, path: Path) -> str:
+    def file(self, path: Path, *, name: str | None = None, private: bool = False) -> str:
         from spotrun.remote.ssh_binary import SshBinaryRunner
 
         runner = self.runner()
         assert isinstance(runner, SshBinaryRunner)
-        remote = f"{self.folder}/{path.name}"
-        runner.put(path, remote)
+        remote = f"{self.folder}/{name or path.name}"
+        runner.put(path, remote, private=private)
         return remote
 
     def workdir(self, folder: str, limit_mb: float) -> str:
@@ -207,6 +207,46 @@ def stage_launch(
         workdir[1] = stager.workdir(workdir[1], workdir_max_mb)
     elif task_workdir is not None:
         units.append(["--workdir", stager.workdir(task_workdir, workdir_max_mb)])
+    return [args[0], *(word for unit in units for word in unit)]
+
+
+def stage_job_env(
+    home: Path, record: ControllerHost, args: list[str], valued: Collection[str], *, log: Log
+) -> list[str]:
+    """`launch`'s or `sweep`'s arguments with the job environment of this machine put on the
+    host: each --env-file travels, and the trackers' variables of this shell (W&B, MLflow),
+    which the host's shell does not have, travel as one more --env-file. Both are 0600 files
+    in the staging folder: a variable's value never appears on a command line there."""
+    import tempfile
+
+    from spotrun.core.tracker_env import tracker_env
+
+    units = _split(args[1:], valued)
+    stager = Stager(home, record, log)
+    for index, unit in enumerate(units):
+        if unit[0] == "--env-file" and len(unit) == 2:
+            path = Path(unit[1]).expanduser()
+            if not path.is_file():
+                raise UsageError(
+                    f"--env-file {unit[1]}: no such file here",
+                    hint="give a text file of KEY=VALUE lines on this machine",
+                )
+            unit[1] = stager.file(path, name=f"env-{index}", private=True)
+    carried = {k: v for k, v in tracker_env(os.environ).items() if "\n" not in v}
+    for key in sorted(set(tracker_env(os.environ)) - set(carried)):
+        log(f"not carrying {key}: its value spans lines (give it with --env-file on the host)")
+    if carried:  # names only: values such as WANDB_API_KEY are never printed
+        log(f"carrying {', '.join(carried)} into the job's environment")
+        with tempfile.TemporaryDirectory(prefix="spotrun-env-") as tmp:
+            local = Path(tmp) / "trackers.env"
+            fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.writelines(f"{key}={value}\n" for key, value in carried.items())
+            staged = ["--env-file", stager.file(local, private=True)]
+        # before a `--` (what follows it is the job's, not spotrun's), else last: never ahead
+        # of a subcommand such as `sweep run`
+        end = next((i for i, unit in enumerate(units) if unit == ["--"]), len(units))
+        units.insert(end, staged)
     return [args[0], *(word for unit in units for word in unit)]
 
 

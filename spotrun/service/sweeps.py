@@ -54,6 +54,7 @@ def prepare_sweep(
     grace_epochs: int = 1,
     reduction_factor: int = 3,
     resources: dict[str, Any] | None = None,
+    envs: dict[str, str] | None = None,
 ) -> PreparedSweep:
     """Check everything a sweep needs, draw its trials and plan where they run; creates
     nothing. Every bad input is a UsageError naming it."""
@@ -110,6 +111,7 @@ def prepare_sweep(
             metric=wanted_metric,
             mode=chosen_mode,
             name=name,
+            env=dict(envs or {}),
         )
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc

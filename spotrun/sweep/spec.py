@@ -67,6 +67,10 @@ class SweepSpec(StrictModel):
     metric: str = "test_acc"
     mode: Literal["max", "min"] = "max"
     name: str | None = None
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="every trial's job environment: --env and the trackers' variables",
+    )
 
     @model_validator(mode="after")
     def _name_is_safe(self) -> SweepSpec:

@@ -194,6 +194,7 @@ class SweepSupervisor:
             resources=Resources.model_validate({**spec.resources, "gpus": spec.gpus_per_trial}),
             name=f"{self.sweep.name}-t{trial.index}",
             cloud=spec.cloud,
+            env=dict(spec.env),
         )
         run = self.ledger.create_run(launch_spec, plan=self.plan.run_plan(), sweep_id=self.sweep.id)
         self.store.mark(

@@ -237,11 +237,23 @@ def test_files_travel_bad_hosts_are_refused_and_exit_codes_come_back(
         [sys.executable, "-m", "spotrun"], env=tab, capture_output=True, text=True, timeout=120
     )
     assert names.stdout.strip() == "from-task\tsucceeded", names  # the host's run names
+    # The job's environment of the laptop travels too: an --env-file, and a tracker's
+    # variable of the laptop's shell (the host's shell does not have it), as 0600 files.
+    env_file = tmp_path / "job.env"
+    env_file.write_text("# for the job\nNOTE=from the file\n")
+    env.vars["MLFLOW_EXPERIMENT_NAME"] = "from-laptop"
     by_flag = env.cli(
-        "launch", "--cmd", "cat data.txt; exit 3", "--workdir", str(work), "--cloud", "local",
+        "launch", "--cmd", 'cat data.txt; echo "exp=$MLFLOW_EXPERIMENT_NAME note=$NOTE"; exit 3',
+        "--workdir", str(work), "--env-file", str(env_file), "--cloud", "local",
         timeout=300,
     )  # fmt: skip
+    del env.vars["MLFLOW_EXPERIMENT_NAME"]
     assert by_flag.returncode == 1 and "made on the laptop" in by_flag.stdout  # the run failed
+    assert "exp=from-laptop note=from the file" in by_flag.stdout, by_flag.stdout
+    assert "carrying MLFLOW_EXPERIMENT_NAME into the job's environment" in by_flag.stderr
+    staged = [p for p in host.path(f"{HOST_HOME}/staging").rglob("*") if p.is_file()]
+    env_files = [p for p in staged if p.name == "trackers.env" or p.name.startswith("env-")]
+    assert len(env_files) == 2 and all(p.stat().st_mode & 0o077 == 0 for p in env_files), staged
     missing = env.cli("status", "no-such-run")
     assert missing.returncode == 2 and "error:" in missing.stderr  # the host's own answer
     local_data = env.cli("launch", "digits-fast", "--set", f"data={work}")

@@ -69,10 +69,14 @@ def test_bad_input_on_the_command_line_exits_2_and_launches_nothing(env: Env) ->
 @pytest.mark.slow
 def test_a_2x3_grid_with_asha_runs_to_the_end_with_its_leaderboard(env: Env) -> None:
     # lr=0.2 learns digits in an epoch; lr=0.0005 does not: ASHA (grace 1 epoch, 1 in 2 goes
-    # on) stops those as soon as they reach a rung behind the good ones.
+    # on) stops those as soon as they reach a rung behind the good ones. A tracker's variable
+    # of this shell and --env go into every trial's job environment.
+    env.vars["MLFLOW_EXPERIMENT_NAME"] = "grid-experiment"
     proc = env.cli(
         "sweep",
         "digits-fast",
+        "--env",
+        "NOTE=hi",
         "--grid",
         "lr=0.2,0.0005",
         "--grid",
@@ -94,6 +98,7 @@ def test_a_2x3_grid_with_asha_runs_to_the_end_with_its_leaderboard(env: Env) -> 
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "sweep completed" in proc.stdout and "RANK" in proc.stdout
+    assert "carrying MLFLOW_EXPERIMENT_NAME into the job's environment" in proc.stderr
     # The trials' evaluations show as they come, not only in the board at the end.
     first = re.search(r"^trial \d: epoch 1  acc [\d.]+%", proc.stdout, re.MULTILINE)
     assert first is not None and first.start() < proc.stdout.index("sweep completed")
@@ -118,6 +123,11 @@ def test_a_2x3_grid_with_asha_runs_to_the_end_with_its_leaderboard(env: Env) -> 
     # each trial was a run of its own, in its own tmux session, now ended
     runs = [r for r in env.runs() if r["sweep_id"] == status["id"]]
     assert len(runs) == 6 and env.sessions() == []
+    for run in runs:
+        job_env = env.home / "runs" / run["id"] / ".job-env.json"
+        assert job_env.stat().st_mode & 0o077 == 0
+        carried = json.loads(job_env.read_text())
+        assert (carried["MLFLOW_EXPERIMENT_NAME"], carried["NOTE"]) == ("grid-experiment", "hi")
     rows = list(csv.DictReader(io.StringIO(env.cli("sweep", "status", "grid", "--csv").stdout)))
     assert [r["trial"] for r in rows] == [str(row["trial"]) for row in board]
     assert {"lr", "batch_size", "test_acc", "cost_usd", "cost_to_target_usd"} <= set(rows[0])

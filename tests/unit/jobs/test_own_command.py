@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from spotrun.core.errors import UsageError
 from spotrun.core.jobspec import JobSpec, RecipeCall
 from spotrun.jobs import gitignore
-from spotrun.jobs.own_command import build_job, parse_envs
+from spotrun.jobs.own_command import build_job, parse_envs, read_env_file
 from spotrun.jobs.taskfile import load_task
 from spotrun.jobs.workdir import check_size, list_files
 from spotrun.remote.jobprep import restore_checkpoints
@@ -99,6 +99,22 @@ def test_env_flags_and_empty_command() -> None:
     for outside in ("/root/ckpt", "../ckpt", "."):
         with pytest.raises(UsageError, match="inside the workdir"):
             build_job("x", checkpoint_dir=outside, workdir_max_mb=1)
+
+
+def test_env_files_read_key_value_lines_and_refuse_what_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "job.env"
+    path.write_text("# a comment\n\nWANDB_PROJECT=p\n  URL=http://x/?a=b  \nWANDB_PROJECT=q\n")
+    assert read_env_file(str(path)) == {"WANDB_PROJECT": "q", "URL": "http://x/?a=b"}
+    for text, message in (
+        ("OK=1\nnot a pair\n", "line 2: not KEY=VALUE"),
+        ("1A=2\n", "line 1: not KEY=VALUE"),
+        ("SPOTRUN_RUN_ID=x\n", "set by spotrun itself"),
+    ):
+        path.write_text(text)
+        with pytest.raises(UsageError, match=message):
+            read_env_file(str(path))
+    with pytest.raises(UsageError, match="cannot read it"):
+        read_env_file(str(tmp_path / "missing.env"))
 
 
 # ------------------------------------------------------------------ .gitignore
