@@ -3,10 +3,11 @@
 Each shard holds the files of one split (train/, val/ or test/) under their own relative paths,
 so extracting every shard into one folder gives the ImageFolder back. Tar headers are
 normalised (mtime 0, root-owned, mode 0644) so the same folder always packs to the same bytes.
-With `images` (`--max-side`) each image is stored training-ready instead (training_ready.py)
-and the manifest says so; `keep_original` pushes the folder as it is beside it, under
-PREFIX/original. Shards are packed and uploaded by `parallel` workers; each shard's temporary file is removed
-once it is uploaded, so the local disk holds at most `parallel` shards at a time.
+With `images` (`--max-side`) each training image is stored training-ready instead
+(training_ready.py) and the manifest says so; `keep_original` pushes the folder as it is
+beside it, under PREFIX/original. Shards are packed and uploaded by `parallel` workers; each
+shard's temporary file is removed once it is uploaded, so the local disk holds at most
+`parallel` shards at a time.
 """
 
 from __future__ import annotations
@@ -244,8 +245,15 @@ def push(
                 hint="add --max-side N, or leave --keep-original out (the images go as they are)",
             )
         original = S3Data(dest.bucket, dest.key("original"))
-        push(store, folder, original, shard_size=shard_size, parallel=parallel, log=log,
-             work_dir=work_dir)
+        push(
+            store,
+            folder,
+            original,
+            shard_size=shard_size,
+            parallel=parallel,
+            log=log,
+            work_dir=work_dir,
+        )
     started = time.monotonic()
     skipped: list[str] = []
     classes, eval_split, planned = plan_shards(folder, shard_size, skipped)

@@ -5,9 +5,10 @@ worker decodes it, and whether the run was restarted, changes nothing. By defaul
 cuts and resizes it while decoding (libjpeg scales down first when the crop allows). On a GPU,
 for a set pushed training-ready (`data push --max-side`), the worker only decodes the small
 stored JPEG and hands it over whole with its crop box; the crops of a batch are cut and
-resized on the GPU in one pass (device_crop.py), which leaves each core a decode per image. Evaluation images are resized and centre-
-cropped. The flip, normalization and any resize to a progressive size run on whole batches on
-the device, as for in-memory sets; the batch order follows the BatchSource contract.
+resized on the GPU in one pass (device_crop.py), which leaves each core a decode per image.
+Evaluation images are resized and centre-cropped. The flip, normalization and any resize to
+a progressive size run on whole batches on the device, as for in-memory sets; the batch order
+follows the BatchSource contract.
 """
 
 from __future__ import annotations
