@@ -888,16 +888,32 @@ def data_push(
     dest: str = typer.Argument(..., help="s3://BUCKET/PREFIX"),
     shard_size: str = typer.Option("256MB", "--shard-size", help="bytes per tar shard"),
     parallel: int = typer.Option(8, "--parallel", help="shards packed and uploaded at once"),
+    max_side: int | None = typer.Option(
+        None,
+        "--max-side",
+        help="store the images training-ready: longer side at most N px, JPEG (resnet50-fast: 256)",
+    ),
+    quality: int = typer.Option(90, "--quality", help="JPEG quality of the resized images"),
+    keep_original: bool = typer.Option(
+        False, "--keep-original", help="with --max-side: the originals too, under PREFIX/original"
+    ),
 ) -> None:
     """Pack FOLDER into tar shards and a manifest, and upload them in parallel.
 
     \b
     Examples:
-      spotrun data push ./imagenet s3://my-bucket/imagenet
+      spotrun data push ./imagenet s3://my-bucket/imagenet --max-side 256
       spotrun data push ./cifar10 s3://my-bucket/cifar10 --shard-size 64MB
     """
     result = api.data_push(
-        folder, dest, shard_size=shard_size, parallel=parallel, log=lambda line: out.print(line)
+        folder,
+        dest,
+        shard_size=shard_size,
+        parallel=parallel,
+        log=lambda line: out.print(line),
+        max_side=max_side,
+        quality=quality,
+        keep_original=keep_original,
     )
     out.print(f"use it with: --set data={dest.rstrip('/')}  ({result.manifest.digest})")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.core.errors import UsageError
+from spotrun.datasets.manifest import StoredImages, read_manifest
 from spotrun.datasets.spec import S3Data
 
 STATE_DIR = ".spotrun-stage"
@@ -105,3 +106,12 @@ class StageLayout:
             if len(parts) == 3 and parts[1].isdigit():
                 found[parts[0]] = (int(parts[1]), parts[2])
         return found
+
+
+def staged_images(dataset: Path) -> StoredImages | None:
+    """How the staged set at `dataset` (the folder holding train/) stores its images: the
+    training-ready form its manifest names, or None (pushed as it was, or not a staged set)."""
+    path = dataset / STATE_DIR / "manifest.json"
+    if not path.exists():
+        return None
+    return read_manifest(path.read_text(), str(path)).images

@@ -106,6 +106,16 @@ class Shard(_Strict):
         return self.content_bytes + self.files * BLOCK_BYTES
 
 
+class StoredImages(_Strict):
+    """How `data push --max-side` stored the training split: training-ready JPEGs whose longer
+    side is at most `max_side`, re-encoded at `quality` (files already that small and JPEG kept
+    as they were). The evaluation split is stored as it was. File names, classes and splits
+    are the folder's own."""
+
+    max_side: int = Field(ge=32, le=8192)
+    quality: int = Field(ge=1, le=100)
+
+
 class Manifest(_Strict):
     format: Literal["spotrun-shards/1", "spotrun-shards/2"] = FORMAT
     checksum: Checksum = Field(
@@ -117,6 +127,9 @@ class Manifest(_Strict):
     classes: list[str] = Field(description="the training split's class folders, in label order")
     eval_split: str = Field(description="val or test")
     shards: list[Shard]
+    images: StoredImages | None = Field(
+        default=None, description="set when push stored the images training-ready"
+    )
 
     @field_validator("eval_split")
     @classmethod
@@ -170,12 +183,26 @@ class Manifest(_Strict):
         return sum(s.files for s in self.shards if s.split == split)
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True) + "\n"
+        # A set pushed as it was has no `images` key, so its digest is the one it always had.
+        leave_out = {"images"} if self.images is None else set()
+        data = self.model_dump(mode="json", exclude=leave_out)
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     @property
     def digest(self) -> str:
         """Names this version of the data set: a re-push with other content has another."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+
+def stored_images(max_side: int, quality: int) -> StoredImages:
+    """The training-ready form a push was asked for; a UsageError for numbers out of range."""
+    try:
+        return StoredImages(max_side=max_side, quality=quality)
+    except ValidationError as exc:
+        raise UsageError(
+            f"--max-side {max_side} --quality {quality}: {describe_validation_error(exc)}",
+            hint="--max-side 32..8192 (resnet50-fast: 256), --quality 1..100 (default 90)",
+        ) from exc
 
 
 def read_manifest(text: str | bytes, where: str) -> Manifest:

@@ -3,13 +3,17 @@
 Each shard holds the files of one split (train/, val/ or test/) under their own relative paths,
 so extracting every shard into one folder gives the ImageFolder back. Tar headers are
 normalised (mtime 0, root-owned, mode 0644) so the same folder always packs to the same bytes.
-Shards are packed and uploaded by `parallel` workers; each shard's temporary file is removed
-once it is uploaded, so the local disk holds at most `parallel` shards at a time.
+With `images` (`--max-side`) each training image is stored training-ready instead
+(training_ready.py) and the manifest says so; `keep_original` pushes the folder as it is
+beside it, under PREFIX/original. Shards are packed and uploaded by `parallel` workers; each
+shard's temporary file is removed once it is uploaded, so the local disk holds at most
+`parallel` shards at a time.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import tarfile
 import tempfile
@@ -22,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotrun.core.errors import UsageError
-from spotrun.datasets.manifest import MANIFEST_NAME, Manifest, Shard
+from spotrun.datasets.manifest import MANIFEST_NAME, Manifest, Shard, StoredImages
 from spotrun.datasets.objects import ObjectStore
 from spotrun.datasets.progress import fmt_bytes, fmt_rate
 from spotrun.datasets.spec import S3Data
+from spotrun.datasets.training_ready import training_ready
 from spotrun.train.data.source import (
     EVAL_SPLITS,
     IMAGE_FOLDER_LAYOUT,
@@ -175,8 +180,9 @@ class _HashingFile:
         self._fh.close()
 
 
-def write_shard(planned: PlannedShard, path: Path) -> Shard:
-    """Write `planned` as a tar at `path`; its manifest entry."""
+def write_shard(planned: PlannedShard, path: Path, images: StoredImages | None = None) -> Shard:
+    """Write `planned` as a tar at `path` (each image training-ready when `images` says
+    how); its manifest entry."""
     out = _HashingFile(path)
     content = 0
     try:
@@ -186,9 +192,18 @@ def write_shard(planned: PlannedShard, path: Path) -> Shard:
                 info.size = member.size
                 info.mtime = 0
                 info.mode = 0o644
-                with open(member.path, "rb") as source:
-                    tar.addfile(info, source)
-                content += member.size
+                # Only the training split: it is what every epoch decodes; the evaluation
+                # split (a 256 px test needs a shorter side of 293) stays as it was.
+                ready = None
+                if images is not None and planned.split == TRAIN_SPLIT:
+                    ready = training_ready(member.path, images)
+                if ready is not None:
+                    info.size = len(ready)
+                    tar.addfile(info, io.BytesIO(ready))
+                else:
+                    with open(member.path, "rb") as source:
+                        tar.addfile(info, source)
+                content += info.size
     except OSError as exc:
         raise UsageError(f"cannot read {exc.filename}: {exc.strerror}") from exc
     finally:
@@ -219,8 +234,26 @@ def push(
     parallel: int = 8,
     log: Callable[[str], None] = print,
     work_dir: Path | None = None,
+    images: StoredImages | None = None,
+    keep_original: bool = False,
 ) -> PushResult:
     """Pack `folder` into shards under `dest`, upload them, then the manifest."""
+    if keep_original:
+        if images is None:
+            raise UsageError(
+                "--keep-original keeps the originals beside resized images",
+                hint="add --max-side N, or leave --keep-original out (the images go as they are)",
+            )
+        original = S3Data(dest.bucket, dest.key("original"))
+        push(
+            store,
+            folder,
+            original,
+            shard_size=shard_size,
+            parallel=parallel,
+            log=log,
+            work_dir=work_dir,
+        )
     started = time.monotonic()
     skipped: list[str] = []
     classes, eval_split, planned = plan_shards(folder, shard_size, skipped)
@@ -231,9 +264,14 @@ def push(
             + (", ..." if len(skipped) > 5 else "")
         )
     total = sum(m.size for p in planned for m in p.members)
+    form = (
+        f", training-ready (longer side <= {images.max_side} px, JPEG quality {images.quality})"
+        if images is not None
+        else ""
+    )
     log(
         f"pushing {folder} to {dest.uri}: {sum(len(p.members) for p in planned):,} files, "
-        f"{fmt_bytes(total)} in {len(planned)} shards"
+        f"{fmt_bytes(total)} in {len(planned)} shards{form}"
     )
     lock = threading.Lock()
     done = [0, 0]  # shards, bytes
@@ -241,7 +279,7 @@ def push(
     def one(shard: PlannedShard, tmp: Path) -> Shard:
         path = tmp / shard.name
         try:
-            entry = write_shard(shard, path)
+            entry = write_shard(shard, path, images)
             store.upload(path, dest.key(shard.name), entry.sha256)
         finally:
             path.unlink(missing_ok=True)
@@ -266,6 +304,7 @@ def push(
         classes=classes,
         eval_split=eval_split,
         shards=shards,
+        images=images,
     )
     store.put(dest.key(MANIFEST_NAME), manifest.to_json().encode())
     seconds = time.monotonic() - started

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.core.errors import UsageError
-from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
+from spotrun.datasets.manifest import MANIFEST_NAME, StoredImages, read_manifest
 from spotrun.datasets.pack import PushResult, push
 from spotrun.datasets.spec import S3_FORM, S3Data, parse_s3
 
@@ -29,6 +29,8 @@ def push_folder(
     shard_size: int,
     parallel: int,
     log: Callable[[str], None],
+    images: StoredImages | None = None,
+    keep_original: bool = False,
 ) -> PushResult:
     from spotrun.cloud.aws.datasets import S3Store
 
@@ -39,7 +41,16 @@ def push_folder(
         )
     store = S3Store(target.bucket, connections=max(10, parallel * 2))
     store.check_bucket()
-    return push(store, folder, target, shard_size=shard_size, parallel=parallel, log=log)
+    return push(
+        store,
+        folder,
+        target,
+        shard_size=shard_size,
+        parallel=parallel,
+        log=log,
+        images=images,
+        keep_original=keep_original,
+    )
 
 
 @dataclass(frozen=True)

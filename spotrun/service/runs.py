@@ -691,16 +691,35 @@ def check_job_data(
 
 
 def data_push(
-    folder: Path, dest: str, *, shard_size: str = "256MB", parallel: int = 8, log: Any = print
+    folder: Path,
+    dest: str,
+    *,
+    shard_size: str = "256MB",
+    parallel: int = 8,
+    log: Any = print,
+    max_side: int | None = None,
+    quality: int = 90,
+    keep_original: bool = False,
 ) -> Any:
-    """Pack an ImageFolder into tar shards plus a manifest under an s3:// prefix."""
+    """Pack an ImageFolder into tar shards plus a manifest under an s3:// prefix (its images
+    training-ready, longer side at most `max_side`, when that is given)."""
+    from spotrun.datasets.manifest import stored_images
     from spotrun.datasets.pack import parse_size
     from spotrun.service.datasets import push_folder
 
     size = parse_size(shard_size)
     if parallel < 1:
         raise UsageError(f"--parallel must be at least 1, got {parallel}")
-    return push_folder(folder, dest, shard_size=size, parallel=parallel, log=log)
+    images = stored_images(max_side, quality) if max_side is not None else None
+    return push_folder(
+        folder,
+        dest,
+        shard_size=size,
+        parallel=parallel,
+        log=log,
+        images=images,
+        keep_original=keep_original,
+    )
 
 
 def data_list(where: str | None, settings: Settings) -> list[dict[str, Any]]:

@@ -119,14 +119,7 @@ def decode_random_crop(
     """
     try:
         with Image.open(_stream(path)) as image:
-            width, height = image.size
-            left, top, w, h = crop_box(width, height, scale, rng)
-            if image.format == "JPEG":
-                # The smallest libjpeg scale (1/2, 1/4, 1/8) at which the box still covers
-                # size x size pixels.
-                image.draft("RGB", (math.ceil(width * size / w), math.ceil(height * size / h)))
-            sx, sy = image.width / width, image.height / height
-            box = (left * sx, top * sy, (left + w) * sx, (top + h) * sy)
+            box = draft_box(image, size, crop_box(image.width, image.height, scale, rng))
             rgb = image if image.mode == "RGB" else image.convert("RGB")
             resized = rgb.resize(
                 (size, size), Image.Resampling.BILINEAR, box=box, reducing_gap=None
@@ -134,3 +127,37 @@ def decode_random_crop(
     except (OSError, UnidentifiedImageError, ValueError) as exc:
         raise DecodeError(f"cannot decode {ref_name(path)}: {exc}") from exc
     return to_chw(resized)
+
+
+def draft_box(
+    image: Image.Image, size: int, box: tuple[int, int, int, int]
+) -> tuple[float, float, float, float]:
+    """Let libjpeg decode `image` at the smallest scale (1/2, 1/4, 1/8) at which `box`
+    (left, top, w, h in full-size pixels) still covers size x size pixels; the box as
+    (left, top, right, bottom) in the pixels the decode will have."""
+    width, height = image.size
+    left, top, w, h = box
+    if image.format == "JPEG":
+        image.draft("RGB", (math.ceil(width * size / w), math.ceil(height * size / h)))
+    sx, sy = image.width / width, image.height / height
+    return left * sx, top * sy, (left + w) * sx, (top + h) * sy
+
+
+def decode_for_device_crop(
+    path: ImageRef, size: int, scale: tuple[float, float], rng: np.random.Generator
+) -> tuple[np.ndarray, tuple[float, float, float, float]]:
+    """The image whole as H x W x 3 uint8 (reduced-scale where its crop allows) and its
+    random-resized-crop box (left, top, right, bottom) in that image's pixels.
+
+    The crop and resize are left to the training device (spotrun.train.data.device_crop):
+    the worker only decodes, and hands Pillow's buffer over in its own layout (no
+    channel-first copy). The box is drawn exactly as `decode_random_crop` draws it.
+    """
+    try:
+        with Image.open(_stream(path)) as image:
+            box = draft_box(image, size, crop_box(image.width, image.height, scale, rng))
+            rgb = image if image.mode == "RGB" else image.convert("RGB")
+            pixels = np.asarray(rgb, dtype=np.uint8)
+    except (OSError, UnidentifiedImageError, ValueError) as exc:
+        raise DecodeError(f"cannot decode {ref_name(path)}: {exc}") from exc
+    return pixels, box

@@ -1,10 +1,14 @@
 """Large image sets (ImageNet): decoded from the files every epoch by worker processes.
 
-Each training image gets a random-resized-crop while it is decoded (libjpeg scales down first
-when the crop allows), seeded by (seed, epoch, image index): which worker decodes it, and
-whether the run was restarted, changes nothing. Evaluation images are resized and centre-
-cropped. The flip, normalization and any resize to a progressive size run on whole batches on
-the device, as for in-memory sets; the batch order follows the BatchSource contract.
+Each training image gets a random-resized-crop, seeded by (seed, epoch, image index): which
+worker decodes it, and whether the run was restarted, changes nothing. By default the worker
+cuts and resizes it while decoding (libjpeg scales down first when the crop allows). On a GPU,
+for a set pushed training-ready (`data push --max-side`), the worker only decodes the small
+stored JPEG and hands it over whole with its crop box; the crops of a batch are cut and
+resized on the GPU in one pass (device_crop.py), which leaves each core a decode per image.
+Evaluation images are resized and centre-cropped. The flip, normalization and any resize to
+a progressive size run on whole batches on the device, as for in-memory sets; the batch order
+follows the BatchSource contract.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from spotrun.core.errors import UsageError
+from spotrun.datasets.layout import staged_images
 from spotrun.train.data import BatchSource
 from spotrun.train.data.augment import (
     IMAGENET_MEAN,
@@ -32,8 +37,10 @@ from spotrun.train.data.decode import (
     EVAL_CROP_FRACTION,
     DecodeError,
     decode_center,
+    decode_for_device_crop,
     decode_random_crop,
 )
+from spotrun.train.data.device_crop import Box, crop_resize, pad_batch
 from spotrun.train.data.imagefolder import (
     DecodePlan,
     cache_paths,
@@ -48,7 +55,12 @@ if TYPE_CHECKING:
     from spotrun.datasets.feed import ShardFeed
     from spotrun.recipes.base import Recipe
 
-Sample = tuple[np.ndarray | None, int, str | None]
+# (image, label, error, crop box): the box only when the crop is left to the device
+Sample = tuple[np.ndarray | None, int, str | None, Box | None]
+# (images, labels, error, crops): crops, when the device cuts them, is (boxes N x 4, image
+# shapes N x 2) for the N whole images on the images' canvas
+Crops = tuple[torch.Tensor, torch.Tensor]
+Collated = tuple[torch.Tensor | None, torch.Tensor, str | None, Crops | None]
 
 
 class _Samples(Dataset[Sample]):
@@ -67,8 +79,10 @@ class _Samples(Dataset[Sample]):
         train: bool,
         crop_scale: tuple[float, float],
         seed: int,
+        crop_on_device: bool = False,
     ) -> None:
         self.paths = paths
+        self.crop_on_device = crop_on_device and train
         self.labels = labels
         self.size = size
         self.train = train
@@ -83,24 +97,33 @@ class _Samples(Dataset[Sample]):
         epoch, i = key[0], key[1]
         path = Path(self.paths[i]) if len(key) == 2 else Path(key[2])
         label = self.labels[i] if len(key) == 2 else int(key[3])
+        box: Box | None = None
         try:
-            if self.train:
+            if self.crop_on_device:
+                rng = np.random.default_rng([self.seed, epoch, i])
+                image, box = decode_for_device_crop(path, self.size, self.crop_scale, rng)
+            elif self.train:
                 rng = np.random.default_rng([self.seed, epoch, i])
                 image = decode_random_crop(path, self.size, self.crop_scale, rng)
             else:
                 image = decode_center(path, self.size, EVAL_CROP_FRACTION)
         except DecodeError as exc:
-            return None, label, str(exc)
-        return image, label, None
+            return None, label, str(exc), None
+        return image, label, None, box
 
 
-def _collate(samples: list[Sample]) -> tuple[torch.Tensor | None, torch.Tensor, str | None]:
-    labels = torch.tensor([label for _, label, _ in samples], dtype=torch.int64)
-    for _, _, error in samples:
+def _collate(samples: list[Sample]) -> Collated:
+    labels = torch.tensor([label for _, label, _, _ in samples], dtype=torch.int64)
+    for _, _, error, _ in samples:
         if error is not None:
-            return None, labels, error
-    images = np.stack([image for image, _, _ in samples if image is not None])
-    return torch.from_numpy(images), labels, None
+            return None, labels, error, None
+    images = [image for image, _, _, _ in samples if image is not None]
+    boxes = [box for _, _, _, box in samples if box is not None]
+    if boxes:  # whole images of several sizes, cropped on the device
+        canvas, shapes = pad_batch(images)
+        crops = (torch.tensor(boxes, dtype=torch.float32), torch.from_numpy(shapes))
+        return torch.from_numpy(canvas), labels, None, crops
+    return torch.from_numpy(np.stack(images)), labels, None, None
 
 
 class _EpochBatches:
@@ -238,10 +261,18 @@ class StreamedImageBatches:
         size: int | None = None,
         device: torch.device | str = "cpu",
         feed: tuple[ShardFeed, list[str]] | None = None,  # (a set still arriving, its classes)
+        crop_on_device: bool = False,
     ) -> None:
         self.samples = _Samples(
-            paths, labels, size=decode_size, train=train, crop_scale=crop_scale, seed=sharding.seed
+            paths,
+            labels,
+            size=decode_size,
+            train=train,
+            crop_scale=crop_scale,
+            seed=sharding.seed,
+            crop_on_device=crop_on_device,
         )
+        self.decode_size = decode_size
         self._n = feed[0].train_files if feed is not None else len(paths)
         self.batch_size = batch_size
         self.pipeline = pipeline
@@ -281,13 +312,21 @@ class StreamedImageBatches:
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         sh = self.sharding
         self._sampler.epoch, self._sampler.start = epoch, start
-        for b, (images, labels, error) in enumerate(self._loader, start=start):
+        for b, (images, labels, error, crops) in enumerate(self._loader, start=start):
             if error is not None or images is None:
                 raise UsageError(str(error), hint="remove or replace the file, then run again")
             x = images.to(self.device, non_blocking=True)
+            if crops is not None:
+                x = crop_resize(x, crops[0], crops[1], self.decode_size)
             generator = batch_generator(sh.seed, epoch, b, sh.rank) if self.train else None
             x = self.pipeline(x, train=self.train, generator=generator, size=self.size)
             yield x, labels.to(self.device, non_blocking=True)
+
+
+def crops_on_device(dataset: Path, device: torch.device) -> bool:
+    """Whether the training crops are cut on the device: on a GPU, for a set pushed
+    training-ready (small whole images cost the host-to-GPU copy no more than crops would)."""
+    return device.type == "cuda" and staged_images(dataset) is not None
 
 
 def _paths(index: SplitIndex) -> list[str]:
@@ -349,6 +388,7 @@ def streamed_sources(
         workers=workers,
         sharding=sharding,
         device=where.device,
+        crop_on_device=crops_on_device(train_index.root.parent, where.device),
     )
     return train, _eval_source(recipe, eval_index, pipeline, workers, sharding, where)
 
@@ -386,6 +426,7 @@ def fed_sources(
         sharding=sharding,
         device=where.device,
         feed=(feed, classes),
+        crop_on_device=where.device.type == "cuda" and feed.manifest.images is not None,
     )
     return train, _eval_source(recipe, eval_index, pipeline, workers, sharding, where)
 
