@@ -11,6 +11,7 @@ schedule when only the time to target is wanted.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -57,6 +58,7 @@ class Outcome:
     wall_s: float = 0.0
     stopped_at_target: bool = False
     exit_code: int | None = None
+    device: dict[str, Any] | None = None  # the run's device.json: what auto chose, and why
 
     def time_to(self, target: float) -> float | None:
         """elapsed_s at the first evaluation at or past `target`; None if never reached."""
@@ -166,6 +168,7 @@ def run_jobs(
                     run.outcome.rows.append(row)
                     run.outcome.cpu_s.append(None)
                 run.outcome.exit_code = code
+                run.outcome.device = _device_record(run.tail.path.parent)
                 run.outcome.wall_s = time.perf_counter() - run.started
                 run.log.close()
                 if not run.outcome.ok:  # a failure: print its log's end
@@ -194,6 +197,14 @@ def run_jobs(
         shutil.rmtree(scratch)  # run folders: checkpoints and logs (failures printed above)
         signal.signal(signal.SIGTERM, previous)
     return [outcomes[i] for i in range(len(jobs))]
+
+
+def _device_record(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads((run_dir / "device.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -20,12 +20,19 @@ from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, Met
 from spotrun.train.curves import TensorBoardCurves
 from spotrun.train.data.loading import load_data
 from spotrun.train.data.text import EvalWindows
-from spotrun.train.device import capabilities_of
-from spotrun.train.device_record import write_record
+from spotrun.train.device import (
+    DeviceCapabilities,
+    PrecisionProbe,
+    capabilities_of,
+    decide_channels_last,
+    wants_probe,
+)
+from spotrun.train.device_record import read_record, write_record
 from spotrun.train.distributed import LaunchEnv, init_process_group, leave_process_group
 from spotrun.train.methods import build_methods
-from spotrun.train.methods.auto import ResolvedMethods, resolve_methods
+from spotrun.train.methods.auto import ResolvedMethods, precision_asked, resolve_methods
 from spotrun.train.models import build_model
+from spotrun.train.precision_probe import image_shape_of, probe_cpu_precision
 from spotrun.train.progress import ProgressFile
 from spotrun.train.text_metrics import TextMetrics
 from spotrun.train.trackers import configured_trackers
@@ -97,11 +104,13 @@ def build_trainer_on_device(
     if threads is not None:
         torch.set_num_threads(threads)
     device = launch.device()
-    resolved = resolve_methods(recipe.methods, capabilities_of(device))
+    caps = capabilities_of(device)
     # Every rank builds the same initial model from the same seed (DDP also broadcasts it).
     seed_everything(recipe.seed)
     # Batches are assembled and augmented where the model trains (a cached set on the GPU).
     train, test = load_data(recipe, rank=launch.rank, world_size=launch.world_size, device=device)
+    probe = None if launch.distributed else measured_precision(recipe, run_dir, caps, train)
+    resolved = resolve_methods(recipe.methods, caps, probe)
     algorithms = build_methods(resolved.methods)
     if recipe.text is not None:
         assert isinstance(test, EvalWindows)
@@ -138,6 +147,34 @@ def build_trainer_on_device(
     return trainer, resolved
 
 
+def measured_precision(
+    recipe: Recipe, run_dir: Path, caps: DeviceCapabilities, train: object
+) -> PrecisionProbe | None:
+    """bf16 against fp32 timed on this CPU, where `auto` precision needs it to decide: kept
+    from the run's device record when it trained on this same device before (a resume makes
+    the same choice), else measured now. None where the capabilities alone decide.
+
+    One process only: ranks of a distributed run could measure differently, so there the
+    capabilities decide."""
+    if not wants_probe(caps) or precision_asked(recipe.methods) != "auto":
+        return None
+    before = read_record(run_dir)
+    kept = (
+        PrecisionProbe.from_dict(before.probe) if before and before.device == caps.line() else None
+    )
+    if kept is not None:
+        return kept
+    shape = image_shape_of(train, recipe.image_size)
+    if shape is None:
+        return None
+    print("precision auto: timing bf16 against fp32 on this CPU (a few steps)", flush=True)
+    return probe_cpu_precision(
+        lambda: build_model(recipe.model, recipe.num_classes, **recipe.model_options),
+        shape,
+        fp32_channels_last=decide_channels_last(caps, "fp32").use == "on",
+    )
+
+
 def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None) -> FitResult:
     """Train `recipe` in `run_dir`, resuming from its newest checkpoint if there is one.
 
@@ -157,7 +194,8 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
             run_dir.mkdir(parents=True, exist_ok=True)
             caps = capabilities_of(trainer.state.device)
             choices = [c.to_dict() for c in resolved.choices]
-            record = write_record(run_dir, caps.line(), caps.to_dict(), choices)
+            probe = resolved.probe.to_dict() if resolved.probe else None
+            record = write_record(run_dir, caps.line(), caps.to_dict(), choices, probe)
             print(f"device {record.line()}", flush=True)
             recipe_json = json.dumps(recipe.model_dump(mode="json"), indent=2)
             (run_dir / RECIPE_FILE).write_text(recipe_json)

@@ -23,6 +23,7 @@ class DeviceRecord:
     capabilities: dict[str, Any]
     choices: list[dict[str, str]]  # MethodChoice.to_dict() of each device-aware method
     written_at: float
+    probe: dict[str, Any] | None = None  # bf16 against fp32 as timed here, where that decided
 
     def line(self) -> str:
         """One line: the device, then each choice with its reason."""
@@ -35,14 +36,19 @@ class DeviceRecord:
             "capabilities": self.capabilities,
             "choices": self.choices,
             "written_at": self.written_at,
+            "probe": self.probe,
             "line": self.line(),
         }
 
 
 def write_record(
-    run_dir: Path, device: str, capabilities: dict[str, Any], choices: list[dict[str, str]]
+    run_dir: Path,
+    device: str,
+    capabilities: dict[str, Any],
+    choices: list[dict[str, str]],
+    probe: dict[str, Any] | None = None,
 ) -> DeviceRecord:
-    record = DeviceRecord(device, capabilities, choices, time.time())
+    record = DeviceRecord(device, capabilities, choices, time.time(), probe)
     path = run_dir / DEVICE_FILE
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(record.to_dict(), indent=2) + "\n")
@@ -59,6 +65,7 @@ def read_record(run_dir: Path) -> DeviceRecord | None:
             dict(data["capabilities"]),
             [dict(c) for c in data["choices"]],
             float(data["written_at"]),
+            data.get("probe") if isinstance(data.get("probe"), dict) else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

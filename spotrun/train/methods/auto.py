@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from spotrun.train.device import Choice, DeviceCapabilities, Precision, decide
+from spotrun.train.device import Choice, DeviceCapabilities, Precision, PrecisionProbe, decide
 
 DEVICE_AWARE = ("mixed_precision", "channels_last", "compile")
 
@@ -37,20 +37,32 @@ class MethodChoice:
 class ResolvedMethods:
     methods: dict[str, dict[str, Any] | None]  # concrete: no "auto" left
     choices: list[MethodChoice]
+    probe: PrecisionProbe | None = None  # what bf16 and fp32 measured, where that decided
+
+
+def precision_asked(methods: Mapping[str, Mapping[str, Any] | None]) -> str:
+    """The recipe's mixed_precision setting: "auto", "bf16", ... or "not in the recipe"."""
+    mp = methods.get("mixed_precision")
+    return str(mp.get("precision", "auto")) if mp is not None else "not in the recipe"
 
 
 def resolve_methods(
-    methods: Mapping[str, Mapping[str, Any] | None], caps: DeviceCapabilities
+    methods: Mapping[str, Mapping[str, Any] | None],
+    caps: DeviceCapabilities,
+    probe: PrecisionProbe | None = None,
 ) -> ResolvedMethods:
+    """`probe`: bf16 against fp32 timed on this CPU (decides precision=auto where given)."""
     out: dict[str, dict[str, Any] | None] = {
         k: dict(v) if v is not None else None for k, v in methods.items()
     }
     mp = out.get("mixed_precision")
-    asked = str(mp.get("precision", "auto")) if mp is not None else "not in the recipe"
+    asked = precision_asked(methods)
     fixed = None if asked == "auto" else cast(Precision, asked)
     if mp is None:
         fixed = "fp32"
-    decision = decide(caps, precision=fixed, fp16_ok="sam" not in methods)
+    if fixed is not None:
+        probe = None  # measured or not, it decided nothing
+    decision = decide(caps, precision=fixed, fp16_ok="sam" not in methods, probe=probe)
     precision = decision.precision
     if mp is None:
         precision = Choice("fp32", "not in the recipe")
@@ -61,7 +73,7 @@ def resolve_methods(
     choices = [MethodChoice("mixed_precision", asked, precision.use, precision.reason)]
     for name, auto in (("channels_last", decision.channels_last), ("compile", decision.compile)):
         choices.append(_when(out, name, auto))
-    return ResolvedMethods(out, choices)
+    return ResolvedMethods(out, choices, probe)
 
 
 def _when(out: dict[str, dict[str, Any] | None], name: str, auto: Choice) -> MethodChoice:

@@ -13,6 +13,7 @@ from spotrun.recipes import get_recipe
 from spotrun.train.build import TRACE_FILE, train_recipe
 from spotrun.train.device import (
     DeviceCapabilities,
+    PrecisionProbe,
     cpu_capabilities,
     decide,
     detect_capabilities,
@@ -85,11 +86,13 @@ def test_cpuinfo_is_parsed_for_model_and_bf16_flags(text: str, name: str, bf16: 
 @pytest.mark.parametrize(
     ("caps", "precision", "channels_last", "compiled"),
     [
-        (cpu_capabilities(EPYC_AVX2, isa="AVX2"), "fp32", "off", "off"),
+        # x86: NHWC in fp32 too (measured faster on an AVX2 EPYC and an AVX-512 Xeon)
+        (cpu_capabilities(EPYC_AVX2, isa="AVX2"), "fp32", "on", "off"),
         (cpu_capabilities(GRAVITON2, isa="DEFAULT"), "fp32", "off", "off"),
-        (cpu_capabilities(ZEN4, isa="AVX512"), "bf16", "on", "off"),
+        # bf16 instructions without a measurement: fp32, except with AMX tiles
+        (cpu_capabilities(ZEN4, isa="AVX512"), "fp32", "on", "off"),
         (cpu_capabilities(SAPPHIRE_RAPIDS, isa="AVX512"), "bf16", "on", "off"),
-        (cpu_capabilities(GRAVITON3, isa="SVE256"), "bf16", "on", "off"),
+        (cpu_capabilities(GRAVITON3, isa="SVE256"), "fp32", "off", "off"),
         (cuda("Tesla P100-PCIE-16GB", 6, 0), "fp32", "off", "off"),
         (cuda("Tesla V100-SXM2-16GB", 7, 0), "fp16", "on", "on"),
         (cuda("Tesla T4", 7, 5), "fp16", "on", "on"),
@@ -109,6 +112,43 @@ def test_decision_table(
         compiled,
     )
     assert all(c.reason for c in (decision.precision, decision.channels_last, decision.compile))
+
+
+FASTER_BF16 = PrecisionProbe(fp32_s=0.40, bf16_s=0.10, images=32)  # a Zen 5's kind of figure
+SLOWER_BF16 = PrecisionProbe(fp32_s=0.110, bf16_s=0.136, images=32)  # the AVX-512 Xeon's
+NOT_CLEARLY = PrecisionProbe(fp32_s=0.100, bf16_s=0.090, images=32)  # within the noise
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "probe", "precision", "channels_last"),
+    [
+        (ZEN4, FASTER_BF16, "bf16", "on"),
+        (ZEN4, SLOWER_BF16, "fp32", "on"),
+        (ZEN4, NOT_CLEARLY, "fp32", "on"),
+        (SAPPHIRE_RAPIDS, SLOWER_BF16, "fp32", "on"),  # measured beats documented
+        (GRAVITON3, FASTER_BF16, "bf16", "on"),
+        (GRAVITON3, SLOWER_BF16, "fp32", "off"),
+        (EPYC_AVX2, FASTER_BF16, "fp32", "on"),  # no bf16 instructions: never measured
+    ],
+)
+def test_a_cpu_with_bf16_instructions_takes_bf16_only_where_it_measured_faster(
+    cpuinfo: str, probe: PrecisionProbe, precision: str, channels_last: str
+) -> None:
+    decision = decide(cpu_capabilities(cpuinfo, isa="AVX512"), probe=probe)
+    assert (decision.precision.use, decision.channels_last.use) == (precision, channels_last)
+    if cpuinfo is not EPYC_AVX2:
+        assert "measured here" in decision.precision.reason  # the figures are in the reason
+    # a precision the recipe fixed is not second-guessed by a measurement
+    fixed = resolve_methods(
+        {"mixed_precision": {"precision": "bf16"}}, cpu_capabilities(cpuinfo), SLOWER_BF16
+    )
+    assert fixed.methods["mixed_precision"] == {"precision": "bf16"} and fixed.probe is None
+
+
+def test_a_probe_round_trips_and_a_damaged_one_is_none() -> None:
+    assert PrecisionProbe.from_dict(SLOWER_BF16.to_dict()) == SLOWER_BF16
+    assert PrecisionProbe.from_dict({"fp32_s": "x"}) is None
+    assert PrecisionProbe.from_dict(None) is None
 
 
 def test_sam_keeps_fp16_gpus_in_fp32() -> None:
@@ -173,24 +213,31 @@ def _flags_of_this_cpu() -> set[str]:
 def test_recipe_with_auto_trains_at_the_precision_this_cpu_computes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    recipe = get_recipe(
-        "digits-fast",
-        [
-            "epochs=1",
-            "threads=1",
-            'methods.mixed_precision={"precision": "auto"}',
-            'methods.channels_last={"when": "auto"}',
-        ],
-    )
+    recipe_sets = [
+        'methods.mixed_precision={"precision": "auto"}',
+        'methods.channels_last={"when": "auto"}',
+    ]
+    recipe = get_recipe("digits-fast", ["epochs=1", "threads=1", *recipe_sets])
     train_recipe(recipe, tmp_path)
-    native = _flags_of_this_cpu() & {"avx512_bf16", "amx_bf16", "bf16"}
-    want = "bf16" if native else "fp32"
+    flags = _flags_of_this_cpu()
+    native = flags & {"avx512_bf16", "amx_bf16", "bf16"}
     record = read_record(tmp_path)
     assert record is not None
+    probe = PrecisionProbe.from_dict(record.probe)
+    if not native:
+        want, reason = "fp32", "emulated"
+        assert probe is None  # nothing to measure: the flags decide
+    else:
+        # a CPU with bf16 instructions times the recipe's model in both before training
+        assert probe is not None and probe.fp32_s > 0 and probe.bf16_s > 0
+        want = "bf16" if probe.bf16_s <= 0.85 * probe.fp32_s else "fp32"
+        reason = "measured here"
     choices = {c["method"]: c for c in record.choices}
     assert choices["mixed_precision"]["use"] == want
+    assert reason in choices["mixed_precision"]["reason"]
     assert choices["mixed_precision"]["asked"] == "auto"
-    assert choices["channels_last"]["use"] == ("on" if native else "off")
+    x86 = bool(flags & {"avx2", "avx512f"})
+    assert choices["channels_last"]["use"] == ("on" if want == "bf16" or x86 else "off")
     assert record.capabilities["cpu_bf16_flags"] == sorted(native)
     assert f"device {record.line()}" in capsys.readouterr().out
     # what ran: autocast at every forward pass only if bf16 was chosen
@@ -198,9 +245,32 @@ def test_recipe_with_auto_trains_at_the_precision_this_cpu_computes(
     autocast = [
         r for r in trace if (r["algorithm"], r["event"]) == ("mixed_precision", "before_forward")
     ]
-    assert bool(autocast) == bool(native)
+    assert bool(autocast) == (want == "bf16")
     # the controller's watch turns the record into one event, once
     watch = DeviceWatch(tmp_path)
     assert watch.poll() == [record.line()] and watch.poll() == []
     assert DeviceWatch(tmp_path).poll() == []  # a controller that comes back: told already
     assert (tmp_path / DEVICE_FILE).exists()
+    # a resume on this device keeps the measured choice (no second, perhaps other, verdict)
+    again = get_recipe("digits-fast", ["epochs=2", "threads=1", *recipe_sets])
+    train_recipe(again, tmp_path)
+    resumed = read_record(tmp_path)
+    assert resumed is not None and resumed.probe == record.probe
+    assert resumed.choices == record.choices
+
+
+def test_the_probe_times_both_precisions_and_leaves_the_random_state_alone() -> None:
+    from spotrun.train.models import build_model
+    from spotrun.train.precision_probe import probe_cpu_precision
+
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    probe = probe_cpu_precision(
+        lambda: build_model("digits-net", 10, width=8),
+        (1, 8, 8),
+        fp32_channels_last=True,
+        images=8,
+        rounds=2,
+    )
+    assert probe.images == 8 and probe.fp32_s > 0 and probe.bf16_s > 0
+    assert torch.equal(torch.get_rng_state(), before)  # the run's initial weights do not move
