@@ -25,6 +25,7 @@ from spotrun.cli.plot import plot as plot_command
 from spotrun.cli.ssh import require_terminal
 from spotrun.cli.ssh import ssh as ssh_command
 from spotrun.cli.sweep import sweep_app
+from spotrun.cli.typer_app import SpotrunTyper
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
 from spotrun.core.terminal_text import printable
@@ -62,7 +63,7 @@ def load_settings() -> Settings:
     return load()
 
 
-app = typer.Typer(
+app = SpotrunTyper(
     name="spotrun",
     no_args_is_help=True,
     # `spotrun completion SHELL` instead of typer's --install-completion: typer's root options
@@ -103,10 +104,10 @@ def _root(
     """
 
 
-recipes_app = typer.Typer(help="List recipes, or show one in full.", rich_markup_mode=None)
+recipes_app = SpotrunTyper(help="List recipes, or show one in full.", rich_markup_mode=None)
 app.add_typer(recipes_app, name="recipes")
 app.add_typer(sweep_app, name="sweep")  # spotrun/cli/sweep.py
-data_app = typer.Typer(
+data_app = SpotrunTyper(
     help="Data sets in S3: push a folder as tar shards, list what was pushed.",
     no_args_is_help=True,
     rich_markup_mode=None,

@@ -13,11 +13,12 @@ import typer
 from spotrun.cli.common import print_error
 from spotrun.cli.complete import complete_run
 from spotrun.cli.lazy import stderr_console, stdout_console
+from spotrun.cli.typer_app import SpotrunTyper
 
 out = stdout_console()
 err = stderr_console()
 
-controller_app = typer.Typer(
+controller_app = SpotrunTyper(
     help="Where this home's controller lives: this machine, or an always-on host of yours.",
     no_args_is_help=True,
     rich_markup_mode=None,

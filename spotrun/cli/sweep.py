@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from typer.core import TyperGroup
 
 from spotrun.cli.common import Cloud, job_environment
 from spotrun.cli.complete import complete_sweep
 from spotrun.cli.lazy import stderr_console, stdout_console
+from spotrun.cli.typer_app import SpotrunGroup, SpotrunTyper
 from spotrun.core.errors import UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
 
@@ -45,7 +45,7 @@ def Table(**options: Any) -> RichTable:  # noqa: N802 - stands in for rich's cla
     return RichTable(**options)
 
 
-class _SweepGroup(TyperGroup):
+class _SweepGroup(SpotrunGroup):
     """A first word that is no subcommand is the recipe of `sweep run`."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
@@ -64,7 +64,7 @@ class Mode(str, Enum):
     min = "min"
 
 
-sweep_app = typer.Typer(
+sweep_app = SpotrunTyper(
     cls=_SweepGroup,
     help="Many trials of a recipe in parallel, early stopping, a leaderboard with cost. "
     "`spotrun sweep RECIPE --grid lr=0.1,0.2` starts one.",

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from spotrun.core.config import Resources
 from spotrun.core.errors import RemoteError
+
+if TYPE_CHECKING:
+    from spotrun.core.config import Resources
 
 Market = Literal["spot", "on-demand", "local"]
 

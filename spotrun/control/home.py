@@ -17,10 +17,12 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from spotrun.control.locks import _try_lock, lock_is_held
-from spotrun.core.config import Settings
+
+if TYPE_CHECKING:
+    from spotrun.core.config import Settings
 
 LOCK_FILE = "controller.lock"
 LOG_FILE = "controller.log"

@@ -19,12 +19,15 @@ import signal
 import subprocess
 import sys
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from spotrun.control.home import ensure_controller, running_pid
 from spotrun.control.locks import _try_lock, lock_is_held, process_running
-from spotrun.core.config import Settings, load_settings
 from spotrun.core.errors import SpotrunError
 from spotrun.store.ledger import Ledger, RunRecord
+
+if TYPE_CHECKING:
+    from spotrun.core.config import Settings
 
 LOCK_FILE = "supervisor.lock"
 LOG_FILE = "supervisor.log"
@@ -36,6 +39,14 @@ __all__ = ["_try_lock", "is_supervised", "lock_is_held", "process_running", "spa
 
 def is_supervised(run: RunRecord) -> bool:
     return lock_is_held(run.run_dir / LOCK_FILE, run.supervisor_pid)
+
+
+def load_settings() -> Settings:
+    # core.config's pydantic models cost ~100 ms that `spotrun ls` (which imports this module
+    # to check on live runs) does not need: only a supervisor's own process loads them
+    from spotrun.core.config import load_settings as load
+
+    return load()
 
 
 def spawn(settings: Settings, run: RunRecord) -> int:
@@ -129,10 +140,13 @@ def _await_run(cloud: str) -> str | None:
 def ensure_supervised(ledger: Ledger, live_sweeps: set[str]) -> list[str]:
     """Start a supervisor for every live run that has none, except the trials of the sweeps
     in `live_sweeps` (a live sweep drives its own trials); returns the run ids restarted."""
+    active = ledger.active_runs()
+    if not active and not live_sweeps:
+        return []  # nothing live: no settings to read (listing finished runs stays light)
     if ledger.settings.controller == "one":
         return _ensure_controller(ledger, live_sweeps)
     restarted = []
-    for run in ledger.active_runs():
+    for run in active:
         if run.sweep_id in live_sweeps:
             continue
         if not is_supervised(run):

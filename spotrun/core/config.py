@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spotrun.core.errors import UsageError
-from spotrun.core.home import LEDGER_FILE, default_home
+from spotrun.core.home import CONFIG_FILE, LEDGER_FILE, RUNS_FOLDER, default_home
 from spotrun.core.jobspec import JobSpec
 from spotrun.core.suggest import unknown_key
 
@@ -162,11 +162,11 @@ class Settings(StrictModel):
 
     @property
     def runs_dir(self) -> Path:
-        return self.home / "runs"
+        return self.home / RUNS_FOLDER
 
     @property
     def config_path(self) -> Path:
-        return self.home / "config.toml"
+        return self.home / CONFIG_FILE
 
     @property
     def data_path(self) -> Path:
@@ -183,7 +183,7 @@ def load_settings(home: Path | None = None) -> Settings:
     """Settings from SPOTRUN_HOME/config.toml (all keys optional)."""
     home = (home or default_home()).absolute()
     data: dict[str, object] = {}
-    config_path = home / "config.toml"
+    config_path = home / CONFIG_FILE
     if config_path.exists():
         try:
             data = tomllib.loads(config_path.read_bytes().decode("utf-8"))

@@ -11,6 +11,8 @@ from pathlib import Path
 
 HOME_VARIABLE = "SPOTRUN_HOME"
 LEDGER_FILE = "ledger.db"
+CONFIG_FILE = "config.toml"
+RUNS_FOLDER = "runs"  # one folder per run in it, named by the run's id
 
 
 def default_home() -> Path:

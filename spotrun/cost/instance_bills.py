@@ -6,14 +6,16 @@ Both a run's bill (spotrun.cost.bills) and a shared instance's split
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spotrun.core.config import Settings
 from spotrun.core.errors import PricingError
 from spotrun.cost import rules as cost
 from spotrun.cost.ebs_prices import gb_month_usd
 from spotrun.cost.prices import PriceBook
 from spotrun.store.ledger import InstanceRecord, RunRecord
+
+if TYPE_CHECKING:
+    from spotrun.core.config import Settings
 
 MARKETS: tuple[cost.Market, ...] = ("spot", "on-demand", "local")
 

@@ -8,23 +8,39 @@ from __future__ import annotations
 
 import time
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spotrun.control import supervisor
-from spotrun.core.config import Settings, load_settings
+from spotrun.core.home import CONFIG_FILE, default_home
 from spotrun.cost.bills import run_cost
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.sweep.revive import ensure_sweeps_supervised
 from spotrun.train.device_record import read_record
 
+if TYPE_CHECKING:
+    from spotrun.core.config import Settings
+
 
 def open_ledger(settings: Settings | None = None, *, reconcile: bool = True) -> Ledger:
     """Open the ledger; by default also restart supervisors of live runs that lost theirs."""
-    ledger = Ledger(settings or load_settings())
+    ledger = Ledger(settings) if settings is not None else _home_ledger()
     if reconcile:
         live_sweeps = ensure_sweeps_supervised(ledger)  # sweeps first: they drive their trials
         supervisor.ensure_supervised(ledger, live_sweeps)
     return ledger
+
+
+def _home_ledger() -> Ledger:
+    """The ledger of SPOTRUN_HOME. A config.toml there is read (and checked) now, so that a
+    typo in it is an error of every command; without one, the settings (all defaults) are
+    made only if something asks for them: listing finished runs needs none, and skips the
+    settings models' pydantic import (~100 ms)."""
+    home = default_home().absolute()
+    if (home / CONFIG_FILE).exists():
+        from spotrun.core.config import load_settings  # pydantic, see above
+
+        return Ledger(load_settings(home))
+    return Ledger(home=home)
 
 
 def run_summary(ledger: Ledger, run: RunRecord) -> dict[str, Any]:

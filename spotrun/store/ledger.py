@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud.base import Plan
-from spotrun.core.config import LaunchSpec, Settings
 from spotrun.core.errors import LedgerError, NotFoundError, UsageError
+from spotrun.core.home import LEDGER_FILE, RUNS_FOLDER
 from spotrun.core.runstates import TERMINAL, RunState, check_transition
 from spotrun.store.connection import (
     BUSY_WAIT_S,
@@ -45,6 +46,9 @@ from spotrun.store.schema import (
     run_script,
 )
 
+if TYPE_CHECKING:
+    from spotrun.core.config import LaunchSpec, Settings
+
 # What other modules import from here (the ledger's records live in store.run_records).
 __all__ = [
     "SCHEMA_VERSION",
@@ -61,11 +65,24 @@ __all__ = [
 class Ledger:
     """Handle on the ledger database. Cheap to open; open one per process."""
 
-    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
-        self.settings = settings
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        home: Path | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """The ledger of `settings.home`; or of `home`, its settings read from home's
+        config.toml when first asked for (listing finished runs needs none)."""
+        if settings is not None:
+            home = settings.home
+        elif home is None:
+            raise ValueError("Ledger needs settings or a home")
+        self._settings = settings
+        self.home = home
         self.clock = clock  # stamps every time the ledger records (a fixed one for imports, tests)
-        self.path = settings.ledger_path
-        ensure_writable_home(settings.home)
+        self.path = self.home / LEDGER_FILE
+        ensure_writable_home(self.home)
         keep_private(self.path)
         try:
             self._db = sqlite3.connect(
@@ -95,6 +112,15 @@ class Ledger:
                 f"{self.path} is not a readable spotrun ledger ({exc})",
                 hint=f"move it aside (mv {self.path} {self.path}.bad) and spotrun starts a new one",
             ) from exc
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            # the settings models import pydantic (~100 ms): only what needs settings pays it
+            from spotrun.core.config import load_settings
+
+            self._settings = load_settings(self.home)
+        return self._settings
 
     def close(self) -> None:
         self._db.close()
@@ -179,7 +205,7 @@ class Ledger:
     ) -> RunRecord:
         run_id = run_id or new_run_id()
         name = spec.name or f"{spec.recipe}-{run_id[:6]}"
-        run_dir = self.settings.runs_dir / run_id
+        run_dir = self.home / RUNS_FOLDER / run_id
         now = self.clock()
         with self._write() as db:
             if db.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone():

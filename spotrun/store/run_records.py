@@ -9,12 +9,15 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud.base import Plan
-from spotrun.core.config import LaunchSpec
 from spotrun.core.runstates import TERMINAL, RunState
+
+if TYPE_CHECKING:
+    from spotrun.core.config import LaunchSpec
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ class RunRecord:
     created_at: float
     started_at: float | None
     ended_at: float | None
-    spec: LaunchSpec
+    spec_json: str  # parsed into .spec on first use
     plan: Plan | None
     run_dir: Path
     last_metrics: dict[str, Any]
@@ -35,6 +38,13 @@ class RunRecord:
     sweep_id: str | None
     supervisor_pid: int | None
     stop_requested: bool
+
+    @cached_property
+    def spec(self) -> LaunchSpec:
+        # the settings models import pydantic (~100 ms): listing runs never needs them
+        from spotrun.core.config import LaunchSpec
+
+        return LaunchSpec.model_validate_json(self.spec_json)
 
     @property
     def is_terminal(self) -> bool:
@@ -119,7 +129,7 @@ def run_from_row(row: sqlite3.Row) -> RunRecord:
         created_at=row["created_at"],
         started_at=row["started_at"],
         ended_at=row["ended_at"],
-        spec=LaunchSpec.model_validate_json(row["spec_json"]),
+        spec_json=row["spec_json"],
         plan=Plan.from_dict(json.loads(row["plan_json"])) if row["plan_json"] else None,
         run_dir=Path(row["run_dir"]),
         last_metrics=json.loads(row["last_metrics_json"] or "{}"),

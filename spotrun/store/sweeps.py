@@ -11,13 +11,16 @@ import secrets
 import sqlite3
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud.base import Offer
 from spotrun.core.errors import NotFoundError, StateError, UsageError
 from spotrun.store.ledger import Ledger
-from spotrun.sweep.spec import SweepSpec
+
+if TYPE_CHECKING:
+    from spotrun.sweep.spec import SweepSpec
 
 
 class SweepState(str, Enum):
@@ -49,12 +52,19 @@ class SweepRecord:
     state: SweepState
     created_at: float
     ended_at: float | None
-    spec: SweepSpec
+    spec_json: str  # parsed into .spec on first use
     plan: dict[str, Any] | None
     message: str | None
     supervisor_pid: int | None
     stop_requested: bool
     sweep_dir: Path
+
+    @cached_property
+    def spec(self) -> SweepSpec:
+        # the spec models import pydantic (~100 ms): listing runs never needs them
+        from spotrun.sweep.spec import SweepSpec
+
+        return SweepSpec.model_validate_json(self.spec_json)
 
     @property
     def is_over(self) -> bool:
@@ -378,7 +388,7 @@ def _sweep(row: sqlite3.Row) -> SweepRecord:
         state=SweepState(row["state"]),
         created_at=row["created_at"],
         ended_at=row["ended_at"],
-        spec=SweepSpec.model_validate_json(row["spec_json"]),
+        spec_json=row["spec_json"],
         plan=json.loads(row["plan_json"]) if row["plan_json"] else None,
         message=row["message"],
         supervisor_pid=row["supervisor_pid"],

@@ -10,12 +10,15 @@ import logging
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 from spotrun.control.home import ensure_controller
 from spotrun.control.supervisor import LOCK_FILE, LOG_FILE, lock_is_held
-from spotrun.core.config import Settings
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepStore
+
+if TYPE_CHECKING:
+    from spotrun.core.config import Settings
 
 log = logging.getLogger(__name__)
 

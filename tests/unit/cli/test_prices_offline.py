@@ -32,9 +32,12 @@ def offline(env: Env, tmp_path: Path) -> Env:
 def test_prices_without_credentials_show_the_dated_catalog(offline: Env) -> None:
     catalog = _catalog()
     proc = offline.cli("prices", check=True)
-    rows = [
-        line.split() for line in proc.stdout.splitlines()[1:] if line.split()[0] in catalog["types"]
-    ]
+    # a model name may hold spaces (RTX PRO Server 6000): split the fixed columns off each end
+    rows = []
+    for line in proc.stdout.splitlines()[1:]:
+        words = line.split()
+        if words and words[0] in catalog["types"]:
+            rows.append((*words[:3], " ".join(words[3:-3]), *words[-3:]))
     assert len(rows) == len(catalog["types"])  # every GPU type, each once
     for name, zone, gpus, model, spot, on_demand, _saving in rows:
         entry = catalog["types"][name]
@@ -44,6 +47,7 @@ def test_prices_without_credentials_show_the_dated_catalog(offline: Env) -> None
         assert on_demand != "-"  # the shipped on-demand table knows every catalog type
     known = [float(r[4]) for r in rows if r[4] != "-"]
     assert known and known == sorted(known)  # known spot prices first, cheapest first
+    assert [r[4] for r in rows[len(known) :]] == ["-"] * (len(rows) - len(known))
     # the output says where the figures come from, their date, and that they are not live
     assert f"shipped catalog of {catalog['as_of']} ({catalog['region']})" in proc.stdout
     assert "no AWS credentials found: these are spotrun's shipped prices, not live" in proc.stdout
@@ -60,12 +64,36 @@ def test_offline_prices_filter_like_a_launch(offline: Env) -> None:
     assert "p5.48xlarge" in proc.stdout and "H100" in proc.stdout
 
 
+def test_the_catalog_dates_its_figures_and_names_its_gaps() -> None:
+    catalog = _catalog()
+    assert catalog["as_of"] and "read on as_of" in catalog["source"]
+    assert "commit " in catalog["source"]  # the collected figures are pinned to one version
+    for name, entry in catalog["types"].items():
+        assert entry["gpus"] >= 1 and entry["gpu_memory_gb"] > 0, name
+        if entry.get("spot_usd_per_hour") is None:
+            assert name in catalog["note"], (
+                f"{name} has no typical spot price and the note says not"
+            )
+        else:
+            assert 0 < entry["spot_usd_per_hour"] < 200, name
+
+
+def test_offline_prices_list_the_newer_families(offline: Env) -> None:
+    proc = offline.cli("prices", "--gpus", "8", "--gpu-model", "h200", "--json", check=True)
+    offers = json.loads(proc.stdout)
+    assert [o["instance_type"] for o in offers] == ["p5en.48xlarge"]
+    assert offers[0]["spot_usd_per_hour"] is not None and offers[0]["saving_pct"] > 0
+    proc = offline.cli("prices", "--gpu-model", "RTX PRO Server 6000", "--json", check=True)
+    names = {o["instance_type"] for o in json.loads(proc.stdout)}
+    assert names and all(n.startswith("g7e.") for n in names)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--gpus", "0"], "lists GPU types only"),
         (["--region", "eu-west-1"], "holds us-east-1 prices only"),
-        (["--gpu-model", "B200"], "no offer has 1 GPU(s), model B200"),
+        (["--gpu-model", "MI300X"], "no offer has 1 GPU(s), model MI300X"),
     ],
 )
 def test_offline_prices_say_what_they_cannot_show(
