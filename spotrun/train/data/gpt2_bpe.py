@@ -42,7 +42,7 @@ def gpt2_encoding() -> tiktoken.Encoding:
     try:
         import tiktoken  # heavy optional dependency: only language models with gpt2 tokens
         from tiktoken.load import data_gym_to_mergeable_bpe_ranks
-        from tiktoken_ext.openai_public import r50k_pat_str  # type: ignore[import-untyped]
+        from tiktoken_ext.openai_public import r50k_pat_str
     except ImportError as exc:
         raise UsageError(f"the gpt2 tokenizer needs tiktoken ({exc})", hint=INSTALL_HINT) from exc
     vocab_bpe, encoder_json = bpe_files()

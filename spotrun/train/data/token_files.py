@@ -90,7 +90,7 @@ class TokenSequence:
     @classmethod
     def open(cls, split_dir: Path) -> tuple[TokenSequence, TokenMeta]:
         meta = read_meta(split_dir)
-        parts = []
+        parts: list[np.ndarray] = []
         for name in meta.files:
             path = split_dir / name
             if not path.is_file() or path.stat().st_size % 2:
