@@ -235,7 +235,7 @@ def eval_rate(recipe: Recipe, side: int, steps: int, device: torch.device) -> Ra
 def epoch_gpu_seconds(recipe: Recipe, rate_at: dict[int, float], gpus: int) -> float:
     """GPU time of the whole run at these per-GPU rates, sizes following the recipe's
     progressive schedule (an estimate: linear scaling, no data-loading stall)."""
-    from spotrun.train.methods.catalog import ProgressiveResizingOptions
+    from spotrun.train.methods.options import ProgressiveResizingOptions
     from spotrun.train.methods.progressive_resizing import progressive_size
 
     full = recipe.image_size or 224
