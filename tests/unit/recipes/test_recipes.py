@@ -288,3 +288,8 @@ def test_gpt2_small_recipes_are_gpt2_small_and_unmeasured() -> None:
     fast = get_recipe("gpt2-small-fast", data_here=False)
     assert {"rotary", "qk_norm", "fused_attention", "mixed_precision"} <= set(fast.methods)
     assert fast.num_classes % 64 == 0 and fast.num_classes >= 50_257
+    from spotrun.recipes.describe import describe_recipe
+
+    shown = "\n".join(describe_recipe(fast))
+    assert "gpt2 tokens in windows of 1,024, 1,000 steps an epoch" in shown
+    assert "a vocabulary of 50,304" in shown and "12 windows per step per GPU" in shown
