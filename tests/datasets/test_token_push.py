@@ -94,3 +94,19 @@ def test_cli_pushes_a_text_as_byte_tokens_and_refuses_char(
     assert refused.returncode != 0 and "stored as gpt2 or byte tokens" in refused.stderr
     resized = cli(f"s3://{bucket}/text/x", "--max-side", "64")
     assert resized.returncode != 0 and "are for images" in resized.stderr
+
+
+def test_a_tokens_manifest_says_how_its_tokens_are_stored() -> None:
+    import json
+
+    from spotrun.datasets.manifest import Manifest
+
+    base = {"name": "t", "created_at": 0.0, "classes": [], "eval_split": "val", "shards": []}
+    with pytest.raises(ValueError, match="says how its tokens are stored"):
+        Manifest.model_validate({**base, "layout": "tokens"})
+    tokens = {"tokenizer": "gpt2", "vocab_size": 50_257, "val_fraction": 0.1}
+    with pytest.raises(ValueError, match="says how its tokens are stored"):
+        Manifest.model_validate({**base, "tokens": tokens})
+    manifest = Manifest.model_validate({**base, "layout": "tokens", "tokens": tokens})
+    assert read_manifest(manifest.to_json(), "m") == manifest
+    assert "tokens" not in json.loads(Manifest.model_validate(base).to_json())  # images' digests
