@@ -1,4 +1,4 @@
-"""The recipes' GPU figures, in one go (about 5-8 minutes on one H100/H200):
+"""The recipes' GPU figures, in one go (about 8-12 minutes on one H100/H200, an estimate):
 
 1. cifar10-fast on the real CIFAR-10 images, as shipped (10 epochs, evaluated once at the
    end): seconds per run and the test accuracy reached, over --runs seeds after one warm-up
@@ -10,6 +10,9 @@
    recipes claim 24 GB per GPU is enough); and, from those rates, the GPU
    time of one epoch of each recipe on 8 GPUs assuming linear scaling and no data-loading
    stall (an estimate, labelled as such: ImageNet decoding often is the bottleneck).
+3. gpt2-small-baseline against gpt2-small-fast (bench/gpu_gpt2.py): tokens per second and
+   peak memory at 124M parameters, and the time to a fixed training loss on tiny Shakespeare
+   in GPT-2 tokens (--text, --target-loss, --loss-steps).
 
     python bench/gpu_benchmark.py --data PATH/cifar10-jpeg.tar.gz     # needs an NVIDIA GPU
     python bench/gpu_benchmark.py --dry-run --data TINY_IMAGE_FOLDER  # CPU, tiny sizes
@@ -47,6 +50,7 @@ from spotrun.train.state import State  # noqa: E402
 from spotrun.train.trainer import Trainer  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
+DEFAULT_TEXT = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
 IMAGENET_TRAIN_IMAGES = 1_281_167
 
 
@@ -231,7 +235,7 @@ def eval_rate(recipe: Recipe, side: int, steps: int, device: torch.device) -> Ra
 def epoch_gpu_seconds(recipe: Recipe, rate_at: dict[int, float], gpus: int) -> float:
     """GPU time of the whole run at these per-GPU rates, sizes following the recipe's
     progressive schedule (an estimate: linear scaling, no data-loading stall)."""
-    from spotrun.train.methods.catalog import ProgressiveResizingOptions
+    from spotrun.train.methods.options import ProgressiveResizingOptions
     from spotrun.train.methods.progressive_resizing import progressive_size
 
     full = recipe.image_size or 224
@@ -333,7 +337,7 @@ def print_auto_choices(device: torch.device) -> None:
     """What `auto` picks for each recipe on this device, and why (the trainer's own rule)."""
     caps = detect_capabilities(str(device))
     print(f"device: {caps.line()}")
-    for name in ("cifar10-fast", "resnet50-fast"):
+    for name in ("cifar10-fast", "resnet50-fast", "gpt2-small-fast"):
         recipe = get_recipe(name, data_here=False)
         chosen = resolve_methods(recipe.methods, caps).choices
         print(f"  {name}: " + "; ".join(c.line() for c in chosen))
@@ -355,6 +359,10 @@ def main() -> None:
     )
     parser.add_argument("--skip-cifar", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-gpt2", action="store_true")
+    parser.add_argument("--text", type=Path, default=DEFAULT_TEXT, help="gpt2 time-to-loss text")
+    parser.add_argument("--target-loss", type=float, default=5.0, help="gpt2 training loss")
+    parser.add_argument("--loss-steps", type=int, default=300, help="gpt2 steps to train")
     args = parser.parse_args()
     if args.dry_run:
         device = torch.device("cpu")
@@ -380,6 +388,20 @@ def main() -> None:
         cifar_part(args.data.resolve(), runs, device, args.dry_run, args.cifar_set)
     if not args.skip_throughput:
         throughput_part(device, args.dry_run, steps, warmup)
+    if not args.skip_gpt2:
+        from bench.gpu_gpt2 import gpt2_part  # its own module: this file is long enough
+
+        if not args.text.exists():
+            sys.exit(f"no text at {args.text}: pass --text PATH (tinyshakespeare.txt)")
+        gpt2_part(
+            device,
+            dry_run=args.dry_run,
+            steps=steps,
+            warmup=warmup,
+            text=args.text.resolve(),
+            target_loss=args.target_loss,
+            loss_steps=4 if args.dry_run else args.loss_steps,
+        )
     print(f"\nbenchmark took {time.perf_counter() - started:.0f} s")
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The recipes' GPU figures in one go on a machine with an NVIDIA GPU (about 5-8 minutes on an
-# H100): prints them and keeps a copy in bench/out/.
+# The recipes' GPU figures in one go on a machine with an NVIDIA GPU (about 8-12 minutes on an
+# H100, the gpt2-small pair included): prints them and keeps a copy in bench/out/.
 #
 #   bench/gpu_benchmark.sh [PATH/cifar10-jpeg.tar.gz] [more gpu_benchmark.py options]
 set -euo pipefail

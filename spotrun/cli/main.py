@@ -885,7 +885,9 @@ def methods(as_json: bool = typer.Option(False, "--json")) -> None:
 # ---------------------------------------------------------------------- data
 @data_app.command("push")
 def data_push(
-    folder: Path = typer.Argument(..., help="an ImageFolder: train/ and val/ (or test/)"),
+    folder: Path = typer.Argument(
+        ..., help="an ImageFolder (train/ and val/ or test/), or a UTF-8 text file"
+    ),
     dest: str = typer.Argument(..., help="s3://BUCKET/PREFIX"),
     shard_size: str = typer.Option("256MB", "--shard-size", help="bytes per tar shard"),
     parallel: int = typer.Option(8, "--parallel", help="shards packed and uploaded at once"),
@@ -898,13 +900,23 @@ def data_push(
     keep_original: bool = typer.Option(
         False, "--keep-original", help="with --max-side: the originals too, under PREFIX/original"
     ),
+    tokenizer: str = typer.Option(
+        "gpt2", "--tokenizer", help="a text file: tokenised here as gpt2 (GPT-2 BPE) or byte"
+    ),
+    val_fraction: float = typer.Option(
+        0.1, "--val-fraction", help="a text file: the last fraction of characters held out"
+    ),
 ) -> None:
     """Pack FOLDER into tar shards and a manifest, and upload them in parallel.
+
+    A text file is tokenised once, here, and pushed as token files (uint16 ids) for the
+    language-model recipes (gpt2-small-*): the instance then trains without tokenising.
 
     \b
     Examples:
       spotrun data push ./imagenet s3://my-bucket/imagenet --max-side 256
       spotrun data push ./cifar10 s3://my-bucket/cifar10 --shard-size 64MB
+      spotrun data push ./openwebtext.txt s3://my-bucket/owt --tokenizer gpt2 --val-fraction 0.005
     """
     result = api.data_push(
         folder,
@@ -915,6 +927,8 @@ def data_push(
         max_side=max_side,
         quality=quality,
         keep_original=keep_original,
+        tokenizer=tokenizer,
+        val_fraction=val_fraction,
     )
     out.print(f"use it with: --set data={dest.rstrip('/')}  ({result.manifest.digest})")
 

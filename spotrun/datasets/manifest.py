@@ -2,7 +2,8 @@
 
 A data set pushed with `spotrun data push` is PREFIX/manifest.json plus PREFIX/<shard>.tar.
 Each shard is a plain tar of regular files named `split/class/file` (an ImageFolder's own
-paths), so extracting every shard into one folder rebuilds the ImageFolder. The manifest is
+paths), so extracting every shard into one folder rebuilds the ImageFolder (layout `tokens`:
+`split/tokens-N.bin` token files of a pushed text, spotrun.train.data.token_files). The manifest is
 written last: a prefix with shards and no manifest is an upload that did not finish.
 
 Checksums: every shard has its sha256 (what names its content: markers compare it). Format 2
@@ -116,12 +117,22 @@ class StoredImages(_Strict):
     quality: int = Field(ge=1, le=100)
 
 
+class StoredTokens(_Strict):
+    """How `data push TEXT --tokenizer NAME` stored a text: its splits as token files
+    (spotrun.train.data.token_files), tokenised once at push time."""
+
+    tokenizer: Literal["gpt2", "byte"]
+    dtype: Literal["uint16"] = "uint16"
+    vocab_size: int = Field(ge=2, le=65536)
+    val_fraction: float = Field(gt=0, lt=1, description="the last fraction of characters")
+
+
 class Manifest(_Strict):
     format: Literal["spotrun-shards/1", "spotrun-shards/2"] = FORMAT
     checksum: Checksum = Field(
         default="crc32", description="what the stager checks each shard's bytes with"
     )
-    layout: Literal["image-folder"] = "image-folder"
+    layout: Literal["image-folder", "tokens"] = "image-folder"
     name: str = Field(description="the folder it was packed from")
     created_at: float
     classes: list[str] = Field(description="the training split's class folders, in label order")
@@ -129,6 +140,9 @@ class Manifest(_Strict):
     shards: list[Shard]
     images: StoredImages | None = Field(
         default=None, description="set when push stored the images training-ready"
+    )
+    tokens: StoredTokens | None = Field(
+        default=None, description="set when push stored a text as token files"
     )
 
     @field_validator("eval_split")
@@ -160,6 +174,8 @@ class Manifest(_Strict):
     def _checksums(self) -> Manifest:
         if self.format == "spotrun-shards/1" and self.checksum != "sha256":
             raise ValueError("a spotrun-shards/1 manifest checks shards with sha256 only")
+        if (self.layout == "tokens") != (self.tokens is not None):
+            raise ValueError("a tokens layout, and only that, says how its tokens are stored")
         if self.checksum == "crc32":
             missing = [s.name for s in self.shards if s.crc32 is None]
             if missing:
@@ -185,6 +201,7 @@ class Manifest(_Strict):
     def to_json(self) -> str:
         # A set pushed as it was has no `images` key, so its digest is the one it always had.
         leave_out = {"images"} if self.images is None else set()
+        leave_out |= {"tokens"} if self.tokens is None else set()
         data = self.model_dump(mode="json", exclude=leave_out)
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 

@@ -11,6 +11,7 @@ from spotrun.datasets.spec import is_remote, parse_data
 from spotrun.recipes.base import Recipe, Target
 from spotrun.recipes.cifar import cifar10_baseline, cifar10_fast
 from spotrun.recipes.digits import digits_fast
+from spotrun.recipes.gpt2 import gpt2_small_baseline, gpt2_small_fast
 from spotrun.recipes.imagenet import resnet50_baseline, resnet50_fast, resnet101_fast
 from spotrun.recipes.overrides import apply_overrides
 from spotrun.recipes.shakespeare import shakespeare_baseline, shakespeare_fast
@@ -27,6 +28,8 @@ _FACTORIES: dict[str, Callable[[], Recipe]] = {
     "resnet101-fast": resnet101_fast,
     "shakespeare-baseline": shakespeare_baseline,
     "shakespeare-fast": shakespeare_fast,
+    "gpt2-small-baseline": gpt2_small_baseline,
+    "gpt2-small-fast": gpt2_small_fast,
 }
 
 

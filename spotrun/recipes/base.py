@@ -48,14 +48,19 @@ class Augment(StrictModel):
 
 
 class Text(StrictModel):
-    """A language-model task: `data` is a UTF-8 text file, cut into token windows."""
+    """A language-model task: `data` is a UTF-8 text file, or token files from `spotrun data
+    push TEXT --tokenizer gpt2` (a folder, or s3://), cut into token windows."""
 
-    tokenizer: Literal["char", "byte"] = Field(
-        "char", description="char: the file's own characters; byte: UTF-8 bytes (256 ids)"
+    tokenizer: Literal["char", "byte", "gpt2"] = Field(
+        "char",
+        description="char: the file's own characters; byte: UTF-8 bytes (256 ids); gpt2: "
+        "GPT-2's BPE (50,257 ids; pip install 'spotrun[lm]')",
     )
     block_size: int = Field(256, ge=2, description="tokens of context per training window")
     steps_per_epoch: int = Field(100, ge=1, description="random-window batches per epoch")
-    val_fraction: float = Field(0.1, gt=0, lt=1, description="last fraction of chars held out")
+    val_fraction: float = Field(
+        0.1, gt=0, lt=1, description="last fraction of chars held out (token files: at push)"
+    )
     eval_tokens: int | None = Field(
         None, ge=2, description="evaluate on the first this many validation tokens; None = all"
     )

@@ -79,8 +79,20 @@ def _augment(recipe: Recipe) -> str:
     return "; ".join(parts) or "none"
 
 
+def _text_data(recipe: Recipe) -> str:
+    text = recipe.text
+    assert text is not None
+    evaluated = f"the first {text.eval_tokens:,}" if text.eval_tokens else "all"
+    return (
+        f"{recipe.data}: {text.tokenizer} tokens in windows of {text.block_size:,}, "
+        f"{text.steps_per_epoch:,} steps an epoch; validation: the last {text.val_fraction:.0%} "
+        f"of the characters (token files: as pushed), {evaluated} of its tokens evaluated"
+    )
+
+
 def _training(recipe: Recipe) -> str:
-    per_step = f"{recipe.batch_size} images per step"
+    unit = "windows" if recipe.text is not None else "images"
+    per_step = f"{recipe.batch_size} {unit} per step"
     gpus = recipe.resources.gpus * recipe.resources.nodes
     if gpus > 1:
         per_step += f" per GPU ({recipe.batch_size * gpus:,} on {gpus} GPUs)"
@@ -111,15 +123,24 @@ def describe_recipe(recipe: Recipe) -> list[str]:
         lines.append(line("target", f"{t.metric} {'>=' if t.mode == 'max' else '<='} {t.value:g}"))
     lines.append(line("resources", _resources(recipe)))
     lines.append("")
-    lines.append(line("data", _data(recipe)))
-    lines.append(line("augment", _augment(recipe)))
+    if recipe.text is not None:
+        lines.append(line("data", _text_data(recipe)))
+    else:
+        lines.append(line("data", _data(recipe)))
+        lines.append(line("augment", _augment(recipe)))
     model_options = f" ({_options(recipe.model_options)})" if recipe.model_options else ""
-    lines.append(line("model", f"{recipe.model}{model_options}, {recipe.num_classes} classes"))
+    outputs = (
+        f"a vocabulary of {recipe.num_classes:,}"
+        if recipe.text is not None
+        else f"{recipe.num_classes} classes"
+    )
+    lines.append(line("model", f"{recipe.model}{model_options}, {outputs}"))
     lines.append(line("training", _training(recipe)))
     every = recipe.eval_every_epochs
     evaluation = "every epoch" if every == 1 else f"every {every} epochs"
     if recipe.eval_batch_size:
-        evaluation += f", {recipe.eval_batch_size} images per batch"
+        unit = "windows" if recipe.text is not None else "images"
+        evaluation += f", {recipe.eval_batch_size} {unit} per batch"
     lines.append(line("evaluation", evaluation))
     checkpoints = "every epoch" + (
         f" and every {recipe.checkpoint_every_steps} steps" if recipe.checkpoint_every_steps else ""

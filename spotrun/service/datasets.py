@@ -53,6 +53,44 @@ def push_folder(
     )
 
 
+def push_text_file(
+    text_file: Path,
+    dest: str,
+    *,
+    tokenizer: str,
+    val_fraction: float,
+    shard_size: int,
+    parallel: int,
+    log: Callable[[str], None],
+) -> PushResult:
+    """A UTF-8 text tokenised here and pushed as token files (spotrun.datasets.token_push)."""
+    from spotrun.cloud.aws.datasets import S3Store
+    from spotrun.datasets.token_push import push_text
+
+    if tokenizer not in ("gpt2", "byte"):
+        raise UsageError(
+            f"--tokenizer {tokenizer}: a pushed text is stored as gpt2 or byte tokens",
+            hint="--tokenizer gpt2 (char vocabularies are a text's own: launch with the file)",
+        )
+    target = _s3(dest)
+    if not target.prefix:
+        raise UsageError(
+            f"{dest} names a whole bucket", hint="push into a prefix: s3://BUCKET/NAME"
+        )
+    store = S3Store(target.bucket, connections=max(10, parallel * 2))
+    store.check_bucket()
+    return push_text(
+        store,
+        text_file,
+        target,
+        tokenizer="gpt2" if tokenizer == "gpt2" else "byte",
+        val_fraction=val_fraction,
+        shard_size=shard_size,
+        parallel=parallel,
+        log=log,
+    )
+
+
 @dataclass(frozen=True)
 class DataSetRow:
     uri: str

@@ -700,16 +700,34 @@ def data_push(
     max_side: int | None = None,
     quality: int = 90,
     keep_original: bool = False,
+    tokenizer: str = "gpt2",
+    val_fraction: float = 0.1,
 ) -> Any:
     """Pack an ImageFolder into tar shards plus a manifest under an s3:// prefix (its images
-    training-ready, longer side at most `max_side`, when that is given)."""
+    training-ready, longer side at most `max_side`, when that is given); a text file is
+    tokenised (`tokenizer`) and pushed as token files."""
     from spotrun.datasets.manifest import stored_images
     from spotrun.datasets.pack import parse_size
-    from spotrun.service.datasets import push_folder
+    from spotrun.service.datasets import push_folder, push_text_file
 
     size = parse_size(shard_size)
     if parallel < 1:
         raise UsageError(f"--parallel must be at least 1, got {parallel}")
+    if folder.is_file():
+        if max_side is not None or keep_original:
+            raise UsageError(
+                f"{folder} is a text file: --max-side and --keep-original are for images",
+                hint="leave them out for a text",
+            )
+        return push_text_file(
+            folder,
+            dest,
+            tokenizer=tokenizer,
+            val_fraction=val_fraction,
+            shard_size=size,
+            parallel=parallel,
+            log=log,
+        )
     images = stored_images(max_side, quality) if max_side is not None else None
     return push_folder(
         folder,

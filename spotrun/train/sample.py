@@ -45,8 +45,8 @@ def load_run_recipe(run_dir: Path) -> Recipe:
 
 def run_tokenizer(recipe: Recipe) -> Tokenizer:
     assert recipe.text is not None
-    if recipe.text.tokenizer == "byte":
-        return Tokenizer("byte")
+    if recipe.text.tokenizer in ("byte", "gpt2"):  # fixed vocabularies: no text needed
+        return Tokenizer(recipe.text.tokenizer)
     path = resolve_text_file(recipe.data, load_settings().data_path)
     return Tokenizer.fit("char", read_text(path))
 

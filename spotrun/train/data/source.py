@@ -244,11 +244,20 @@ def resolve_text_file(spec: str, data_dir: Path) -> Path:
             return path
     raise UsageError(
         f"text data '{spec}': no such file, here or in the data folder {data_dir}",
-        hint="give a UTF-8 .txt file: --set data=path/to/text.txt",
+        hint="give a UTF-8 .txt file (--set data=path/to/text.txt), or token files from "
+        "`spotrun data push TEXT s3://BUCKET/NAME --tokenizer gpt2` (--set data=s3://...)",
     )
 
 
+# A folder of token files (spotrun.train.data.token_files) has this description in train/.
+TOKENS_META = "tokens.json"
+
+
 def check_text_file(spec: str, data_dir: Path) -> None:
+    """A language model's data: a text file, or a folder of token files, here or by name."""
+    for folder in (Path(spec).expanduser(), data_dir / spec):
+        if (folder / TRAIN_SPLIT / TOKENS_META).is_file():
+            return
     resolve_text_file(spec, data_dir)
 
 

@@ -1,7 +1,9 @@
 """Token data for language models: a text file, tokenised, split, and cut into windows.
 
 * Tokenisation: `char` (the sorted set of characters in the file, as nanoGPT's
-  shakespeare_char) or `byte` (UTF-8 bytes, 256 ids, any text).
+  shakespeare_char), `byte` (UTF-8 bytes, 256 ids, any text) or `gpt2` (GPT-2's 50,257-token
+  BPE, gpt2_bpe.py). `data` may also be a folder of token files (token_files.py), what
+  `spotrun data push TEXT --tokenizer gpt2` makes, s3:// ones staged here first.
 * Split: contiguous; the last `val_fraction` of the characters is held out for validation.
 * Training batches: `batch_size` windows of block_size + 1 tokens at random offsets, drawn from
   a generator seeded by (seed, epoch, rank). Its state at any batch is a function of those and
@@ -25,17 +27,21 @@ import torch
 
 from spotrun.core.config import load_settings
 from spotrun.core.errors import UsageError
+from spotrun.datasets.prepare import local_data
+from spotrun.datasets.spec import is_remote
+from spotrun.train.data.gpt2_bpe import GPT2_VOCAB, decode_gpt2, encode_gpt2
 from spotrun.train.data.source import resolve_text_file
+from spotrun.train.data.token_files import TRAIN, VAL, TokenSequence, is_token_folder
 
 if TYPE_CHECKING:
     from spotrun.recipes.base import Recipe
 
-TokenizerName = Literal["char", "byte"]
+TokenizerName = Literal["char", "byte", "gpt2"]
 
 
 @dataclass(frozen=True)
 class Tokenizer:
-    """Text <-> token ids; `chars` is the char vocabulary (None for bytes)."""
+    """Text <-> token ids; `chars` is the char vocabulary (None for bytes and gpt2)."""
 
     kind: TokenizerName
     chars: str | None = None
@@ -46,9 +52,13 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
+        if self.kind == "gpt2":
+            return GPT2_VOCAB
         return len(self.chars) if self.chars is not None else 256
 
     def encode(self, text: str) -> torch.Tensor:
+        if self.kind == "gpt2":
+            return torch.tensor(encode_gpt2(text), dtype=torch.long)
         if self.chars is None:
             return torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8).long()
         index = {c: i for i, c in enumerate(self.chars)}
@@ -61,6 +71,8 @@ class Tokenizer:
         return torch.tensor([index[c] for c in text], dtype=torch.long)
 
     def decode(self, ids: list[int]) -> str:
+        if self.kind == "gpt2":
+            return decode_gpt2(ids)
         if self.chars is None:
             return bytes(i for i in ids if 0 <= i < 256).decode("utf-8", errors="replace")
         return "".join(self.chars[i] for i in ids if 0 <= i < len(self.chars))
@@ -80,8 +92,8 @@ def read_text(path: Path) -> str:
 @dataclass(frozen=True)
 class TextSplit:
     tokenizer: Tokenizer
-    train: torch.Tensor  # token ids, 1-D
-    val: torch.Tensor
+    train: torch.Tensor | TokenSequence  # token ids, 1-D
+    val: torch.Tensor | TokenSequence
     val_chars: int  # characters in the validation text (for nats per character)
 
 
@@ -99,7 +111,7 @@ class TextWindows:
 
     def __init__(
         self,
-        tokens: torch.Tensor,
+        tokens: torch.Tensor | TokenSequence,
         *,
         block_size: int,
         batch_size: int,
@@ -112,7 +124,9 @@ class TextWindows:
                 f"the training text has {len(tokens)} tokens, fewer than block_size + 2",
                 hint="use a longer text or a smaller block_size",
             )
-        self.windows = tokens.unfold(0, block_size + 1, 1)  # a view: no copy per window
+        self.tokens = TokenSequence.of(tokens)  # windows are gathered, never copied out whole
+        self.window = block_size + 1
+        self.count = len(tokens) - block_size  # window starts: 0 .. len - block_size - 1
         self.batch_size = batch_size
         self.steps = steps
         self.seed = seed
@@ -124,12 +138,12 @@ class TextWindows:
     def offsets(self, epoch: int) -> torch.Tensor:
         """(steps, batch_size) window starts of `epoch` for this rank."""
         gen = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) * 1009 + self.rank)
-        return torch.randint(len(self.windows), (self.steps, self.batch_size), generator=gen)
+        return torch.randint(self.count, (self.steps, self.batch_size), generator=gen)
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         offsets = self.offsets(epoch)
         for i in range(start, self.steps):
-            w = self.windows[offsets[i]]
+            w = self.tokens.rows(offsets[i], self.window)
             yield w[:, :-1].contiguous(), w[:, 1:].reshape(-1)
 
 
@@ -138,7 +152,7 @@ class EvalWindows:
 
     def __init__(
         self,
-        tokens: torch.Tensor,
+        tokens: torch.Tensor | TokenSequence,
         *,
         block_size: int,
         batch_size: int,
@@ -149,8 +163,8 @@ class EvalWindows:
     ) -> None:
         # Tokens per character of the whole split: nats/char = nats/token * tokens/char.
         self.tokens_per_char = len(tokens) / max(1, chars)
-        if max_tokens is not None:
-            tokens = tokens[: max_tokens + 1]
+        sequence = TokenSequence.of(tokens)
+        tokens = sequence.head(None if max_tokens is None else max_tokens + 1)
         count = (len(tokens) - 1) // block_size
         if count < 1:
             raise UsageError(
@@ -178,8 +192,7 @@ def text_data(
     """Train and eval sources of a language-model recipe (its `text` settings, its data file)."""
     text = recipe.text
     assert text is not None
-    path = resolve_text_file(recipe.data, load_settings().data_path)
-    split = split_text(read_text(path), text.tokenizer, text.val_fraction)
+    split = load_split(recipe.data, text.tokenizer, text.val_fraction)
     if split.tokenizer.vocab_size > recipe.num_classes:
         raise UsageError(
             f"{recipe.data} has {split.tokenizer.vocab_size} distinct tokens; the model's "
@@ -204,3 +217,25 @@ def text_data(
         world_size=world_size,
     )
     return train, evaluation
+
+
+def load_split(data: str, tokenizer: TokenizerName, val_fraction: float) -> TextSplit:
+    """A text file tokenised here, or a folder of token files (an s3:// one staged first)."""
+    settings = load_settings()
+    if is_remote(data):
+        data = local_data(data, settings.home)
+    folder = Path(data).expanduser()
+    if not is_token_folder(folder) and is_token_folder(settings.data_path / data):
+        folder = settings.data_path / data
+    if not is_token_folder(folder):
+        path = resolve_text_file(data, settings.data_path)
+        return split_text(read_text(path), tokenizer, val_fraction)
+    train, meta = TokenSequence.open(folder / TRAIN)
+    val, val_meta = TokenSequence.open(folder / VAL)
+    if meta.tokenizer != tokenizer:
+        raise UsageError(
+            f"{data} holds {meta.tokenizer} tokens; the recipe's tokenizer is {tokenizer}",
+            hint=f"--set text.tokenizer={meta.tokenizer}, or push the text with --tokenizer "
+            f"{tokenizer}",
+        )
+    return TextSplit(Tokenizer(tokenizer), train, val, val_meta.chars)

@@ -12,7 +12,7 @@ from torch import nn
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import BlurPoolOptions
+from spotrun.train.methods.options import BlurPoolOptions
 from spotrun.train.methods.surgery import replace_modules
 from spotrun.train.state import State
 from spotrun.train.wrapping import unwrap_model

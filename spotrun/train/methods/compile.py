@@ -13,7 +13,7 @@ from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.device import capabilities_of
 from spotrun.train.events import Event
 from spotrun.train.methods.auto import resolve_one
-from spotrun.train.methods.catalog import CompileOptions
+from spotrun.train.methods.options import CompileOptions
 from spotrun.train.state import State
 
 

@@ -8,7 +8,7 @@ from torch import nn
 from spotrun.core.errors import UsageError
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import NoOptions
+from spotrun.train.methods.options import NoOptions
 from spotrun.train.methods.surgery import like, require_image_classifier, swap_parameters
 from spotrun.train.state import State
 from spotrun.train.wrapping import unwrap_model

@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from spotrun.train.methods.catalog import CutMixOptions
 from spotrun.train.methods.mixup import MixedTargets, sample_beta
+from spotrun.train.methods.options import CutMixOptions
 
 
 def cutmix_box(height: int, width: int, lam: float) -> tuple[int, int, int, int]:

@@ -10,7 +10,7 @@ from torch import nn
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import EmaOptions
+from spotrun.train.methods.options import EmaOptions
 from spotrun.train.state import State
 from spotrun.train.wrapping import unwrap_model
 

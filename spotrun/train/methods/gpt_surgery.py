@@ -14,7 +14,7 @@ from torch import nn
 from spotrun.core.errors import UsageError
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import NoOptions, RmsNormOptions, RotaryOptions
+from spotrun.train.methods.options import NoOptions, RmsNormOptions, RotaryOptions
 from spotrun.train.methods.surgery import swap_parameters
 from spotrun.train.models.gpt import (
     GPT,

@@ -9,7 +9,7 @@ import torch
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import GradClippingOptions
+from spotrun.train.methods.options import GradClippingOptions
 from spotrun.train.state import State
 
 

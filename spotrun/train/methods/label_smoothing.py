@@ -6,7 +6,7 @@ import torch
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import LabelSmoothingOptions
+from spotrun.train.methods.options import LabelSmoothingOptions
 from spotrun.train.state import State
 
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import LayerFreezingOptions
+from spotrun.train.methods.options import LayerFreezingOptions
 from spotrun.train.state import State
 from spotrun.train.wrapping import unwrap_model
 

@@ -17,7 +17,7 @@ from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.device import capabilities_of
 from spotrun.train.events import Event
 from spotrun.train.methods.auto import resolve_one
-from spotrun.train.methods.catalog import MixedPrecisionOptions
+from spotrun.train.methods.options import MixedPrecisionOptions
 from spotrun.train.state import State
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

@@ -9,7 +9,7 @@ from torch import nn
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import NoOptions
+from spotrun.train.methods.options import NoOptions
 from spotrun.train.state import State
 
 

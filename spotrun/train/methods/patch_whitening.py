@@ -16,7 +16,7 @@ from spotrun.core.errors import UsageError
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.data import BatchSource
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import PatchWhiteningOptions
+from spotrun.train.methods.options import PatchWhiteningOptions
 from spotrun.train.methods.surgery import like, require_image_classifier, swap_parameters
 from spotrun.train.state import State
 from spotrun.train.wrapping import unwrap_model

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import ProgressiveResizingOptions
+from spotrun.train.methods.options import ProgressiveResizingOptions
 from spotrun.train.state import State
 
 

@@ -12,7 +12,7 @@ import torch
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import SamOptions
+from spotrun.train.methods.options import SamOptions
 from spotrun.train.state import State
 
 

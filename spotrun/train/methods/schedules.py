@@ -13,7 +13,7 @@ from typing import Literal
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import OneCycleOptions, StepDecayOptions, WarmupDecayOptions
+from spotrun.train.methods.options import OneCycleOptions, StepDecayOptions, WarmupDecayOptions
 from spotrun.train.state import State
 
 

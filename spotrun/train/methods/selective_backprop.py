@@ -8,7 +8,7 @@ from torch import nn
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import SelectiveBackpropOptions
+from spotrun.train.methods.options import SelectiveBackpropOptions
 from spotrun.train.methods.progressive_resizing import resize_batch
 from spotrun.train.state import State
 from spotrun.train.wrapping import without_ddp

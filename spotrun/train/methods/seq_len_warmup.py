@@ -11,7 +11,7 @@ import torch
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import SeqLenWarmupOptions
+from spotrun.train.methods.options import SeqLenWarmupOptions
 from spotrun.train.state import State
 
 

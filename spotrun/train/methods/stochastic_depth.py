@@ -7,7 +7,7 @@ from torch import nn
 from spotrun.core.errors import UsageError
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import StochasticDepthOptions
+from spotrun.train.methods.options import StochasticDepthOptions
 from spotrun.train.models.base import DropMode, ResidualBlock
 from spotrun.train.state import State
 from spotrun.train.wrapping import unwrap_model

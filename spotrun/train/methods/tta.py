@@ -8,7 +8,7 @@ from torch import nn
 
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
-from spotrun.train.methods.catalog import TtaOptions
+from spotrun.train.methods.options import TtaOptions
 from spotrun.train.state import State
 
 

@@ -40,7 +40,12 @@ def _run(script: str, *args: str, home: Path) -> str:
 
 @pytest.mark.slow
 def test_gpu_benchmark_dry_run_on_the_cpu(tiny_cifar: Path, tmp_path: Path) -> None:
-    out = _run("gpu_benchmark.py", "--dry-run", "--data", str(tiny_cifar), home=tmp_path)
+    text = tmp_path / "verse.txt"
+    text.write_text("Shall I compare thee to a summer's day?\nThou art more lovely.\n" * 40)
+    out = _run(
+        "gpu_benchmark.py", "--dry-run", "--data", str(tiny_cifar), "--text", str(text),
+        "--target-loss", "20", home=tmp_path,
+    )  # fmt: skip
     assert "CPU (dry run)" in out
     assert "warm-up (1 epoch, not counted)" in out
     assert "cifar10-fast over 1 runs: median" in out and "at or past 94%" in out
@@ -49,6 +54,9 @@ def test_gpu_benchmark_dry_run_on_the_cpu(tiny_cifar: Path, tmp_path: Path) -> N
     assert "| resnet50-fast eval | 72 |" in out and "| resnet50-baseline train | 64 |" in out
     assert "| resnet101-fast train | 32 |" in out and "| resnet101-fast eval | 72 |" in out
     assert "estimate from these rates" in out
+    # The gpt2-small pair: tokens/s and memory, then the time to a (here trivial) loss.
+    assert "| gpt2-small-baseline | " in out and "| gpt2-small-fast | " in out
+    assert "gpt2-small-fast reaches 20.0" in out and "tokens/s: gpt2-small-fast" in out
 
 
 @pytest.mark.slow

@@ -270,3 +270,26 @@ def test_show_through_the_command_line(tmp_path: Path) -> None:
     assert shown.startswith("cifar10-baseline: CIFAR-10, ResNet-18")
     assert "step_decay  milestones=[0.5, 0.75] gamma=0.1 warmup_frac=0" in shown
     assert "pad 4 px (zeros) and crop back; mirror half the images" in shown
+
+
+def test_gpt2_small_recipes_are_gpt2_small_and_unmeasured() -> None:
+    from spotrun.train.models import build_model
+
+    for name in ("gpt2-small-baseline", "gpt2-small-fast"):
+        r = get_recipe(name, data_here=False)
+        assert "unmeasured" in r.result and r.resources.gpus >= 1, name
+        assert r.text is not None and r.text.tokenizer == "gpt2" and r.text.block_size == 1024
+        with torch.device("meta"):  # shapes only: no 124M parameters in memory
+            model = build_model(r.model, 50_257, **r.model_options)
+        # GPT-2 small's published size: 12 x 768, 12 heads, 1,024 positions, tied embedding.
+        assert sum(p.numel() for p in model.parameters()) == 124_439_808, name
+    baseline = get_recipe("gpt2-small-baseline", data_here=False)
+    assert set(baseline.methods) == {"warmup_decay", "grad_clipping"}
+    fast = get_recipe("gpt2-small-fast", data_here=False)
+    assert {"rotary", "qk_norm", "fused_attention", "mixed_precision"} <= set(fast.methods)
+    assert fast.num_classes % 64 == 0 and fast.num_classes >= 50_257
+    from spotrun.recipes.describe import describe_recipe
+
+    shown = "\n".join(describe_recipe(fast))
+    assert "gpt2 tokens in windows of 1,024, 1,000 steps an epoch" in shown
+    assert "a vocabulary of 50,304" in shown and "12 windows per step per GPU" in shown

@@ -16,7 +16,8 @@ from spotrun.train.algorithm import Engine
 from spotrun.train.checkpoint import Checkpointer
 from spotrun.train.events import Event
 from spotrun.train.methods import build_methods, mixed_precision, validate_methods
-from spotrun.train.methods.catalog import CATALOG, StochasticDepthOptions, describe_catalog
+from spotrun.train.methods.catalog import CATALOG, describe_catalog
+from spotrun.train.methods.options import StochasticDepthOptions
 from spotrun.train.methods.stochastic_depth import StochasticDepth
 from spotrun.train.models.small import DigitsNet, SmallResNet
 from spotrun.train.state import State
