@@ -1,0 +1,246 @@
+"""`spotrun launch`: a recipe, a task file or your own command, planned, launched, followed.
+
+Registered on the app in spotrun/cli/main.py, as every command module here is.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from spotrun.cli.common import Cloud
+from spotrun.cli.library import api, load_settings, supervisor
+from spotrun.cli.render import err, out
+from spotrun.core.errors import UsageError
+
+
+def launch(
+    target: str | None = typer.Argument(
+        None, metavar="[RECIPE|TASK.yaml]", help="a recipe name, or a task file (or use --cmd)"
+    ),
+    cmd: str | None = typer.Option(None, "--cmd", help="your own command (run with bash)"),
+    workdir: str | None = typer.Option(
+        None, "--workdir", help="folder shipped to the instance (.gitignore respected)"
+    ),
+    setup: str | None = typer.Option(None, "--setup", help="bash run once per instance first"),
+    env_: list[str] = typer.Option(
+        [],
+        "--env",
+        metavar="KEY=VALUE",
+        help="in the job's environment (W&B's and MLflow's variables come along by themselves)",
+    ),
+    env_file: list[str] = typer.Option(
+        [], "--env-file", metavar="FILE", help="KEY=VALUE lines for the job's environment"
+    ),
+    cloud: Cloud | None = typer.Option(
+        None, "--cloud", help="where to run; default from config (local)"
+    ),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPUs per node (default: the recipe's)"),
+    nodes: int | None = typer.Option(
+        None, "--nodes", help="instances trained on together with torchrun (aws; default 1)"
+    ),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a recipe key"),
+    name: str | None = typer.Option(None, "--name", help="a name to refer to the run by"),
+    detach: bool = typer.Option(
+        False, "--detach", "-d", help="print the run id and return at once"
+    ),
+    max_cost: float | None = typer.Option(None, "--max-cost", metavar="USD", help="budget cap"),
+    max_hours: float | None = typer.Option(None, "--max-hours", help="wall-time cap"),
+    gpu_model: str | None = typer.Option(None, "--gpu-model", help="e.g. A10G, L4, A100"),
+    instance_type: str | None = typer.Option(None, "--instance-type", help="e.g. g5.xlarge"),
+    region: str | None = typer.Option(None, "--region", help="cloud region (aws)"),
+    zone: str | None = typer.Option(None, "--zone", help="availability zone (aws)"),
+    disk_gb: int | None = typer.Option(None, "--disk-gb", help="root volume size in GB (aws)"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="check the plan and the cloud's permissions; launch nothing"
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="show only the run's stages"),
+) -> None:
+    """Launch a recipe, a task file or your own command (--cmd) on the cheapest capacity that
+    fits, and follow it to the end.
+
+    \b
+    Examples:
+      spotrun launch digits-fast
+      spotrun launch cifar10-fast --cloud aws --gpus 1 --max-cost 2
+      spotrun launch --cmd "python train.py" --workdir .
+      spotrun launch task.yaml --detach
+    """
+    settings = load_settings()
+    own = OwnJobFlags(cmd, workdir, setup, env_, env_file)
+    own.check(target, set_)
+    ledger = api.open_ledger(settings)
+    chosen_cloud = cloud.value if cloud else settings.default_cloud
+    # The run's supervisor starts now and gets ready (imports, cloud clients) while we plan.
+    warm = None if dry_run else supervisor.Prewarmed(settings, chosen_cloud)
+    flags = resource_flags(gpu_model, instance_type, region, zone, disk_gb)
+    if nodes is not None:
+        flags["nodes"] = nodes
+    try:
+        if own.wanted(target):
+            prepared = own.prepare(
+                settings,
+                target,
+                cloud=cloud.value if cloud else None,
+                gpus=gpus,
+                name=name,
+                max_cost_usd=max_cost,
+                max_hours=max_hours,
+                resources=flags,
+            )
+        else:
+            assert target is not None
+            prepared = api.prepare_launch(
+                settings,
+                target,
+                overrides=set_,
+                cloud=chosen_cloud,
+                gpus=gpus,
+                name=name,
+                max_cost_usd=max_cost,
+                max_hours=max_hours,
+                resources=flags,
+                envs=own.job_env(),
+            )
+    except BaseException:
+        if warm is not None:
+            warm.cancel()
+        raise
+    if warm is not None and prepared.spec.cloud != chosen_cloud:  # a task file chose its cloud
+        warm.cancel()
+        warm = None
+    if dry_run:
+        passed = api.dry_run(settings, prepared)
+        out.print(f"dry run on {prepared.spec.cloud}: {prepared.plan.reason}")
+        out.print(f"permitted: {', '.join(passed)}; nothing was launched")
+        return
+    run = api.launch(ledger, prepared, prewarmed=warm)
+    if detach:
+        sys.stdout.write(run.id + "\n")
+        err.print(
+            f"launched {run.name} ({run.id}) on {run.cloud}: {prepared.plan.reason}\n"
+            f"follow it with `spotrun logs -f {run.name}`, stop it with `spotrun stop {run.name}`"
+        )
+        return
+    out.print(f"run {run.id}  {run.name}  on {run.cloud}")
+    from spotrun.cli.follow_view import follow_run
+
+    raise typer.Exit(follow_run(ledger, run.id, out, err, quiet=quiet))
+
+
+class OwnJobFlags:
+    """`launch`'s flags for your own command (--cmd, --workdir, --setup, --env, --env-file)."""
+
+    def __init__(
+        self,
+        cmd: str | None,
+        workdir: str | None,
+        setup: str | None,
+        envs: list[str],
+        env_files: list[str],
+    ) -> None:
+        self.cmd, self.workdir, self.setup, self.envs = cmd, workdir, setup, envs
+        self.env_files = env_files
+
+    def wanted(self, target: str | None) -> bool:
+        from spotrun.jobs.taskfile import is_task_file
+
+        return self.cmd is not None or (target is not None and is_task_file(target))
+
+    def check(self, target: str | None, overrides: list[str]) -> None:
+        if target is None and self.cmd is None:
+            raise UsageError(
+                "launch what? give a recipe, a task file or --cmd",
+                hint='e.g. `spotrun launch digits-fast` or `spotrun launch --cmd "python t.py"`',
+            )
+        if target is not None and self.cmd is not None:
+            raise UsageError(f"give either {target} or --cmd, not both")
+        if self.wanted(target):
+            if overrides:
+                raise UsageError("--set overrides a recipe's keys; your own command has none")
+            return
+        given = [
+            flag
+            for flag, value in (("--workdir", self.workdir), ("--setup", self.setup))
+            if value is not None
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)}: only with --cmd or a task file; a recipe runs spotrun's "
+                "own trainer"
+            )
+
+    def job_env(self) -> dict[str, str]:
+        """The job's own environment: the trackers' variables of this shell, then --env."""
+        from spotrun.cli.common import job_environment
+
+        return job_environment(self.envs, self.env_files)
+
+    def prepare(
+        self,
+        settings: Any,
+        target: str | None,
+        *,
+        cloud: str | None,
+        gpus: int | None,
+        name: str | None,
+        max_cost_usd: float | None,
+        max_hours: float | None,
+        resources: dict[str, Any],
+    ) -> api.LaunchPlan:
+        from spotrun.jobs import own_command as ownjob
+        from spotrun.jobs.taskfile import load_task
+
+        envs = self.job_env()
+        if gpus is not None:
+            resources = {**resources, "gpus": gpus}
+        limit = settings.workdir_max_mb
+        if target is None:  # --cmd
+            job = ownjob.build_job(
+                self.cmd,
+                workdir=self.workdir,
+                setup=self.setup,
+                envs=envs,
+                workdir_max_mb=limit,
+            )
+            label = ownjob.DEFAULT_LABEL
+        else:
+            task = load_task(Path(target))
+            updates = {k: v for k, v in (("workdir", self.workdir), ("setup", self.setup)) if v}
+            task = task.model_copy(update=updates)
+            job = ownjob.task_job(task, envs=envs, workdir_max_mb=limit)
+            label = ownjob.task_label(task.name)
+            name = name if name is not None else task.name  # the task's name is the run's
+            resources = {**task.resources.as_flags(), **resources}
+            max_cost_usd = max_cost_usd if max_cost_usd is not None else task.max_cost
+            max_hours = max_hours if max_hours is not None else task.max_hours
+        return api.prepare_job_launch(
+            settings,
+            job,
+            label=label,
+            cloud=cloud,  # type: ignore[arg-type]
+            name=name,
+            max_cost_usd=max_cost_usd,
+            max_hours=max_hours,
+            resources=resources,
+        )
+
+
+def resource_flags(
+    gpu_model: str | None,
+    instance_type: str | None,
+    region: str | None,
+    zone: str | None,
+    disk_gb: int | None,
+) -> dict[str, Any]:
+    flags = {
+        "gpu_model": gpu_model,
+        "instance_type": instance_type,
+        "region": region,
+        "zone": zone,
+        "disk_gb": disk_gb,
+    }
+    return {key: value for key, value in flags.items() if value is not None}

@@ -1,0 +1,30 @@
+"""The library behind the commands, imported the first time a command body uses it.
+
+`spotrun --help` and `spotrun ls` must answer fast, so the command modules name the library
+(`api.launch(...)`) and the run supervisor through the lazy stand-ins here (spotrun/cli/lazy.py);
+type checkers see the real modules.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spotrun.cli.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from spotrun.control import supervisor
+    from spotrun.core.config import Settings
+    from spotrun.service import runs as api
+else:
+    # reading runs (ls, status, logs, completion) needs only service.lookup
+    _reads = {name: "spotrun.service.lookup" for name in ("open_ledger", "run_summary")}
+    api = lazy_module("spotrun.service.runs", light=_reads)
+    supervisor = lazy_module("spotrun.control.supervisor")
+
+__all__ = ["api", "load_settings", "supervisor"]
+
+
+def load_settings() -> Settings:
+    from spotrun.core.config import load_settings as load
+
+    return load()

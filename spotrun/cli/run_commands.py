@@ -1,0 +1,221 @@
+"""The commands on one run or all: ls, status, logs, attach, exec, stop."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from spotrun.cli.complete import complete_run
+from spotrun.cli.follow_view import fmt_duration, fmt_metrics
+from spotrun.cli.library import api
+from spotrun.cli.render import Table, err, money, out, print_json
+from spotrun.cli.ssh import require_terminal
+from spotrun.core.terminal_text import printable
+
+
+def list_runs(
+    all_: bool = typer.Option(
+        False, "--all", "-a", help="every run, not only live and recent ones"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="a JSON list of runs"),
+) -> None:
+    """List runs: live ones and the most recent finished ones.
+
+    \b
+    Examples:
+      spotrun ls
+      spotrun ls --all --json
+    """
+    ledger = api.open_ledger()
+    runs = ledger.list_runs(include_all=all_)
+    rows = [api.run_summary(ledger, r) for r in runs]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print("no runs yet; start one with `spotrun launch digits-fast`")
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("ID", "NAME", "RECIPE", "CLOUD", "STATE", "STARTED", "DURATION", "COST", "METRICS"):
+        table.add_column(col, no_wrap=col in ("ID", "STATE"))
+    for row in rows:
+        table.add_row(
+            row["id"],
+            row["name"],
+            row["recipe"],
+            row["cloud"],
+            row["state"],
+            (row["started"] or row["created"] or "").replace("T", " ").rstrip("Z"),
+            fmt_duration(row["duration_s"]),
+            money(row["cost_usd"]) if row["cost_usd"] is not None else "?",
+            printable(fmt_metrics(row["metrics"])),  # the job wrote these
+        )
+    out.print(table)
+
+
+def status(
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Show one run: state history, instances, events, metrics, cost.
+
+    \b
+    Examples:
+      spotrun status RUN
+      spotrun status RUN --json
+    """
+    ledger = api.open_ledger()
+    st = api.run_status(ledger, run)
+    summary = api.run_summary(ledger, st.run)
+    if as_json:
+        print_json(
+            {
+                **summary,
+                "supervised": st.supervised,
+                "run_dir": str(st.run.run_dir),
+                "plan": st.run.plan.to_dict() if st.run.plan else None,
+                "transitions": [
+                    {
+                        "from": t.from_state.value if t.from_state else None,
+                        "to": t.to_state.value,
+                        "at": t.at,
+                        "reason": t.reason,
+                    }
+                    for t in st.transitions
+                ],
+                "instances": [i.__dict__ for i in st.instances],
+                "events": [e.__dict__ for e in st.events],
+                "cost_lines": [c.__dict__ for c in st.cost_lines],
+            }
+        )
+        return
+    r = st.run
+    job = r.spec.job
+    what = f"command {job.run!r}" if job is not None and job.run else f"recipe {r.recipe}"
+    out.print(f"{r.name} ({r.id})  {what}  on {r.cloud}", markup=False)
+    out.print(f"state     {r.state.value}" + (f"  ({printable(r.message)})" if r.message else ""))
+    so_far = "" if r.is_terminal else " so far"
+    shown = "? (no prices cached yet)" if st.cost_usd is None else money(st.cost_usd) + so_far
+    out.print(f"duration  {fmt_duration(r.duration_s())}   cost {shown}")
+    if r.last_metrics:
+        out.print(f"metrics   {fmt_metrics(r.last_metrics)}")
+    if summary.get("staging"):
+        out.print(f"staging   {summary['staging']['line']}")
+    if summary.get("device"):
+        out.print(f"device    {summary['device']['line']}", markup=False)
+    out.print(f"run dir   {r.run_dir}")
+    out.print("history:")
+    for t in st.transitions:
+        out.print(
+            f"  {fmt_duration(t.at - r.created_at):>7}  {t.to_state.value:<13} {t.reason or ''}"
+        )
+    if st.instances:
+        out.print("instances:")
+        for i in st.instances:
+            out.print(
+                f"  {i.id}  {i.instance_type}  {i.zone}  {i.market}  {i.state}  {i.address or ''}"
+            )
+    if st.events:
+        out.print("events:")
+        for e in st.events[-10:]:
+            out.print(f"  {fmt_duration(e.at - r.created_at):>7}  {e.kind}: {printable(e.message)}")
+
+
+def logs(
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
+    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the run ends"),
+    node: str | None = typer.Option(
+        None, "--node", help="a multi-node run's node number, or 'all' (default: node 0)"
+    ),
+) -> None:
+    """Print the job's output (what its tmux session shows).
+
+    \b
+    Examples:
+      spotrun logs RUN
+      spotrun logs -f RUN
+      spotrun logs RUN --node all
+    """
+    ledger = api.open_ledger()
+    try:
+        for chunk in api.read_log(ledger, run, follow_log=follow, node=node):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def attach(
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
+    node: int = typer.Option(0, "--node", help="which node of a multi-node run"),
+) -> None:
+    """Put this terminal into the run's live tmux session (detach with Ctrl-b d).
+
+    \b
+    Examples:
+      spotrun attach RUN
+      spotrun attach RUN --node 1
+    """
+    ledger = api.open_ledger()
+    argv = api.attach_command(ledger, run, node=node)
+    require_terminal(run)  # tmux's own words would be "open terminal failed: not a terminal"
+    env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # allow attaching from inside tmux
+    os.execvpe(argv[0], argv, env)
+
+
+def exec_(
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
+    cmd: str = typer.Option(..., "--cmd", help="the command (bash), run in the job's folder"),
+    detach: bool = typer.Option(False, "--detach", "-d", help="start it and return at once"),
+) -> None:
+    """Run another command on a live run's instance, in a new window of its tmux session.
+
+    \b
+    Examples:
+      spotrun exec RUN --cmd "nvidia-smi"
+      spotrun exec RUN --cmd "du -sh ." --detach
+    """
+    import time
+
+    ledger = api.open_ledger()
+    started = api.exec_command(ledger, run, cmd)
+    err.print(f"{started.run.name}: running in tmux window {started.window}")
+    if detach:
+        return
+    shown = 0
+    while True:
+        code, output = started.status()
+        sys.stdout.write(output[shown:])
+        sys.stdout.flush()
+        shown = len(output)
+        if code is not None:
+            raise typer.Exit(code)
+        time.sleep(0.2)
+
+
+def stop(
+    run: str = typer.Argument(
+        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    ),
+) -> None:
+    """Stop a run: the job checkpoints, results are synced, instances terminated.
+
+    \b
+    Examples:
+      spotrun stop RUN
+    """
+    ledger = api.open_ledger()
+    target = ledger.resolve(run)
+    err.print(f"stopping {target.name} ({target.id}) ...")
+    final = api.stop(ledger, target.id)
+    out.print(f"{final.name} {final.state.value}")

@@ -1,0 +1,71 @@
+"""`spotrun train` (what runs inside a run's tmux session) and `spotrun sample`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from spotrun.cli.complete import complete_run
+from spotrun.cli.library import api
+from spotrun.core.exitcodes import SUCCESS
+
+
+def train(
+    recipe: str = typer.Argument(..., help="recipe name"),
+    run_dir: Path = typer.Option(..., "--run-dir", help="checkpoints, metrics.jsonl, recipe.json"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE"),
+) -> None:
+    """Train in the foreground (what runs inside a run's tmux session); resumes in RUN_DIR.
+
+    Under torchrun (`torchrun --nproc-per-node N -m spotrun train ...`) each process is one
+    rank of a DDP job; rank 0 writes the checkpoints and metrics.
+
+    \b
+    Examples:
+      spotrun train digits-fast --run-dir /tmp/run
+      spotrun train digits-fast --run-dir /tmp/run --set epochs=2
+    """
+    from spotrun.recipes import get_recipe
+    from spotrun.train.build import exit_checkpointed, train_recipe
+
+    resolved = get_recipe(recipe, set_)
+    result = train_recipe(resolved, run_dir)
+    if result.interrupted:
+        if os.environ.get("RANK", "0") == "0":  # under torchrun, one line for the whole job
+            print(
+                f"checkpointed at step {result.step}; run the same command again to resume",
+                flush=True,
+            )
+        exit_checkpointed()
+    raise typer.Exit(SUCCESS)
+
+
+def sample(
+    run: str = typer.Argument(
+        ...,
+        help="run name, a unique prefix of its id, or a run folder",
+        autocompletion=complete_run,
+    ),
+    prompt: str = typer.Option("", "--prompt", help="text to continue (default: a new line)"),
+    tokens: int = typer.Option(200, "--tokens", min=1, help="tokens to generate"),
+    temperature: float = typer.Option(0.8, "--temperature", min=0.0),
+    top_k: int | None = typer.Option(None, "--top-k", min=1, help="sample among the k likeliest"),
+    seed: int = typer.Option(0, "--seed", help="the sampling seed"),
+) -> None:
+    """Text from a language-model run's newest checkpoint.
+
+    \b
+    Examples:
+      spotrun sample RUN
+      spotrun sample RUN --prompt "ROMEO:" --tokens 400
+    """
+    from spotrun.train.sample import sample_text  # torch: imported only when sampling
+
+    folder = Path(run)
+    run_dir = folder if folder.is_dir() else api.run_status(api.open_ledger(), run).run.run_dir
+    text = sample_text(
+        run_dir, prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed
+    )
+    print(text, flush=True)
