@@ -92,11 +92,27 @@ def report(outcomes: list[Outcome]) -> None:
         finals = [final_loss(o) for o in mine]
         print(f"{label}: median {fmt_s(medians[label])} to target; final loss median "
               f"{statistics.median(finals):.4f} ({min(finals):.4f}-{max(finals):.4f})")  # fmt: skip
+    per_seed(outcomes)
     b, f = medians[BASELINE], medians[FAST]
     if b is not None and f is not None:
         print(f"\n{FAST} reaches the target {b / f:.2f}x sooner than {BASELINE} (medians)")
     else:
         print("\nno ratio: a run missed the target (a median over misses would flatter)")
+
+
+def per_seed(outcomes: list[Outcome]) -> None:
+    """Each seed on its own: fast's time to that seed's baseline final loss, against the
+    baseline's own time to it (its last evaluation), so no seed's luck sets another's target."""
+    print("\n| seed | baseline final loss | baseline s | fast s to that loss | ratio |")
+    print("|--:|--:|--:|--:|--:|")
+    for base in (o for o in outcomes if o.job.label == BASELINE and o.rows):
+        fast = next(
+            (o for o in outcomes if o.job.label == FAST and o.job.seed == base.job.seed), None
+        )
+        end_s, end_loss = losses(base)[-1]
+        reached = time_to(fast, end_loss) if fast is not None else None
+        ratio = f"{end_s / reached:.2f}x" if reached else "missed"
+        print(f"| {base.job.seed} | {end_loss:.4f} | {end_s:.1f} | {fmt_s(reached)} | {ratio} |")
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.train.device import cpu_capabilities
+from spotrun.train.device import PrecisionProbe, cpu_capabilities
 from tests.conftest import Env
 from tests.helpers import wait_for
 
@@ -62,11 +62,20 @@ def test_launch_digits_fast_end_to_end(env: Env) -> None:
     ]
     (instance,) = status["instances"]
     assert instance["state"] == "terminated" and instance["terminated_at"] > instance["launched_at"]
-    # what auto chose on this CPU, from its real flags: in status, its events and the job log
+    # what auto chose on this CPU, from its real flags (and, where the CPU has bf16
+    # instructions, from timing both precisions here): in status, its events and the job log
     native = bool(cpu_capabilities().cpu_bf16)
     device = status["device"]
     (precision,) = [c for c in device["choices"] if c["method"] == "mixed_precision"]
-    assert (precision["asked"], precision["use"]) == ("auto", "bf16" if native else "fp32")
+    probe = PrecisionProbe.from_dict(device["probe"])
+    if native:
+        assert probe is not None, device  # timed, not guessed
+        assert probe.line() in precision["reason"]
+        expected = "bf16" if probe.bf16_wins else "fp32"
+    else:
+        assert probe is None, device  # nothing to time: bf16 would be emulated
+        expected = "fp32"
+    assert (precision["asked"], precision["use"]) == ("auto", expected)
     assert device["capabilities"]["kind"] == "cpu"
     assert [e["message"] for e in status["events"] if e["kind"] == "device"] == [device["line"]]
     assert f"device    {device['line']}" in env.cli("status", run["name"], check=True).stdout
