@@ -37,6 +37,8 @@ REGION = "us-east-1"
 # them, and the ARN's resource type. Other EC2 actions are authorized against "*".
 EC2_RESOURCES = {
     "TerminateInstances": ("InstanceId", "instance"),
+    "StopInstances": ("InstanceId", "instance"),
+    "StartInstances": ("InstanceId", "instance"),
     "DeleteVolume": ("VolumeId", "volume"),
     "DeleteSecurityGroup": ("GroupId", "security-group"),
     "DeleteKeyPair": ("KeyName", "key-pair"),

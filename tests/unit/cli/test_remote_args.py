@@ -129,3 +129,11 @@ def test_up_on_aws_without_a_controller_profile_is_refused_before_any_aws_call(e
     save_record(env.home, record)
     proc = env.cli("controller", "up", "--on", "aws")
     assert proc.returncode == 1 and "lives on ssh://me@box" in proc.stderr, proc.stderr
+
+
+def test_a_bad_idle_stop_is_refused_before_any_aws_call(env: Env) -> None:
+    proc = env.cli("controller", "up", "--on", "aws", "--idle-stop", "5 minutes")
+    assert proc.returncode == 2 and "--idle-stop '5 minutes' is not a duration" in proc.stderr
+    assert "90s, 30m, 2h" in proc.stderr and load_record(env.home) is None
+    proc = env.cli("controller", "up", "--on", "ssh://me@box", "--idle-stop", "30m")
+    assert proc.returncode == 2 and "--idle-stop is for --on aws" in proc.stderr, proc.stderr
