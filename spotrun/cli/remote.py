@@ -176,7 +176,6 @@ def _clock(at: float) -> str:
 
 
 def _state_words(st: Any) -> str:
-    from spotrun.core.durations import format_duration
 
     if st.instance_state in ("stopped", "stopping"):
         since = f" (idle) since {_clock(st.stopped_since)}" if st.stopped_since else " (idle)"
@@ -186,7 +185,9 @@ def _state_words(st: Any) -> str:
         return f"{words}; idle stop {_idle_words(st.idle_stop_s)}"
     if st.idle_since is None:
         return f"{words}; something is live: no idle stop while it is"
-    left = format_duration(round(st.stops_in_s)) if st.stops_in_s >= 1 else "now"
+    whole = int(st.stops_in_s)
+    minutes, seconds = divmod(whole, 60)
+    left = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s" if whole else "now"
     return f"{words}; idle since {_clock(st.idle_since)}, stops itself in {left}"
 
 
@@ -279,16 +280,17 @@ def pull(
 def forward_if_remote(args: list[str], app: Any) -> int | None:
     """Run `spotrun ARGS` on the controller host when this home has one; None otherwise."""
     from spotrun.core.controller_record import load_record
-    from spotrun.core.home import default_home
+    from spotrun.core.home import IDLE_STOP_FILE, default_home
 
     if not args:
         return None
     home = default_home()
     record = load_record(home)  # one stat when there is none
     if record is None:
-        from spotrun.service.idle_marks import note_command
+        if (home / IDLE_STOP_FILE).exists():  # on a controller instance: a use; its watcher
+            from spotrun.service.idle_marks import note_command
 
-        note_command(home, args)  # on a controller instance: a use, and its watcher runs
+            note_command(home, args)
         return None
     from spotrun.service import forward
 

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.control.locks import lock_is_held
+from spotrun.core.home import IDLE_STOP_FILE
 
-CONFIG_FILE = "idle-stop.json"
+CONFIG_FILE = IDLE_STOP_FILE
 MARK_FILE = "last-command"
 LOCK_FILE = "idle-watch.lock"
 STATE_FILE = "idle-watch.json"
