@@ -149,6 +149,12 @@ def status(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> Non
                 markup=False,
             )
             out.print(f"state       {_state_words(st)}", markup=False)
+            if st.idle_error:
+                out.print(
+                    f"idle stop   FAILED: {st.idle_error} (the role needs the README's "
+                    "controller policy: ec2:StopInstances on itself)",
+                    markup=False,
+                )
         same = st.version_there == st.version_here
         there = st.version_there or "?"
         out.print(

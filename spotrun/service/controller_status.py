@@ -48,6 +48,7 @@ class ControllerStatus:
     idle_stop_s: float | None = None  # it stops itself this long idle (0: never)
     idle_since: float | None = None  # running: idle since (None: something is live)
     stops_in_s: float | None = None  # running: it stops itself in this long
+    idle_error: str | None = None  # its last failure to stop itself
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,6 +82,7 @@ def local_status(settings: Settings) -> ControllerStatus:
         status.idle_stop_s = idle.idle_stop_s
         status.idle_since = idle.idle_since
         status.stops_in_s = idle.stops_in_s
+        status.idle_error = idle.error
     return status
 
 
@@ -120,6 +122,7 @@ def controller_status(settings: Settings) -> ControllerStatus:
         status.idle_stop_s = there.get("idle_stop_s", status.idle_stop_s)
         status.idle_since = there.get("idle_since")
         status.stops_in_s = there.get("stops_in_s")
+        status.idle_error = there.get("idle_error")
     return status
 
 

@@ -140,12 +140,13 @@ def seconds_left(
     return since + idle_stop_s - now
 
 
-def write_state(home: Path, *, started_at: float, last_live_at: float, live: bool) -> None:
+def write_state(
+    home: Path, *, started_at: float, last_live_at: float, live: bool, error: str | None = None
+) -> None:
     path = home / STATE_FILE
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(
-        json.dumps({"started_at": started_at, "last_live_at": last_live_at, "live": live}) + "\n"
-    )
+    state = {"started_at": started_at, "last_live_at": last_live_at, "live": live}
+    tmp.write_text(json.dumps({**state, "error": error}) + "\n")
     os.replace(tmp, path)
 
 
@@ -158,6 +159,7 @@ class IdleView:
     last_command_at: float | None
     idle_since: float | None  # None: something is live
     stops_in_s: float | None
+    error: str | None = None  # its last StopInstances failure (e.g. a role without it)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -166,6 +168,7 @@ class IdleView:
             "last_command_at": self.last_command_at,
             "idle_since": self.idle_since,
             "stops_in_s": self.stops_in_s,
+            "error": self.error,
         }
 
 
@@ -177,11 +180,12 @@ def view(home: Path, *, live: bool, now: float | None = None) -> IdleView | None
     try:
         state = json.loads((home / STATE_FILE).read_text())
         last_live = float(state.get("last_live_at") or 0.0)
+        error = str(state["error"]) if state.get("error") else None
     except (OSError, ValueError, AttributeError, TypeError):
-        last_live = 0.0
+        last_live, error = 0.0, None
     if live:
         last_live = now
     command = last_command_at(home)
     left = seconds_left(now, config.idle_stop_s, last_command_at=command, last_live_at=last_live)
     since = None if live else max(last_live, command or 0.0) or None
-    return IdleView(config.idle_stop_s, watcher_pid(home), command, since, max(0.0, left))
+    return IdleView(config.idle_stop_s, watcher_pid(home), command, since, max(0.0, left), error)

@@ -58,6 +58,7 @@ def watch(settings: Settings, wake: threading.Event) -> int:
     held.write(f"{os.getpid()}\n")
     held.flush()
     started = last_live = time.time()
+    error: str | None = None  # the last StopInstances failure (shown by `controller status`)
     while True:
         config = marks.read_config(home)
         if config is None:
@@ -71,16 +72,16 @@ def watch(settings: Settings, wake: threading.Event) -> int:
         now = time.time()
         if live:
             last_live = now
-        marks.write_state(home, started_at=started, last_live_at=last_live, live=live)
+        marks.write_state(home, started_at=started, last_live_at=last_live, live=live, error=error)
+        seen = marks.last_command_at(home)
         left = marks.seconds_left(
-            now,
-            config.idle_stop_s,
-            last_command_at=marks.last_command_at(home),
-            last_live_at=last_live,
+            now, config.idle_stop_s, last_command_at=seen, last_live_at=last_live
         )
         if left > 0:
             wake.wait(min(left, poll_s(config.idle_stop_s)))
             continue
+        if marks.last_command_at(home) != seen:
+            continue  # a command came just now
         log.info(
             "nothing live and no command for %.0f s: stopping %s",
             config.idle_stop_s,
@@ -89,7 +90,11 @@ def watch(settings: Settings, wake: threading.Event) -> int:
         try:
             ci.stop_self(settings, config.region, config.instance_id)
         except SpotrunError as exc:
-            log.error("could not stop %s: %s", config.instance_id, exc.user_message())
+            error = f"could not stop {config.instance_id}: {exc.user_message()}"
+            log.error("%s", error)
+            marks.write_state(
+                home, started_at=started, last_live_at=last_live, live=live, error=error
+            )
             wake.wait(RETRY_S)
             continue
         wake.wait(GOING_DOWN_S)  # the machine goes down with this process on it

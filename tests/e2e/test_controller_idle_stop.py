@@ -5,15 +5,20 @@ again, its files kept, on the start; IAM enforced: its role may stop only itself
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from spotlab import Lab
 from spotlab import spot as spotlab
 from spotlab.fixtures import use_lab
+from spotrun.core.config import load_settings
 from spotrun.core.controller_record import load_record
 from spotrun.remote.controller_host import close_shared_connection
+from spotrun.service import idle_marks as marks
+from spotrun.service.idle_stop import watch
 from tests.conftest import Env
 from tests.helpers import wait_for
 
@@ -89,3 +94,45 @@ def _scenario(env: Env, lab: Lab) -> None:
     down = env.cli("controller", "down", check=True, timeout=300)
     assert "is stopped (idle); terminating it" in down.stderr, down.stderr
     assert _state(lab, instance_id) == "terminated" and load_record(env.home) is None
+
+
+def test_a_role_that_may_not_stop_the_instance_is_named_in_the_status(
+    env: Env, make_lab: Callable[..., Lab]
+) -> None:
+    """An older controller role without the stop policy: the watcher (in this process, with
+    the user's keys, which may start the controller instance but not stop it) keeps the
+    instance running, says why where `controller status` reads it, and ends when the idle
+    stop is turned off."""
+    lab = make_lab(boot="none", bucket=False)
+    assert lab.network is not None
+    subnet = next(iter(lab.network.subnets.values()))
+    tags = [{"Key": "spotrun:role", "Value": "controller"}, {"Key": "spotrun:run-id", "Value": "c"}]
+    made = lab.ec2.run_instances(
+        ImageId=lab.image_id, InstanceType="c6i.large", MinCount=1, MaxCount=1,
+        SubnetId=subnet, TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )  # fmt: skip
+    instance_id = made["Instances"][0]["InstanceId"]
+    with use_lab(env, lab, max_attempts=1):
+        settings = load_settings(env.home)
+        marks.write_config(env.home, marks.IdleConfig(instance_id, "us-east-1", 0.2))
+        stop = threading.Event()
+        watcher = threading.Thread(target=watch, args=(settings, stop), daemon=True)
+        watcher.start()
+        try:
+            seen = wait_for(
+                lambda: (v := marks.view(env.home, live=False)) and v.error and v,
+                timeout=60,
+                what="the watcher's failed stop",
+            )
+            assert f"could not stop {instance_id}" in seen.error, seen.error
+            assert _state(lab, instance_id) == "running"
+            status = json.loads(env.cli("controller", "status", "--json", check=True).stdout)
+            assert f"could not stop {instance_id}" in (status["idle_error"] or ""), status
+            refused = list(lab.front.iam.denied)
+            assert refused and all("ec2:StopInstances" in d for d in refused), refused
+            lab.front.iam.denied.clear()  # provoked on purpose
+        finally:
+            marks.write_config(env.home, None)  # off: the watcher ends
+            stop.set()
+            watcher.join(timeout=30)
+        assert not watcher.is_alive()
