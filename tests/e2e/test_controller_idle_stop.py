@@ -71,6 +71,7 @@ def _scenario(env: Env, lab: Lab) -> None:
     assert said == [f"controller instance {instance_id} was stopped (idle); starting it, ~1 min"], (
         listed.stderr
     )
+    print(f"ls started the stopped instance and answered in {woke_s:.1f} s")
     assert woke_s < 60, woke_s
     after = load_record(env.home)
     assert after is not None and len(after.stopped_spans) == 1, after
