@@ -182,7 +182,6 @@ def _clock(at: float) -> str:
 
 
 def _state_words(st: Any) -> str:
-
     if st.instance_state in ("stopped", "stopping"):
         since = f" (idle) since {_clock(st.stopped_since)}" if st.stopped_since else " (idle)"
         return f"{st.instance_state}{since}; the next command starts it (~1 min)"
