@@ -531,6 +531,8 @@ class AwsFront:
                 self._hold(action)
             else:
                 response = self._forward(method, path, headers, body)
+                if action in ("StopInstances", "StartInstances"):
+                    self.on_instances_changed()  # the watcher stops or boots its host now
             if action == "DescribeInstances" and response[0] == 200:
                 by_filter = not ids_named(params, "InstanceId")
                 payload = self.consistency.rewrite_describe(response[2], by_filter)

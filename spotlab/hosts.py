@@ -106,10 +106,14 @@ class Host:
         raise ValueError(f"{inside} is not under the host's own {HOST_HOME} or /tmp")
 
     # ---------------------------------------------------------------- start
-    def start(self, new_host_key: bool = False) -> None:
+    def start(self, new_host_key: bool = False, *, boot_again: bool = False) -> None:
+        """Boot the host. `boot_again`: the same machine after a stop: its home's files (the
+        root volume) and host key as they were, /tmp empty, no process of before."""
         if self.mode == "silent":
             self._start_silent()
             return
+        if boot_again:
+            shutil.rmtree(self.tmp, ignore_errors=True)
         lab = self.home / LAB_DIR
         lab.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(parents=True, exist_ok=True)
@@ -120,7 +124,7 @@ class Host:
         else:
             self.host_key_public = key_file.with_suffix(".pub").read_text().strip()
         (lab / "authorized_keys").write_text((self.spec.authorized_key or "") + "\n")
-        if self.spec.home_config is not None:
+        if self.spec.home_config is not None and not boot_again:
             config = self.home / ".spotrun" / "config.toml"
             config.parent.mkdir(parents=True, exist_ok=True)
             config.write_text(self.spec.home_config)

@@ -10,7 +10,8 @@ Modelled (IAM policy evaluation logic, "Policy evaluation logic" in the IAM User
 identity by access key id (the user's keys, each instance's role session); explicit Deny wins,
 else some Allow must match action and resource, with Action/NotAction and Resource wildcards,
 the StringLike/StringEquals condition operators on aws:ResourceTag/<key> (the tags of the EC2
-resource named in the request), the ${ec2:InstanceID} policy variable of a role session, and
+resource named in the request: TerminateInstances, StopInstances, StartInstances and the
+Delete* calls), the ${ec2:InstanceID} policy variable of a role session, and
 iam:PassRole on RunInstances with an instance profile. Errors are the services' own: EC2's
 UnauthorizedOperation (403), S3's AccessDenied (403), the JSON services' AccessDeniedException
 and AuthFailure / InvalidAccessKeyId for keys IAM does not know. Not modelled: signatures are
@@ -37,6 +38,8 @@ REGION = "us-east-1"
 # them, and the ARN's resource type. Other EC2 actions are authorized against "*".
 EC2_RESOURCES = {
     "TerminateInstances": ("InstanceId", "instance"),
+    "StopInstances": ("InstanceId", "instance"),
+    "StartInstances": ("InstanceId", "instance"),
     "DeleteVolume": ("VolumeId", "volume"),
     "DeleteSecurityGroup": ("GroupId", "security-group"),
     "DeleteKeyPair": ("KeyName", "key-pair"),

@@ -40,7 +40,7 @@ from spotlab.hosts import HOST_HOME, Host, HostSpec
 from spotlab.iam import Identity
 from spotlab.imds import ROLE, Imds, role_credentials
 from spotlab.interruptions import EC2_NOTICE_S, ENDED_AS, notice_document
-from spotrun.cloud.aws.policy import instance_policy, user_policy
+from spotrun.cloud.aws.policy import controller_stop_policy, instance_policy, user_policy
 
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -309,15 +309,16 @@ class Lab:
         """The role session of an instance launched with one of the lab's profiles, known to
         the front: a run's role, or the controller's (the user policy: it launches runs)."""
         credentials = role_credentials(instance_id)
+        policies: tuple[dict[str, Any], ...]
         if self._profile_of(instance_id) == CONTROLLER_PROFILE:
-            role, policy = CONTROLLER_ROLE, self.user_policy
+            role, policies = CONTROLLER_ROLE, (self.user_policy, controller_stop_policy())
         else:
-            role, policy = ROLE, self.role_policy
+            role, policies = ROLE, (self.role_policy,)
         self.front.iam.add(
             credentials["AccessKeyId"],
             Identity(
                 f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{instance_id}",
-                (policy,),
+                policies,
                 instance_id=instance_id,
             ),
         )
@@ -677,7 +678,12 @@ class Lab:
                 instance_id = item["InstanceId"]
                 state = item["State"]["Name"]
                 if state in ("pending", "running") and instance_id not in self.hosts:
-                    if instance_id not in self.ended_hosts and self._booted(instance_id):
+                    if instance_id in self.ended_hosts:
+                        # stopped, then started again (a terminated one never runs again):
+                        # the same machine boots, its files (the EBS root volume) kept
+                        if state == "running":
+                            self._start_host(item, again=self.ended_hosts.pop(instance_id))
+                    elif self._booted(instance_id):
                         self._start_host(item)
                 elif state not in ("pending", "running") and instance_id in self.hosts:
                     self._end_host(instance_id)
@@ -695,7 +701,8 @@ class Lab:
             return False
         return True
 
-    def _start_host(self, item: dict[str, Any]) -> None:
+    def _start_host(self, item: dict[str, Any], again: Host | None = None) -> None:
+        """Boot the instance's host; `again`: the host it had before a stop, booted again."""
         instance_id = item["InstanceId"]
         address = item["PrivateIpAddress"]
         key = None
@@ -728,9 +735,9 @@ class Lab:
             image_paths=image_paths(),
             nice=self.host_nice,
         )
-        host = Host(spec, self.root / "hosts" / instance_id, mode=self.boot)
+        host = again or Host(spec, self.root / "hosts" / instance_id, mode=self.boot)
         if self.boot != "none":
-            host.start()
+            host.start(boot_again=again is not None)
         self.hosts[instance_id] = host
 
     def _end_host(self, instance_id: str) -> None:

@@ -14,6 +14,7 @@ from spotrun.cli.common import print_error
 from spotrun.cli.complete import complete_run
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.typer_app import SpotrunTyper
+from spotrun.core.errors import UsageError
 
 out = stdout_console()
 err = stderr_console()
@@ -51,6 +52,13 @@ def up(
     instance_type: str | None = typer.Option(
         None, "--instance-type", help="--on aws: type (default the cheapest with 2 vCPU, 2 GiB)"
     ),
+    idle_stop: str | None = typer.Option(
+        None,
+        "--idle-stop",
+        metavar="DURATION|never",
+        help="--on aws: the instance stops itself after this long idle (90s, 30m, 2h, never; "
+        "default aws.controller_idle_stop_s); the next command starts it",
+    ),
 ) -> None:
     """Move this home's controller to an always-on host: from then on launch, sweep, ls,
     status, logs, attach, exec, stop, cost ... run there, and the laptop can close.
@@ -58,17 +66,26 @@ def up(
     The host needs Python 3.10+ with spotrun's dependencies, and AWS credentials or an
     instance role of its own: no credentials of this machine are copied, only config.toml.
     `--on aws` starts an on-demand instance for it (tagged, with the instance profile
-    aws.controller_instance_profile, whose role holds the run permissions); `controller
-    down` terminates it.
+    aws.controller_instance_profile, whose role holds the run permissions); it stops itself
+    when nothing is live and no command came for --idle-stop (its volume keeps everything),
+    the next command starts it again; `controller down` terminates it.
 
     \b
     Examples:
       spotrun controller up --on ssh://me@box.example.org
       spotrun controller up --on ssh://10.0.0.5:2222 --key ~/.ssh/box --python /opt/py/bin/python3
-      spotrun controller up --on aws --region eu-west-1
+      spotrun controller up --on aws --region eu-west-1 --idle-stop 2h
     """
+    from spotrun.core.durations import parse_duration
     from spotrun.service.controller_host import controller_up
 
+    idle_stop_s = None
+    if idle_stop is not None:
+        if on != "aws":
+            raise UsageError(
+                "--idle-stop is for --on aws: a host of yours is not spotrun's to stop"
+            )
+        idle_stop_s = parse_duration(idle_stop, what="--idle-stop")
     result = controller_up(
         _settings(),
         on,
@@ -77,6 +94,7 @@ def up(
         remote_home=home,
         region=region,
         instance_type=instance_type,
+        idle_stop_s=idle_stop_s,
         log=_note,
     )
     record = result.record
@@ -87,6 +105,7 @@ def up(
             f"instance    {record.instance_id} ({record.instance_type}, {record.region}, {price})",
             markup=False,
         )
+        out.print(f"idle stop   {_idle_words(record.idle_stop_s)}", markup=False)
     out.print(
         f"spotrun {record.version} in {record.code_dir}"
         + (" (pushed now)" if result.pushed_code else " (already there)"),
@@ -129,6 +148,13 @@ def status(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> Non
                 f"{cost} on demand so far",
                 markup=False,
             )
+            out.print(f"state       {_state_words(st)}", markup=False)
+            if st.idle_error:
+                out.print(
+                    f"idle stop   FAILED: {st.idle_error} (the role needs the README's "
+                    "controller policy: ec2:StopInstances on itself)",
+                    markup=False,
+                )
         same = st.version_there == st.version_here
         there = st.version_there or "?"
         out.print(
@@ -139,6 +165,52 @@ def status(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> Non
     if st.problem:
         print_error(st.problem)
         raise typer.Exit(1)
+
+
+def _idle_words(idle_stop_s: float | None) -> str:
+    from spotrun.core.durations import format_duration
+
+    if not idle_stop_s:
+        return "never (it bills until `spotrun controller down`)"
+    return f"after {format_duration(idle_stop_s)} idle (the next command starts it again)"
+
+
+def _clock(at: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
+def _state_words(st: Any) -> str:
+    if st.instance_state in ("stopped", "stopping"):
+        since = f" (idle) since {_clock(st.stopped_since)}" if st.stopped_since else " (idle)"
+        return f"{st.instance_state}{since}; the next command starts it (~1 min)"
+    words = st.instance_state or "?"
+    if st.stops_in_s is None:
+        return f"{words}; idle stop {_idle_words(st.idle_stop_s)}"
+    if st.idle_since is None:
+        return f"{words}; something is live: no idle stop while it is"
+    whole = int(st.stops_in_s)
+    minutes, seconds = divmod(whole, 60)
+    left = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s" if whole else "now"
+    return f"{words}; idle since {_clock(st.idle_since)}, stops itself in {left}"
+
+
+@controller_app.command("idle-stop", hidden=True)
+def idle_stop_command(
+    instance_id: str = typer.Option(..., "--instance-id"),
+    region: str = typer.Option(..., "--region"),
+    after: float = typer.Option(..., "--after", help="seconds idle; 0: never"),
+) -> None:
+    """On the controller instance (run there by `controller up --on aws`): stop this instance
+    after AFTER seconds with nothing live and no command; the watcher that does it runs."""
+    from spotrun.core.home import default_home
+    from spotrun.service import idle_marks
+
+    home = default_home()
+    idle_marks.write_config(home, idle_marks.IdleConfig(instance_id, region, after))
+    pid = idle_marks.ensure_watcher(home) if after > 0 else None
+    sys.stdout.write(json.dumps({"idle_stop_s": after, "watcher_pid": pid}) + "\n")
 
 
 @controller_app.command("down")
@@ -199,7 +271,7 @@ def pull(
     def arrived(path: str, size: int) -> None:
         err.print(f"  {path}  {size:,} bytes", markup=False)
 
-    pulled = pull_run(_settings(), run, to=to, on_plan=plan, on_file=arrived)
+    pulled = pull_run(_settings(), run, to=to, on_plan=plan, on_file=arrived, log=_note)
     if pulled.already_here:
         out.print(f"{pulled.name} is already here: {pulled.folder}", markup=False)
         return
@@ -213,13 +285,17 @@ def pull(
 def forward_if_remote(args: list[str], app: Any) -> int | None:
     """Run `spotrun ARGS` on the controller host when this home has one; None otherwise."""
     from spotrun.core.controller_record import load_record
-    from spotrun.core.home import default_home
+    from spotrun.core.home import IDLE_STOP_FILE, default_home
 
     if not args:
         return None
     home = default_home()
     record = load_record(home)  # one stat when there is none
     if record is None:
+        if (home / IDLE_STOP_FILE).exists():  # on a controller instance: a use; its watcher
+            from spotrun.service.idle_marks import note_command
+
+            note_command(home, args)
         return None
     from spotrun.service import forward
 
@@ -227,11 +303,11 @@ def forward_if_remote(args: list[str], app: Any) -> int | None:
         return None
     why = forward.refusal(args)
     if why is not None:
-        from spotrun.core.errors import UsageError
-
         raise UsageError(f"{why} (the controller lives on {record.where})")
     if not forward.wants_forwarding(args):
         return None  # help: the same here
+    if record.kind == "aws":
+        record = _awake(home, record)
     if args[0] == "launch":
         args = forward.stage_launch(
             home,
@@ -248,6 +324,18 @@ def forward_if_remote(args: list[str], app: Any) -> int | None:
         command = args[0] if args[0] == "launch" else "sweep run"
         args = forward.stage_job_env(home, record, args, _valued_options(app, command), log=_note)
     code = forward.forward(home, record, args)
+    if code == 255 and record.kind == "aws" and _stopped_meanwhile(record):
+        # it stopped itself (idle) as this command came: a question is asked again, once
+        if args[0] not in _ASKED_AGAIN:
+            print_error(
+                f"the controller instance {record.instance_id} stopped (idle) as this command "
+                "came; run it again (it is started then)"
+            )
+            return code
+        from spotrun.service.controller_wake import wake
+
+        record = wake(_settings(), record, log=_note)
+        code = forward.forward(home, record, args)
     if args[0] == "cost" and code == 0 and not {"--json", "--csv"} & set(args):
         _controller_cost_line(record)
     if code == 255:
@@ -258,18 +346,45 @@ def forward_if_remote(args: list[str], app: Any) -> int | None:
     return code
 
 
+# Commands that only read: asked again when the instance stopped under them.
+_ASKED_AGAIN = frozenset({"ls", "status", "cost"})
+
+
+def _stopped_meanwhile(record: Any) -> bool:
+    from spotrun.service.controller_wake import is_stopped
+
+    return is_stopped(_settings(), record)
+
+
+def _awake(home: Path, record: Any) -> Any:
+    """The controller instance's record once it answers: when the shared connection cannot
+    be made, EC2 is asked, and a stopped instance is started (one line on stderr)."""
+    from spotrun.remote.controller_host import ensure_shared_connection
+
+    if ensure_shared_connection(home, record):
+        return record  # it answers: no AWS call (nor boto3's import) on a command's way
+    from spotrun.service.controller_wake import wake
+
+    return wake(_settings(), record, log=_note)
+
+
 def _controller_cost_line(record: Any) -> None:
     """`spotrun cost` under `--on aws`: the controller instance's own bill, which no run's
-    rows hold (on-demand list price times the hours since `controller up`)."""
+    rows hold: its running hours at the on-demand list price (none while it was stopped) and
+    its root volume for all the time since `controller up`."""
     if record.kind != "aws":
         return
-    import time
+    from spotrun.service.controller_wake import bill_of
 
-    hours = max(0.0, time.time() - record.since) / 3600
-    usd = f"${hours * record.usd_per_hour:.4f}" if record.usd_per_hour else "$?"
+    bill = bill_of(record)
+    hours = bill.running_s / 3600
+    compute = f"${float(bill.compute_usd):.4f}" if bill.compute_usd is not None else "$?"
+    storage = f"${float(bill.storage_usd):.4f}" if bill.storage_usd is not None else "$?"
+    stopped = f", stopped {bill.stopped_s / 3600:.3f} h" if bill.stopped_s >= 1 else ""
     out.print(
         f"controller instance {record.instance_id} ({record.instance_type}, on demand): "
-        f"{hours:.3f} h, {usd} so far (not in the rows above)",
+        f"{hours:.3f} h running{stopped}, {compute} + EBS {bill.disk_gb} GB gp3 {storage} "
+        "so far (not in the rows above)",
         markup=False,
     )
 

@@ -74,6 +74,12 @@ class AwsSettings(StrictModel):
         description="instance profile of `controller up --on aws`'s instance: its role holds "
         "the README's user policy",
     )
+    controller_idle_stop_s: float = Field(
+        1800.0,
+        ge=0,
+        description="`controller up --on aws`'s instance stops itself when nothing has been "
+        "live and no command has come for this long (the next command starts it); 0 = never",
+    )
     python: str = Field("python3", description="python on the instance that runs spotrun")
     remote_root: str | None = Field(
         None, description="spotrun's folder on the instance; default ~/.spotrun of ssh_user"

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import shlex
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from spotrun.core.errors import UsageError
@@ -76,6 +76,11 @@ class ControllerHost:
     instance_type: str | None = None
     usd_per_hour: float | None = None
     resource_id: str | None = None  # its spotrun:run-id tag (names its key pair, group)
+    disk_gb: int | None = None  # its gp3 root volume, billed stopped or running
+    idle_stop_s: float | None = None  # it stops itself this long idle (0: never)
+    # [stopped at, started again at] (unix times) of each stop the laptop started it from:
+    # no compute billed then, only its root volume
+    stopped_spans: list[list[float]] = field(default_factory=list)
 
     @property
     def target(self) -> SshTarget:

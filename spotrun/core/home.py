@@ -13,6 +13,9 @@ HOME_VARIABLE = "SPOTRUN_HOME"
 LEDGER_FILE = "ledger.db"
 CONFIG_FILE = "config.toml"
 RUNS_FOLDER = "runs"  # one folder per run in it, named by the run's id
+# On a controller instance: its idle stop (spotrun.service.idle_marks); one stat tells the
+# CLI whether to load that module at all
+IDLE_STOP_FILE = "idle-stop.json"
 
 
 def default_home() -> Path:

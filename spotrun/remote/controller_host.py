@@ -83,12 +83,13 @@ def ssh_argv(
     return argv
 
 
-def ensure_shared_connection(home: Path, record: ControllerHost) -> None:
-    """Start the shared connection in the background unless its socket is there; a failure
-    here is left to the command itself, which connects on its own and says why."""
+def ensure_shared_connection(home: Path, record: ControllerHost) -> bool:
+    """Start the shared connection in the background unless its socket is there; whether it
+    is up. A failure here is left to the command itself, which connects on its own and says
+    why (or, for a controller instance, to the caller, who asks EC2 whether it is stopped)."""
     socket_path = control_path(home, record.target)
     if _answers(socket_path):
-        return
+        return True
     socket_path.unlink(missing_ok=True)  # a master that died (the host rebooted) left it
     argv = [
         "ssh",
@@ -102,14 +103,64 @@ def ensure_shared_connection(home: Path, record: ControllerHost) -> None:
         "--",
         record.target.login,
     ]
-    subprocess.run(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        timeout=CONNECT_TIMEOUT_S + 20,
+    try:
+        proc = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=CONNECT_TIMEOUT_S + 20,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return proc.returncode == 0
+
+
+def host_key_name(target: SshTarget) -> str:
+    """The host's name in known_hosts: HOST, or [HOST]:PORT off port 22."""
+    return target.host if target.port == 22 else f"[{target.host}]:{target.port}"
+
+
+def pinned_keys(home: Path, target: SshTarget) -> list[str]:
+    """The host keys pinned for `target` ("TYPE BASE64" each), hashed names included."""
+    path = known_hosts(home)
+    if not path.is_file():
+        return []
+    proc = subprocess.run(
+        ["ssh-keygen", "-F", host_key_name(target), "-f", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
         check=False,
     )
+    keys = []
+    for line in proc.stdout.splitlines():
+        words = line.split()
+        if len(words) >= 3 and not line.startswith("#") and not words[0].startswith("@"):
+            keys.append(f"{words[1]} {words[2]}")
+    return keys
+
+
+def repin(home: Path, old: SshTarget, new: SshTarget) -> bool:
+    """The same machine at a new address (a stopped instance started again gets a new public
+    one): its pinned host keys written for the new name too, so that ssh checks the machine
+    there against them (StrictHostKeyChecking=yes). False when none was pinned."""
+    if host_key_name(old) == host_key_name(new):
+        return bool(pinned_keys(home, old))
+    keys = pinned_keys(home, old)
+    if not keys:
+        return False
+    # whatever was pinned for the new address before (another machine then) goes
+    subprocess.run(
+        ["ssh-keygen", "-R", host_key_name(new), "-f", str(known_hosts(home))],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    with open(known_hosts(home), "a") as fh:
+        fh.writelines(f"{host_key_name(new)} {key}\n" for key in keys)
+    return True
 
 
 def _answers(socket_path: Path) -> bool:

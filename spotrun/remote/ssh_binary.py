@@ -20,6 +20,7 @@ from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv
 
 _DEFAULT_TIMEOUT_S = 600.0
 HOST_KEY_CHANGED = "REMOTE HOST IDENTIFICATION HAS CHANGED"
+HOST_KEY_REFUSED = "presented a host key other than the one pinned"
 
 
 def explain_ssh_failure(record: ControllerHost, home: Path, stderr: str) -> RemoteError:
@@ -27,8 +28,8 @@ def explain_ssh_failure(record: ControllerHost, home: Path, stderr: str) -> Remo
     said = " | ".join(line for line in stderr.strip().splitlines()[-3:] if line.strip())
     if HOST_KEY_CHANGED in stderr or "Host key verification failed" in stderr:
         return RemoteError(
-            f"the controller host {record.where} presented a host key other than the one "
-            "pinned when `spotrun controller up` first reached it: connection refused",
+            f"the controller host {record.where} {HOST_KEY_REFUSED} when `spotrun "
+            "controller up` first reached it: connection refused",
             hint=f"if the host was legitimately rebuilt, remove its line from "
             f"{home / 'remote' / 'known_hosts'} and run `spotrun controller up` again",
         )

@@ -17,21 +17,29 @@ import shlex
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import spotrun
 from spotrun.control.home import lock_path, running_pid
 from spotrun.control.locks import lock_is_held
 from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost, SshTarget
 from spotrun.core.errors import RemoteError, StateError, UsageError
-from spotrun.core.waiting import WaitTimeout, wait_until
+from spotrun.core.waiting import wait_until
 from spotrun.remote import controller_host as hostrec
 from spotrun.remote.provision import code_bundle
-from spotrun.remote.ssh_binary import SshBinaryRunner, explain_ssh_failure
+from spotrun.remote.ssh_binary import SshBinaryRunner
+from spotrun.service.controller_status import (
+    ControllerStatus,
+    controller_status,
+    local_status,
+    version_here,
+)
+from spotrun.service.ssh_probe import probe, wait_for_ssh
+
+__all__ = ["ControllerStatus", "controller_status", "controller_up", "controller_down"]
 
 # What the controller imports, by module, with the name pip installs it by.
 DEPENDENCIES: dict[str, str] = {
@@ -47,11 +55,6 @@ DEPENDENCIES: dict[str, str] = {
     "numpy": "numpy",
 }
 Log = Callable[[str], None]
-
-
-def version_here() -> str:
-    """This spotrun's version and the digest of its code (two checkouts of one version differ)."""
-    return f"{spotrun.__version__}+{code_bundle().digest}"
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,16 @@ def controller_up(
     remote_home: str | None = None,
     region: str | None = None,
     instance_type: str | None = None,
+    idle_stop_s: float | None = None,
     log: Log = _quiet,
 ) -> UpResult:
     """Make the host behind `on` (ssh://[USER@]HOST[:PORT], or `aws`: an on-demand instance
-    of spotrun's own) this home's controller."""
+    of spotrun's own, which stops itself after `idle_stop_s` idle, by default
+    aws.controller_idle_stop_s; 0: never) this home's controller."""
     if on == "aws":
-        return _up_on_aws(settings, python, remote_home, region, instance_type, log)
+        if idle_stop_s is None:
+            idle_stop_s = settings.aws.controller_idle_stop_s
+        return _up_on_aws(settings, python, remote_home, region, instance_type, idle_stop_s, log)
     return _up_on_ssh(settings, on, key_file, python or "python3", remote_home, log, {})
 
 
@@ -91,10 +98,12 @@ def _up_on_aws(
     remote_home: str | None,
     region: str | None,
     instance_type: str | None,
+    idle_stop_s: float,
     log: Log,
 ) -> UpResult:
-    """Start the controller's instance, then make it the controller as any ssh host; an
-    instance that does not become one is terminated (nothing is left billing)."""
+    """Start the controller's instance, then make it the controller as any ssh host, and
+    tell it its idle stop; an instance that does not become one is terminated (nothing is
+    left billing)."""
     from spotrun.cloud.aws import controller_instance as ci
 
     known = records.load_record(settings.home)
@@ -123,37 +132,33 @@ def _up_on_aws(
         "instance_type": made.instance_type,
         "usd_per_hour": made.usd_per_hour,
         "resource_id": made.resource_id,
+        "disk_gb": ci.DISK_GB,
+        "idle_stop_s": idle_stop_s,
     }
     try:
-        _wait_for_ssh(settings.home, target, str(made.key_file), aws.ssh_timeout_s)
-        return _up_on_ssh(
+        wait_for_ssh(settings.home, target, str(made.key_file), aws.ssh_timeout_s)
+        result = _up_on_ssh(
             settings, target.url(), made.key_file, python or aws.python, remote_home, log, extra
         )
+        _tell_idle_stop(settings.home, result.record, log)
+        return result
     except BaseException:
         log(f"terminating {made.instance_id}: it did not become the controller")
         ci.terminate(settings, region, made.instance_id, made.resource_id)
         raise
 
 
-def _wait_for_ssh(home: Path, target: SshTarget, key: str, timeout_s: float) -> None:
-    """sshd starts a while after the instance runs: connect until it answers."""
-    last: list[str] = []
-
-    def answers() -> bool:
-        try:
-            _probe(home, target, key)
-        except RemoteError as exc:
-            last.append(exc.user_message())
-            return False
-        return True
-
-    try:
-        wait_until(answers, timeout_s=timeout_s, what=f"SSH on {target.url()}")
-    except WaitTimeout as exc:
-        raise RemoteError(
-            f"{target.url()} did not answer SSH within {timeout_s:.0f} s"
-            + (f": {last[-1]}" if last else "")
-        ) from exc
+def _tell_idle_stop(home: Path, record: ControllerHost, log: Log) -> None:
+    """The instance's idle stop, written in its home there, with its watcher started."""
+    assert record.instance_id and record.region
+    after = record.idle_stop_s or 0.0
+    if after > 0:
+        log(f"it stops itself after {after:.0f} s with nothing live and no command")
+    args = ["controller", "idle-stop", "--instance-id", record.instance_id]
+    args += ["--region", record.region, "--after", str(after)]
+    SshBinaryRunner(home, record).run(record.spotrun_command(args), timeout_s=120).check(
+        f"setting the idle stop on {record.where}"
+    )
 
 
 def _up_on_ssh(
@@ -184,7 +189,7 @@ def _up_on_ssh(
     key = str(key_file.expanduser().resolve()) if key_file is not None else None
     home = settings.home
     log(f"connecting to {target.url()} ...")
-    where = _probe(home, target, key)
+    where = probe(home, target, key)
     host_home = remote_home or f"{where['home']}/.spotrun"
     if not host_home.startswith("/"):
         host_home = f"{where['home']}/{host_home}"
@@ -262,37 +267,6 @@ def _restart_controller(runner: SshBinaryRunner, record: ControllerHost, log: Lo
     return pid
 
 
-def _probe(home: Path, target: SshTarget, key: str | None) -> dict[str, str]:
-    """Connect once (pinning the host key if it is new) and read the host's home folder."""
-    import subprocess
-
-    argv = [
-        "ssh",
-        *hostrec.ssh_options(home, target, key, first_use=True),
-        "-o",
-        "ControlMaster=no",
-        "-T",
-        "--",
-        target.login,
-        'printf "%s\\n" "$HOME"',
-    ]
-    try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise RemoteError(f"{target.url()} did not answer within 60 s") from exc
-    except OSError as exc:
-        raise UsageError(f"cannot run ssh: {exc}", hint="install OpenSSH's client") from exc
-    if proc.returncode != 0:
-        probe = ControllerHost(target.user, target.host, target.port, key, "", "", "", "", 0.0)
-        raise explain_ssh_failure(probe, home, proc.stderr)
-    found = proc.stdout.strip().splitlines()
-    if not found or not found[-1].startswith("/"):
-        raise RemoteError(f"{target.url()} did not say where its home folder is: {proc.stdout!r}")
-    return {"home": found[-1]}
-
-
 def _check_dependencies(runner: SshBinaryRunner, record: ControllerHost) -> None:
     probe = (
         "import importlib.util, sys; "
@@ -317,93 +291,9 @@ def _check_dependencies(runner: SshBinaryRunner, record: ControllerHost) -> None
         )
 
 
-# ------------------------------------------------------------------ status
-@dataclass
-class ControllerStatus:
-    where: str  # "this machine" or ssh://...
-    home: str
-    reachable: bool
-    pid: int | None
-    live_runs: list[str] = field(default_factory=list)
-    live_sweeps: list[str] = field(default_factory=list)
-    version_there: str | None = None
-    version_here: str = ""
-    problem: str | None = None
-    instance_id: str | None = None  # `--on aws`: its instance, up for `hours`, costing `usd`
-    instance_type: str | None = None
-    hours: float | None = None
-    usd: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def _local_live(settings: Settings) -> list[str]:
     status = local_status(settings)
     return status.live_runs + status.live_sweeps
-
-
-def local_status(settings: Settings) -> ControllerStatus:
-    """This machine's controller: its pid, and what is live under this home."""
-    from spotrun.store.ledger import Ledger
-    from spotrun.store.sweeps import SweepStore
-
-    runs: list[str] = []
-    sweeps: list[str] = []
-    if (settings.home / "ledger.db").exists():
-        with Ledger(settings) as ledger:
-            runs = [f"{r.name} ({r.state.value})" for r in ledger.active_runs()]
-            sweeps = [f"sweep {s.name}" for s in SweepStore(ledger).live()]
-    here = version_here()
-    return ControllerStatus(
-        where="this machine",
-        home=str(settings.home),
-        reachable=True,
-        pid=running_pid(settings),
-        live_runs=runs,
-        live_sweeps=sweeps,
-        version_there=here,
-        version_here=here,
-    )
-
-
-def controller_status(settings: Settings) -> ControllerStatus:
-    record = records.load_record(settings.home)
-    if record is None:
-        return local_status(settings)
-    status = ControllerStatus(
-        where=record.where,
-        home=record.home,
-        reachable=False,
-        pid=None,
-        version_here=version_here(),
-    )
-    if record.kind == "aws":
-        status.instance_id = record.instance_id
-        status.instance_type = record.instance_type
-        status.hours = max(0.0, time.time() - record.since) / 3600
-        if record.usd_per_hour is not None:
-            status.usd = status.hours * record.usd_per_hour
-    try:
-        runner = SshBinaryRunner(settings.home, record)
-        result = runner.run(
-            record.spotrun_command(["controller", "status", "--json"]), timeout_s=60
-        )
-    except RemoteError as exc:
-        status.problem = exc.user_message()
-        return status
-    status.reachable = True
-    try:
-        there = json.loads(result.stdout)
-    except ValueError:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-        status.problem = f"spotrun on the host answered no status: {' | '.join(tail)}"
-        return status
-    status.pid = there.get("pid")
-    status.live_runs = list(there.get("live_runs", []))
-    status.live_sweeps = list(there.get("live_sweeps", []))
-    status.version_there = there.get("version_here")
-    return status
 
 
 # -------------------------------------------------------------------- down
@@ -468,6 +358,17 @@ def controller_down(settings: Settings, *, force: bool, log: Log = _quiet) -> Do
     record = records.load_record(settings.home)
     if record is None:
         return local_down(settings, force=force, log=log)
+    if record.kind == "aws" and record.instance_id and record.region and record.resource_id:
+        from spotrun.cloud.aws import controller_instance as ci  # boto3: only for `--on aws`
+
+        if ci.describe(settings, record.region, record.instance_id).state in (
+            "stopping",
+            "stopped",
+        ):
+            # it stopped itself because nothing was live: nothing to stop there, no start
+            log(f"{record.instance_id} is stopped (idle); terminating it ...")
+            _terminate_instance(settings, record)
+            return DownResult(record.where, [], None, True)
     runner = SshBinaryRunner(settings.home, record)
     args = ["controller", "down", "--json", *(["--force"] if force else [])]
     log(f"ending the controller on {record.where} ...")

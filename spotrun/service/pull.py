@@ -17,6 +17,7 @@ from spotrun.core.config import Settings
 from spotrun.core.errors import NotFoundError, RemoteError
 from spotrun.remote.ssh_binary import SshBinaryRunner
 from spotrun.remote.sync import OnFile, list_remote, pull_run_dir
+from spotrun.service.controller_wake import awake
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,10 @@ def pull_run(
     to: Path | None = None,
     on_plan: Callable[[PullPlan], None] | None = None,
     on_file: OnFile | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Pulled:
+    """Bring run `ref`'s folder from the controller host (a stopped controller instance is
+    started first, saying so through `log`)."""
     record = records.load_record(settings.home)
     if record is None:
         from spotrun.service.lookup import open_ledger
@@ -55,6 +59,7 @@ def pull_run(
         finally:
             ledger.close()
         return Pulled(run.id, run.name, run.state.value, run.run_dir, True)
+    record = awake(settings, record, log=log or (lambda _line: None))
     runner = SshBinaryRunner(settings.home, record)
     result = runner.run(record.spotrun_command(["status", ref, "--json"]), timeout_s=120)
     if not result.ok:

@@ -35,8 +35,13 @@ def test_controller_on_its_own_instance_runs_a_job_and_down_terminates_it(
 
 
 def _controllers(lab: Lab) -> list[dict[str, Any]]:
+    """This lab's controller instances (labs of other tests share the moto server)."""
+    assert lab.network is not None
     found = lab.ec2.describe_instances(
-        Filters=[{"Name": "tag:spotrun:role", "Values": ["controller"]}]
+        Filters=[
+            {"Name": "tag:spotrun:role", "Values": ["controller"]},
+            {"Name": "vpc-id", "Values": [lab.network.vpc_id]},
+        ]
     )["Reservations"]
     return [i for r in found for i in r["Instances"]]
 

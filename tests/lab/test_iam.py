@@ -12,7 +12,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from spotlab import Lab
-from spotlab.lab import FAKE_CREDENTIALS, INSTANCE_PROFILE
+from spotlab.lab import CONTROLLER_PROFILE, FAKE_CREDENTIALS, INSTANCE_PROFILE
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
 from spotrun.core.config import Resources, load_settings
@@ -158,3 +158,38 @@ def test_no_profile_no_credentials_and_passrole_is_checked(aws_env: Env, lab: La
     ]
     lab.front.iam.denied.clear()
     assert INSTANCE_PROFILE in lab.front.iam.profiles
+
+
+def test_a_controller_role_stops_only_itself_and_the_user_starts_only_controllers(
+    lab: Lab,
+) -> None:
+    assert lab.network is not None
+    user = _as_user(lab, "ec2")
+
+    def made(role: str | None) -> str:
+        tags = [{"Key": "spotrun:run-id", "Value": "iamctl"}]
+        tags += [{"Key": "spotrun:role", "Value": role}] if role else []
+        item = user.run_instances(
+            ImageId=lab.image_id, InstanceType="c6i.large", MinCount=1, MaxCount=1,
+            SubnetId=lab.network.subnets["us-east-1a"],  # type: ignore[union-attr]
+            IamInstanceProfile={"Name": CONTROLLER_PROFILE},
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+        )["Instances"][0]  # fmt: skip
+        return str(item["InstanceId"])
+
+    a, b, run = made("controller"), made("controller"), made(None)
+    for instance_id in (a, b, run):
+        lab.wait_for_host(instance_id)
+    role = wait_for(lambda: _role_credentials(lab, a), timeout=20, what="a's role session")
+    ec2 = _client(lab, "ec2", role["AccessKeyId"], role["SecretAccessKey"], role["Token"])
+    assert _code(lambda: ec2.stop_instances(InstanceIds=[b]))[0] == "UnauthorizedOperation"
+    assert _code(lambda: ec2.stop_instances(InstanceIds=[run]))[0] == "UnauthorizedOperation"
+    ec2.stop_instances(InstanceIds=[a])  # itself, tagged controller: allowed
+    wait_for(lambda: not lab.host(a).alive, timeout=20, what="a's host to go down")
+    lab.ec2.stop_instances(InstanceIds=[run])
+    assert _code(lambda: user.start_instances(InstanceIds=[run]))[0] == "UnauthorizedOperation"
+    assert len(lab.front.iam.denied) == 3
+    lab.front.iam.denied.clear()
+    user.start_instances(InstanceIds=[a])  # a controller instance: the user may start it
+    wait_for(lambda: lab.host(a).alive, timeout=20, what="a's host to boot again")
+    user.terminate_instances(InstanceIds=[a, b, run])

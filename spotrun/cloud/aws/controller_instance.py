@@ -132,7 +132,9 @@ def launch(
     )
 
 
-def _wait_address(clients: AwsClients, region: str, instance_id: str) -> str:
+def _wait_address(
+    clients: AwsClients, region: str, instance_id: str, timeout_s: float | None = None
+) -> str:
     seen: list[str] = []
 
     def running() -> bool:
@@ -147,7 +149,11 @@ def _wait_address(clients: AwsClients, region: str, instance_id: str) -> str:
             return True
         return False
 
-    wait_until(running, timeout_s=clients.settings.ssh_timeout_s, what=f"{instance_id} to run")
+    wait_until(
+        running,
+        timeout_s=timeout_s or clients.settings.ssh_timeout_s,
+        what=f"{instance_id} to run",
+    )
     return seen[-1]
 
 
@@ -156,3 +162,46 @@ def terminate(settings: Settings, region: str, instance_id: str, resource_id: st
     clients = AwsClients(settings.aws)
     instances.terminate_ids(clients, region, [instance_id], wait_s=600)
     return network.delete_run_network(clients, region, resource_id)
+
+
+# ------------------------------------------------------------------ idle stop and start
+@dataclass(frozen=True)
+class ControllerState:
+    state: str  # EC2's: pending, running, stopping, stopped, shutting-down, terminated
+    address: str | None  # the one spotrun connects to (aws.ssh_address), while it runs
+    since: float | None  # when EC2 began stopping or ending it (StateTransitionReason)
+
+
+def describe(settings: Settings, region: str, instance_id: str) -> ControllerState:
+    """The controller instance as EC2 sees it now ("terminated" once EC2 forgot it)."""
+    found = instances.describe_ids(AwsClients(settings.aws), region, [instance_id])
+    if not found:
+        return ControllerState("terminated", None, None)
+    item = found[0]
+    return ControllerState(item.state, item.address, item.ended_at)
+
+
+def start(settings: Settings, region: str, instance_id: str, timeout_s: float) -> str:
+    """Start the stopped controller instance (waiting out a stop under way first) and wait
+    until it runs; its address, which a public one changes at every start."""
+    clients = AwsClients(settings.aws)
+    ec2 = clients.client("ec2", region)
+
+    def stopped() -> bool:
+        state = describe(settings, region, instance_id).state
+        if state in ("shutting-down", "terminated"):
+            raise CloudError(f"the controller instance {instance_id} is {state}")
+        return state in ("stopped", "pending", "running")
+
+    wait_until(stopped, timeout_s=timeout_s, what=f"{instance_id} to finish stopping")
+    with aws_call("ec2", "StartInstances", region):
+        ec2.start_instances(InstanceIds=[instance_id])
+    return _wait_address(clients, region, instance_id, timeout_s)
+
+
+def stop_self(settings: Settings, region: str, instance_id: str) -> None:
+    """Stop this controller instance (its role may stop itself only, tagged as controller);
+    its root volume, with the controller's home, stays for the next start."""
+    clients = AwsClients(settings.aws)
+    with aws_call("ec2", "StopInstances", region):
+        clients.client("ec2", region).stop_instances(InstanceIds=[instance_id])

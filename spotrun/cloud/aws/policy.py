@@ -1,9 +1,10 @@
 """The IAM permissions spotrun needs: the one source the README's policies are checked against.
 
 Two identities act: the user running spotrun (launch, watch, clean up) and the instance's role
-(store checkpoints, read data sets, end its own instance). tests/unit/cloud/test_aws_policy.py
-checks that every AWS operation in spotrun's code is allowed to one of them and that the
-README's JSON says exactly this.
+(store checkpoints, read data sets, end its own instance). The role of `controller up --on
+aws`'s instance holds the user policy and `controller_stop_policy` (stop itself when idle).
+tests/unit/cloud/test_aws_policy.py checks that every AWS operation in spotrun's code is
+allowed to one of them and that the README's JSON says exactly this.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ USER_TAGGED_ACTIONS = (
 )
 USER_S3_ACTIONS = ("s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 INSTANCE_ACTIONS = ("s3:ListBucket", "s3:PutObject", "s3:GetObject", "ec2:TerminateInstances")
+# The controller instance (tag spotrun:role=controller): the user starts it again, its own role
+# stops it when idle. Allowed on no other instance.
+CONTROLLER_TAG = {"StringEquals": {"aws:ResourceTag/spotrun:role": "controller"}}
+USER_CONTROLLER_ACTIONS = ("ec2:StartInstances",)
+CONTROLLER_ACTIONS = ("ec2:StopInstances",)
 
 
 def user_policy(
@@ -67,6 +73,12 @@ def user_policy(
                 "Resource": "*",
                 "Action": list(USER_TAGGED_ACTIONS),
                 "Condition": {"StringLike": {"aws:ResourceTag/spotrun:run-id": "*"}},
+            },
+            {  # the next command starts the controller instance that stopped itself (idle)
+                "Effect": "Allow",
+                "Resource": "*",
+                "Action": list(USER_CONTROLLER_ACTIONS),
+                "Condition": CONTROLLER_TAG,
             },
             {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": f"arn:aws:s3:::{bucket}"},
             {
@@ -118,6 +130,29 @@ def instance_policy(bucket: str = "BUCKET", data_bucket: str = "DATA-BUCKET") ->
     }
 
 
+def controller_stop_policy() -> dict[str, Any]:
+    """The controller instance's role holds the user policy and this: it may stop itself
+    (idle), and only itself, and only as long as it is tagged spotrun:role=controller."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": list(CONTROLLER_ACTIONS),
+                "Resource": "arn:aws:ec2:*:*:instance/${ec2:InstanceID}",
+                "Condition": CONTROLLER_TAG,
+            }
+        ],
+    }
+
+
 def allowed_actions() -> frozenset[str]:
     """Every action either identity may take (for checking code against the policies)."""
-    return frozenset(USER_ACTIONS + USER_TAGGED_ACTIONS + USER_S3_ACTIONS + INSTANCE_ACTIONS)
+    return frozenset(
+        USER_ACTIONS
+        + USER_TAGGED_ACTIONS
+        + USER_S3_ACTIONS
+        + INSTANCE_ACTIONS
+        + USER_CONTROLLER_ACTIONS
+        + CONTROLLER_ACTIONS
+    )

@@ -129,3 +129,31 @@ def test_up_on_aws_without_a_controller_profile_is_refused_before_any_aws_call(e
     save_record(env.home, record)
     proc = env.cli("controller", "up", "--on", "aws")
     assert proc.returncode == 1 and "lives on ssh://me@box" in proc.stderr, proc.stderr
+
+
+def test_a_bad_idle_stop_is_refused_before_any_aws_call(env: Env) -> None:
+    proc = env.cli("controller", "up", "--on", "aws", "--idle-stop", "5 minutes")
+    assert proc.returncode == 2 and "--idle-stop '5 minutes' is not a duration" in proc.stderr
+    assert "90s, 30m, 2h" in proc.stderr and load_record(env.home) is None
+    proc = env.cli("controller", "up", "--on", "ssh://me@box", "--idle-stop", "30m")
+    assert proc.returncode == 2 and "--idle-stop is for --on aws" in proc.stderr, proc.stderr
+
+
+def test_controller_status_words_for_a_stopped_and_a_counting_instance() -> None:
+    from spotrun.cli.remote import _state_words
+    from spotrun.service.controller_status import ControllerStatus
+
+    at = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
+    st = ControllerStatus("ssh://root@x", "/root/.spotrun", False, None, instance_id="i-1")
+    st.instance_state, st.stopped_since = "stopped", at
+    assert _state_words(st) == (
+        "stopped (idle) since 2026-01-01 00:00:00 UTC; the next command starts it (~1 min)"
+    )
+    st.instance_state, st.idle_stop_s, st.idle_since, st.stops_in_s = "running", 1800, at, 1200
+    assert _state_words(st) == (
+        "running; idle since 2026-01-01 00:00:00 UTC, stops itself in 20m00s"
+    )
+    st.idle_since = None  # something is live
+    assert _state_words(st) == "running; something is live: no idle stop while it is"
+    st.stops_in_s, st.idle_stop_s = None, 0.0
+    assert _state_words(st).startswith("running; idle stop never")

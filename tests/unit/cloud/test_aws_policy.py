@@ -93,10 +93,11 @@ def _readme_policies() -> list[dict[str, object]]:
     text = (REPO / "README.md").read_text()
     section = text.split("### Permissions", 1)[1]
     blocks = re.findall(r"```json\n(.*?)```", section, flags=re.S)
-    return [json.loads(block) for block in blocks[:2]]
+    return [json.loads(block) for block in blocks[:3]]
 
 
 def test_readme_policies_are_the_ones_in_code() -> None:
-    user, instance = _readme_policies()
+    user, instance, controller = _readme_policies()
     assert user == policy.user_policy()
     assert instance == policy.instance_policy()
+    assert controller == policy.controller_stop_policy()
