@@ -35,6 +35,8 @@ from _runs import (  # noqa: E402
     warm_cache,
 )
 
+from spotrun.train.device import detect_capabilities  # noqa: E402
+
 QUARTER = ('model_options={"widths": [16, 64, 64]}', "epochs=4")
 QUICK = ('model_options={"widths": [4, 8, 8]}', "epochs=1", "methods.patch_whitening.num_images=40")
 VARIANTS: dict[str, tuple[str, ...]] = {
@@ -66,6 +68,12 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=TARGET, help="test accuracy, 0..1")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="tiny nets, one epoch: a smoke run")
+    parser.add_argument(
+        "--skip-emulated-bf16",
+        action="store_true",
+        help="leave out bf16 forced where the CPU has no bf16 instructions (hours there: read "
+        "its step time from bench/precision_auto.py instead)",
+    )
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(
@@ -76,9 +84,11 @@ def main() -> None:
     atexit.register(shutil.rmtree, home, True)
     common = (f"data={args.data.resolve()}", "threads=1", "eval_every_epochs=1")
     size = QUICK if args.quick else QUARTER
+    emulated = not detect_capabilities("cpu").cpu_bf16
     todo = [
         Job(label, "cifar10-fast", (*common, *size, *sets), args.seed)
         for label, sets in VARIANTS.items()
+        if not (args.skip_emulated_bf16 and emulated and label.startswith("bf16"))
     ]
     print(f"device: {hardware_line()}")
     print(f"load average before: {load_average()}; GLIBC_TUNABLES={GLIBC_TUNABLES}; 1 thread a run")

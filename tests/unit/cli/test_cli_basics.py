@@ -30,7 +30,8 @@ def _leaf_commands() -> list[list[str]]:
             found.append(path)
             return
         for name, sub in subcommands.items():
-            walk(sub, [*path, name])
+            if not getattr(sub, "hidden", False):  # internal (run by spotrun on an instance)
+                walk(sub, [*path, name])
 
     walk(typer.main.get_command(app), [])
     return found
