@@ -6,7 +6,7 @@ against fp32 and bf16 forced, on the real CIFAR-10 images, side by side in one r
 Each variant is cifar10-fast as shipped (every method, batch 128, its schedules) at 1/4 width
 for 4 epochs, an evaluation each epoch, one torch thread, trained by the real `spotrun train`
 and changed only in precision and memory format. Two run at a time (one per core), in the
-order auto + fp32, then fp32 + channels_last + bf16 forced, so each pair shares the machine's
+order auto + fp32 NCHW, then fp32 + channels_last + bf16 forced, so each pair shares the machine's
 load; the CPU-seconds to the target are printed beside the wall time because they move far
 less with the load. What auto chose, and why, is read from each run's device.json.
 """
@@ -41,7 +41,11 @@ QUARTER = ('model_options={"widths": [16, 64, 64]}', "epochs=4")
 QUICK = ('model_options={"widths": [4, 8, 8]}', "epochs=1", "methods.patch_whitening.num_images=40")
 VARIANTS: dict[str, tuple[str, ...]] = {
     "auto (as shipped)": (),
-    "fp32 forced": ('methods.mixed_precision={"precision": "fp32"}',),
+    # channels_last left out: on x86 auto turns it on for fp32 too, so this is the NCHW side
+    "fp32 forced, NCHW": (
+        'methods.mixed_precision={"precision": "fp32"}',
+        "methods.channels_last=null",
+    ),
     "fp32 + channels_last": (
         'methods.mixed_precision={"precision": "fp32"}',
         'methods.channels_last={"when": "always"}',

@@ -62,14 +62,16 @@ def cifar10_fast() -> Recipe:
         "the device computes them fast (auto)",
         # bench/cifar10_time_to_accuracy.py, 3 seeds side by side with cifar10-baseline, 1 torch
         # thread per run on a shared 2-core AMD EPYC with AVX-512 BF16 (load average 3-10),
-        # where the recipe ran in bf16 + channels_last (what auto picks there).
+        # where the recipe ran in bf16 + channels_last (what auto picked there before the probe).
         # bench/precision_auto.py for the AVX2 EPYC.
         result="per hardware class, at 1/4 width on CPU. AMD EPYC with AVX-512 BF16 (Zen 5, 2 "
         "cores; auto: bf16 + channels_last): 72% test accuracy after 2 epochs in a median 88 s "
         "of training (54 CPU-seconds), 4.3x sooner than cifar10-baseline (5.4x in "
         "CPU-seconds), final 76.2% (75.7-76.5%) over 3 seeds. AMD EPYC with AVX2 only (auto: "
-        "fp32): bf16 is emulated there, 11x slower per step than fp32 "
-        "(bench/precision_auto.py); accuracy at fp32 not measured by the benchmark. GPUs: "
+        "fp32 + channels_last): bf16 is emulated there, 11x slower per step than fp32 "
+        "(bench/precision_auto.py); 81.1% after 4 epochs, 80% in 808-828 s of training "
+        "(bench/precision_time_to_accuracy.py). CPUs with bf16 but no AMX: auto times both "
+        "precisions when the run starts and keeps the faster. GPUs: "
         "unmeasured (bench/gpu_benchmark.py)",
         measured_with="python bench/cifar10_time_to_accuracy.py --data "
         "../shared/data/cifar10-jpeg.tar.gz, which runs: spotrun train cifar10-fast "
