@@ -24,10 +24,10 @@ def shakespeare_baseline() -> Recipe:
         name="shakespeare-baseline",
         description="tiny Shakespeare, character-level GPT-2-style model (learned positions, "
         "LayerNorm, GELU MLP, explicit attention), AdamW with warmup and cosine decay",
-        # bench run of 2026-12-03 (cut short by its own timeout after 2 of 3 seeds), 1 thread
-        # per run on a shared 2-core AMD EPYC (AVX2, no AVX-512), load average 7-13.
-        result="on CPU, 400 steps: final validation loss 2.226 / 2.191 nats per char "
-        "(seeds 0 / 1) in 772 / 878 s of elapsed_s; the third seed is unmeasured",
+        # bench run of 2026-12-04, 3 seeds, 1 thread per run, 2 side by side, on a 2-core
+        # AMD EPYC (AVX2, no AVX-512), load average 1.5-3.
+        result="on a 2-core AVX2 AMD EPYC, 400 steps: final validation loss 2.194 nats per "
+        "char (median of 3 seeds, 2.191-2.226) in 226-266 s of elapsed_s",
         measured_with=MEASURED_WITH,
         target=Target(metric="test_loss", value=2.2, mode="min"),
         resources=Resources(gpus=0),
@@ -54,10 +54,10 @@ def shakespeare_fast() -> Recipe:
         description="tiny Shakespeare, character-level GPT with the speedrun changes: rotary "
         "positions, RMSNorm, QK norm, tied embeddings, fused attention, sequence-length "
         "warmup, a higher learning rate",
-        # Same bench run: the baseline's final loss of the same seed, reached at epoch 3 of 6.
-        result="on CPU: the baseline's final validation loss reached in 186 / 362 s of "
-        "elapsed_s (seeds 0 / 1), 4.2x / 2.4x sooner; final 2.007 / 2.019 nats per char "
-        "after 300 steps; 3 seeds unmeasured",
+        # Same bench run: each seed's baseline final loss, reached at epoch 3 of 6.
+        result="on a 2-core AVX2 AMD EPYC: the baseline's final validation loss reached "
+        "3.19-3.33x sooner (median 3.23x over 3 seeds, 68-82 s of elapsed_s); final 2.015 "
+        "nats per char (2.007-2.019) after 300 steps",
         measured_with=MEASURED_WITH,
         target=Target(metric="test_loss", value=2.2, mode="min"),
         resources=Resources(gpus=0),
