@@ -109,12 +109,12 @@ class SweepThread(threading.Thread):
 
 
 class HomeController:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, wake: threading.Event | None = None) -> None:
         self.settings = settings
         self.ledger = Ledger(settings)
         self.threads: dict[str, threading.Thread] = {}
         self.started_at: dict[str, float] = {}
-        self.wake = threading.Event()
+        self.wake = wake if wake is not None else threading.Event()
 
     def _start(self, key: str, thread: threading.Thread) -> None:
         known = self.threads.get(key)
@@ -173,6 +173,10 @@ def main() -> int:
         format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s",
         stream=sys.stdout,
     )
+    # The wake handler goes in before the lock is taken: once the lock holds this pid, any
+    # command may send WAKE, and SIGUSR1's default action would kill the controller unseen.
+    woken = threading.Event()
+    signal.signal(WAKE, lambda _s, _f: woken.set())
     settings = load_settings()
     lock = acquire(settings)
     if lock is None:
@@ -182,8 +186,7 @@ def main() -> int:
     # SIGTERM/SIGHUP end the controller only; the runs go on and the next command restarts it.
     signal.signal(signal.SIGTERM, _raise_exit)
     signal.signal(signal.SIGHUP, _raise_exit)
-    controller = HomeController(settings)
-    signal.signal(WAKE, lambda _s, _f: controller.wake.set())
+    controller = HomeController(settings, wake=woken)
     log.info("controller of %s (pid %d)", settings.home, os.getpid())
     return controller.serve(lock)
 
