@@ -12,11 +12,10 @@ import pytest
 
 from spotlab import Lab
 from spotlab import spot as spotlab
-from spotlab.fixtures import use_lab
 from spotlab.lab import CONTROLLER_PROFILE, FAKE_CREDENTIALS
 from spotrun.core.controller_record import load_record
-from spotrun.remote.controller_host import close_shared_connection
 from tests.conftest import Env
+from tests.controller_lab import controller_lab
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
@@ -25,13 +24,8 @@ pytestmark = pytest.mark.slow
 def test_controller_on_its_own_instance_runs_a_job_and_down_terminates_it(
     env: Env, lab: Lab
 ) -> None:
-    with use_lab(env, lab, **spotlab.FAST):
-        try:
-            _scenario(env, lab)
-        finally:
-            record = load_record(env.home)
-            if record is not None:
-                close_shared_connection(env.home, record)
+    with controller_lab(env, lab):
+        _scenario(env, lab)
 
 
 def _controllers(lab: Lab) -> list[dict[str, Any]]:

@@ -12,14 +12,13 @@ from collections.abc import Callable
 import pytest
 
 from spotlab import Lab
-from spotlab import spot as spotlab
 from spotlab.fixtures import use_lab
 from spotrun.core.config import load_settings
 from spotrun.core.controller_record import load_record
-from spotrun.remote.controller_host import close_shared_connection
 from spotrun.service import idle_marks as marks
 from spotrun.service.idle_stop import watch
 from tests.conftest import Env
+from tests.controller_lab import controller_lab
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
@@ -33,13 +32,8 @@ def _state(lab: Lab, instance_id: str) -> str:
 def test_an_idle_controller_instance_stops_itself_and_the_next_command_starts_it(
     env: Env, lab: Lab
 ) -> None:
-    with use_lab(env, lab, **spotlab.FAST):
-        try:
-            _scenario(env, lab)
-        finally:
-            record = load_record(env.home)
-            if record is not None:
-                close_shared_connection(env.home, record)
+    with controller_lab(env, lab):
+        _scenario(env, lab)
 
 
 IDLE_S = 5  # short, and still longer than one command takes on a loaded machine
