@@ -35,7 +35,9 @@ def data_push(
         False, "--keep-original", help="with --max-side: the originals too, under PREFIX/original"
     ),
     tokenizer: str = typer.Option(
-        "gpt2", "--tokenizer", help="a text file: tokenised here as gpt2 (GPT-2 BPE) or byte"
+        "gpt2",
+        "--tokenizer",
+        help="a text file: tokenised here as gpt2 (GPT-2 BPE), char (shakespeare-*) or byte",
     ),
     val_fraction: float = typer.Option(
         0.1, "--val-fraction", help="a text file: the last fraction of characters held out"
@@ -44,13 +46,15 @@ def data_push(
     """Pack FOLDER into tar shards and a manifest, and upload them in parallel.
 
     A text file is tokenised once, here, and pushed as token files (uint16 ids) for the
-    language-model recipes (gpt2-small-*): the instance then trains without tokenising.
+    language-model recipes (gpt2-small-* with gpt2, shakespeare-* with char): the instance
+    then trains without tokenising.
 
     \b
     Examples:
       spotrun data push ./imagenet s3://my-bucket/imagenet --max-side 256
       spotrun data push ./cifar10 s3://my-bucket/cifar10 --shard-size 64MB
       spotrun data push ./openwebtext.txt s3://my-bucket/owt --tokenizer gpt2 --val-fraction 0.005
+      spotrun data push ./tinyshakespeare.txt s3://my-bucket/shakespeare --tokenizer char
     """
     result = api.data_push(
         folder,

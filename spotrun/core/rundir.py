@@ -20,6 +20,8 @@ CHECKPOINTS_DIR = "checkpoints"
 PROGRESS_FILE = "progress.json"
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 METRICS_FILE = "metrics.jsonl"  # one JSON line per evaluation, written by the trainer
+# A char-level text run's vocabulary (its sorted characters), for `spotrun sample`.
+VOCABULARY_FILE = "vocabulary.json"
 # TensorBoard event files, written beside metrics.jsonl (spotrun.train.curves) so that
 # `tensorboard --logdir SPOTRUN_HOME/runs` shows every run; TensorBoard finds them by this part
 # of the name. They only grow, so sync appends to them like metrics.jsonl.

@@ -121,7 +121,7 @@ class StoredTokens(_Strict):
     """How `data push TEXT --tokenizer NAME` stored a text: its splits as token files
     (spotrun.train.data.token_files), tokenised once at push time."""
 
-    tokenizer: Literal["gpt2", "byte"]
+    tokenizer: Literal["gpt2", "byte", "char"]
     dtype: Literal["uint16"] = "uint16"
     vocab_size: int = Field(ge=2, le=65536)
     val_fraction: float = Field(gt=0, lt=1, description="the last fraction of characters")

@@ -1,4 +1,5 @@
-"""`spotrun data push TEXT s3://... --tokenizer gpt2`: a text tokenised once, pushed as token files.
+"""`spotrun data push TEXT s3://... --tokenizer gpt2|byte|char`: a text tokenised once, pushed
+as token files.
 
 Why at push time and not on the instance: tokenising is CPU work (tiktoken: a few million
 tokens per second per core) that every launch, and every spot replacement, would otherwise
@@ -9,7 +10,9 @@ The cost: the shards are for one tokenizer, which the manifest and each split's 
 name, and the loader refuses a recipe with another.
 
 The text is read twice in chunks, never whole: once to count its characters (the last
-`val_fraction` of them is the validation split, as split_text cuts an in-memory text), once
+`val_fraction` of them is the validation split, as split_text cuts an in-memory text) and
+collect the set of them (a char vocabulary is the whole text's sorted characters, as
+`Tokenizer.fit` makes it, so the ids are those a run tokenising the file itself would use), once
 to tokenise. Chunks end where GPT-2's pre-tokenizer always splits (after a newline that a
 non-space follows), so the ids are those of tokenising each split whole.
 """
@@ -34,16 +37,20 @@ from spotrun.datasets.spec import S3Data
 from spotrun.train.data.gpt2_bpe import GPT2_VOCAB, encode_gpt2
 from spotrun.train.data.token_files import TOKENS_META, TRAIN, VAL, TokenMeta, token_file_name
 
-PushTokenizer = Literal["gpt2", "byte"]
+PushTokenizer = Literal["gpt2", "byte", "char"]
+MAX_CHAR_VOCAB = 1 << 16  # ids are stored as uint16
 CHUNK_CHARS = 1 << 22  # characters tokenised at a time (about 4 MB of text)
 
 
-def count_chars(path: Path, chunk: int = CHUNK_CHARS) -> int:
+def count_chars(path: Path, chunk: int = CHUNK_CHARS) -> tuple[int, str]:
+    """The text's length in characters and its sorted distinct characters."""
     total = 0
+    seen: set[str] = set()
     with open(path, encoding="utf-8") as fh:  # newlines read as read_text reads them
         while piece := fh.read(chunk):
             total += len(piece)
-    return total
+            seen.update(piece)
+    return total, "".join(sorted(seen))
 
 
 def _boundary(buffer: str) -> int:
@@ -87,9 +94,19 @@ def text_pieces(path: Path, cut: int, chunk: int = CHUNK_CHARS) -> Iterator[tupl
                 return
 
 
-def encoder(tokenizer: PushTokenizer) -> Callable[[str], np.ndarray]:
+def encoder(tokenizer: PushTokenizer, vocab: str = "") -> Callable[[str], np.ndarray]:
+    """Text -> uint16 ids; `vocab` (sorted characters) is the char tokenizer's vocabulary."""
     if tokenizer == "gpt2":
         return lambda text: np.asarray(encode_gpt2(text), dtype="<u2")
+    if tokenizer == "char":
+        points = np.frombuffer(vocab.encode("utf-32-le"), dtype="<u4")
+
+        def encode_chars(text: str) -> np.ndarray:
+            # sorted characters are sorted code points: an id is the code point's rank
+            codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+            return np.searchsorted(points, codes).astype("<u2")
+
+        return encode_chars
     return lambda text: np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype("<u2")
 
 
@@ -119,14 +136,14 @@ class _SplitWriter:
             self.buffered = len(self.pending[0])
             self._shard(ids[: self.shard_tokens])
 
-    def close(self, tokenizer: str) -> None:
+    def close(self, tokenizer: str, vocab: str | None) -> None:
         rest = np.concatenate(self.pending) if self.pending else np.zeros(0, dtype="<u2")
         self.pending, self.buffered = [], 0
         if self.tokens + len(rest) == 0:
             raise UsageError(f"the {self.split} split of the text is empty", hint="a longer text")
-        self._shard(rest, last=tokenizer)
+        self._shard(rest, last=tokenizer, vocab=vocab)
 
-    def _shard(self, ids: np.ndarray, last: str | None = None) -> None:
+    def _shard(self, ids: np.ndarray, last: str | None = None, vocab: str | None = None) -> None:
         index = len(self.files)
         name = token_file_name(index)
         path = self.tmp / name
@@ -136,7 +153,8 @@ class _SplitWriter:
         members = [Member(f"{self.split}/{name}", path, path.stat().st_size)]
         if last is not None:  # the split's description goes in its last shard
             meta = self.tmp / TOKENS_META
-            meta.write_text(TokenMeta(last, self.files, self.tokens, self.chars).to_json())
+            described = TokenMeta(last, self.files, self.tokens, self.chars, vocab=vocab)
+            meta.write_text(described.to_json())
             members.append(Member(f"{self.split}/{TOKENS_META}", meta, meta.stat().st_size))
         self.send(PlannedShard(f"{self.split}-{index:05d}.tar", self.split, tuple(members)))
 
@@ -158,12 +176,19 @@ def push_text(
         raise UsageError(f"--val-fraction {val_fraction} is not between 0 and 1")
     started = time.monotonic()
     try:
-        total = count_chars(text_file)
+        total, chars = count_chars(text_file)
     except UnicodeDecodeError as exc:
         raise UsageError(f"{text_file} is not UTF-8 text ({exc})") from exc
+    vocab = chars if tokenizer == "char" else None
+    if vocab is not None and len(vocab) > MAX_CHAR_VOCAB:
+        raise UsageError(
+            f"{text_file} has {len(vocab):,} distinct characters: char ids are stored as uint16",
+            hint="push it with --tokenizer byte or gpt2",
+        )
     cut = int(total * (1.0 - val_fraction))
-    log(f"pushing {text_file} to {dest.uri}: {total:,} characters as {tokenizer} tokens")
-    encode = encoder(tokenizer)
+    shown = f"{tokenizer} tokens" + (f" ({len(vocab)} characters)" if vocab else "")
+    log(f"pushing {text_file} to {dest.uri}: {total:,} characters as {shown}")
+    encode = encoder(tokenizer, vocab or "")
     shard_tokens = max(1, shard_size // 2)
     shards: list[Future[Shard]] = []
 
@@ -194,7 +219,7 @@ def push_text(
         for split, piece in text_pieces(text_file, cut):
             writers[split].add(encode(piece), len(piece))
         for writer in writers.values():
-            writer.close(tokenizer)
+            writer.close(tokenizer, vocab)
         entries = [f.result() for f in shards]
     train, val = writers[TRAIN], writers[VAL]
     manifest = Manifest(
@@ -206,7 +231,7 @@ def push_text(
         shards=entries,
         tokens=StoredTokens(
             tokenizer=tokenizer,
-            vocab_size=GPT2_VOCAB if tokenizer == "gpt2" else 256,
+            vocab_size=_vocab_size(tokenizer, vocab),
             val_fraction=val_fraction,
         ),
     )
@@ -217,3 +242,9 @@ def push_text(
         f"{fmt_bytes(manifest.size)} in {seconds:.1f} s, manifest last"
     )
     return PushResult(manifest, seconds)
+
+
+def _vocab_size(tokenizer: PushTokenizer, vocab: str | None) -> int:
+    if tokenizer == "gpt2":
+        return GPT2_VOCAB
+    return len(vocab) if vocab is not None else 256

@@ -65,12 +65,14 @@ def push_text_file(
 ) -> PushResult:
     """A UTF-8 text tokenised here and pushed as token files (spotrun.datasets.token_push)."""
     from spotrun.cloud.aws.datasets import S3Store
-    from spotrun.datasets.token_push import push_text
+    from spotrun.datasets.token_push import PushTokenizer, push_text
 
-    if tokenizer not in ("gpt2", "byte"):
+    kinds: dict[str, PushTokenizer] = {"gpt2": "gpt2", "byte": "byte", "char": "char"}
+    kind = kinds.get(tokenizer)
+    if kind is None:
         raise UsageError(
-            f"--tokenizer {tokenizer}: a pushed text is stored as gpt2 or byte tokens",
-            hint="--tokenizer gpt2 (char vocabularies are a text's own: launch with the file)",
+            f"--tokenizer {tokenizer}: a pushed text is stored as gpt2, byte or char tokens",
+            hint="--tokenizer gpt2 (gpt2-small-*), char (shakespeare-*) or byte",
         )
     target = _s3(dest)
     if not target.prefix:
@@ -83,7 +85,7 @@ def push_text_file(
         store,
         text_file,
         target,
-        tokenizer="gpt2" if tokenizer == "gpt2" else "byte",
+        tokenizer=kind,
         val_fraction=val_fraction,
         shard_size=shard_size,
         parallel=parallel,

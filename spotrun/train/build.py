@@ -19,7 +19,7 @@ from spotrun.recipes.base import Recipe
 from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
 from spotrun.train.curves import TensorBoardCurves
 from spotrun.train.data.loading import load_data
-from spotrun.train.data.text import EvalWindows
+from spotrun.train.data.text import EvalWindows, TextWindows, write_vocabulary
 from spotrun.train.device import (
     DeviceCapabilities,
     PrecisionProbe,
@@ -199,6 +199,8 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
             print(f"device {record.line()}", flush=True)
             recipe_json = json.dumps(recipe.model_dump(mode="json"), indent=2)
             (run_dir / RECIPE_FILE).write_text(recipe_json)
+            if isinstance(trainer.train_data, TextWindows) and trainer.train_data.tokenizer:
+                write_vocabulary(run_dir, trainer.train_data.tokenizer)
             ranks = f" on {launch.world_size} processes" if launch.distributed else ""
             methods = ", ".join(a.name for a in trainer.engine.algorithms) or "none"
             threads = f"; {torch.get_num_threads()} CPU threads" if caps.kind == "cpu" else ""

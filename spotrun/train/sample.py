@@ -2,8 +2,9 @@
 
 The run folder holds what is needed: recipe.json (model, methods, tokenizer, data) and
 checkpoints/. The model is rebuilt as the trainer built it (the methods' INIT surgery
-included) so the checkpoint's weights fit it; a char tokenizer is rebuilt from the recipe's
-text file (its vocabulary is the file's characters), a byte tokenizer needs nothing.
+included) so the checkpoint's weights fit it; a char tokenizer is the run's vocabulary.json
+(written when training starts), or for older runs rebuilt from the recipe's text file (its
+vocabulary is the file's characters); byte and gpt2 tokenizers need nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from spotrun.train.algorithm import Engine
 from spotrun.train.build import CHECKPOINT_DIR, RECIPE_FILE
 from spotrun.train.checkpoint import Checkpointer
 from spotrun.train.data.source import resolve_text_file
-from spotrun.train.data.text import Tokenizer, read_text
+from spotrun.train.data.text import Tokenizer, read_text, read_vocabulary
 from spotrun.train.events import Event
 from spotrun.train.methods import build_methods
 from spotrun.train.models import build_model
@@ -43,10 +44,13 @@ def load_run_recipe(run_dir: Path) -> Recipe:
     return recipe
 
 
-def run_tokenizer(recipe: Recipe) -> Tokenizer:
+def run_tokenizer(recipe: Recipe, run_dir: Path | None = None) -> Tokenizer:
     assert recipe.text is not None
     if recipe.text.tokenizer in ("byte", "gpt2"):  # fixed vocabularies: no text needed
         return Tokenizer(recipe.text.tokenizer)
+    recorded = None if run_dir is None else read_vocabulary(run_dir)
+    if recorded is not None:
+        return recorded
     path = resolve_text_file(recipe.data, load_settings().data_path)
     return Tokenizer.fit("char", read_text(path))
 
@@ -85,7 +89,7 @@ def sample_text(
 ) -> str:
     """The prompt and `tokens` sampled tokens after it, decoded."""
     recipe = load_run_recipe(run_dir)
-    tokenizer = run_tokenizer(recipe)
+    tokenizer = run_tokenizer(recipe, run_dir)
     model = load_model(run_dir, recipe)
     start = prompt or "\n"
     idx = tokenizer.encode(start).view(1, -1)

@@ -1,5 +1,6 @@
-"""`data push TEXT --tokenizer gpt2`: a text tokenised at push time into token-file shards on
-moto's S3, staged back, and read by the language-model loader as the ids of the text itself."""
+"""`data push TEXT --tokenizer gpt2|byte|char`: a text tokenised at push time into token-file
+shards on moto's S3, staged back, and read by the language-model loader as the ids of the text
+itself."""
 
 from __future__ import annotations
 
@@ -68,7 +69,33 @@ def test_pushed_tokens_stage_back_as_the_ids_of_the_text(
         load_split(str(staged), "byte", 0.1)
 
 
-def test_cli_pushes_a_text_as_byte_tokens_and_refuses_char(
+def test_char_tokens_are_the_ids_of_the_whole_texts_vocabulary_and_decode_back(
+    tmp_path: Path, s3_bucket: Bucket
+) -> None:
+    bucket, _ = s3_bucket
+    # The validation tail holds a character the training part lacks: the vocabulary is the
+    # whole text's, as a run tokenising the file itself fits it (Tokenizer.fit).
+    path = tmp_path / "sonnet.txt"
+    path.write_text(VERSE * 30 + "Zéphyr ☃\n")
+    text = path.read_text()
+    dest = parse_s3(f"s3://{bucket}/text/chars")
+    result = push_text(S3Store(bucket), path, dest, tokenizer="char", shard_size=600, log=print)
+    whole = split_text(text, "char", 0.1)
+    assert result.manifest.tokens is not None
+    assert result.manifest.tokens.tokenizer == "char"
+    assert result.manifest.tokens.vocab_size == len(set(text)) == whole.tokenizer.vocab_size
+    staged = stage(S3Store(bucket), dest, tmp_path / "nvme", OPTIONS, print).dest
+    split = load_split(str(staged), "char", 0.1)
+    assert split.tokenizer == whole.tokenizer  # the same characters in the same order
+    assert split.train.head().tolist() == whole.train.tolist()  # type: ignore[union-attr]
+    assert split.val.head().tolist() == whole.val.tolist()  # type: ignore[union-attr]
+    val_ids = split.val.head().tolist()  # type: ignore[union-attr]
+    assert split.tokenizer.decode(val_ids) == text[int(len(text) * 0.9) :]
+    with pytest.raises(UsageError, match="holds char tokens; the recipe's tokenizer is gpt2"):
+        load_split(str(staged), "gpt2", 0.1)
+
+
+def test_cli_pushes_a_text_as_byte_or_char_tokens_and_refuses_an_unknown_tokenizer(
     tmp_path: Path, s3_bucket: Bucket
 ) -> None:
     bucket, s3 = s3_bucket
@@ -90,8 +117,11 @@ def test_cli_pushes_a_text_as_byte_tokens_and_refuses_char(
     split = load_split(str(staged), "byte", 0.25)
     assert split.val.head().tolist() == list(text[int(len(text) * 0.75) :].encode())  # type: ignore[union-attr]
 
-    refused = cli(f"s3://{bucket}/text/chars", "--tokenizer", "char")
-    assert refused.returncode != 0 and "stored as gpt2 or byte tokens" in refused.stderr
+    chars = cli(f"s3://{bucket}/text/chars", "--tokenizer", "char")
+    assert chars.returncode == 0, chars.stderr
+    assert f"as char tokens ({len(set(text))} characters)" in chars.stdout
+    refused = cli(f"s3://{bucket}/text/words", "--tokenizer", "words")
+    assert refused.returncode != 0 and "stored as gpt2, byte or char tokens" in refused.stderr
     resized = cli(f"s3://{bucket}/text/x", "--max-side", "64")
     assert resized.returncode != 0 and "are for images" in resized.stderr
 

@@ -1,5 +1,7 @@
-"""shakespeare-fast end to end on the local cloud through the real CLI (tiny settings), then
-`spotrun sample` on the finished run: real tmux, real torch, the run's own checkpoint."""
+"""shakespeare-fast end to end through the real CLI (tiny settings), then `spotrun sample` on
+the finished run: on the local cloud from a text file (real tmux, real torch, the run's own
+checkpoint), and in the lab from char tokens made by `data push TEXT --tokenizer char` on moto
+S3, staged by the job on its host; the laptop samples with the run's synced vocabulary."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from spotlab import Lab
 from tests.conftest import Env
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -46,3 +50,45 @@ def test_launch_shakespeare_fast_then_sample(env: Env, tmp_path: Path) -> None:
 
     bad = env.cli("sample", run["name"], "--prompt", "Zebra#")
     assert bad.returncode != 0 and "outside the vocabulary" in bad.stderr
+
+
+def test_lab_pushed_char_tokens_train_shakespeare_fast_there_and_sample_here(
+    aws_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    env = aws_env
+    text = tmp_path / "verse.txt"
+    text.write_text(VERSE * 30)
+    uri = f"s3://{lab.bucket}/text/shakespeare"
+    pushed = env.cli("data", "push", str(text), uri, "--tokenizer", "char", check=True)
+    assert f"as char tokens ({len(set(VERSE))} characters)" in pushed.stdout
+    sets = [arg for item in (f"data={uri}", *TINY, "threads=1") for arg in ("--set", item)]
+    run_id = env.cli(
+        "launch", "shakespeare-fast", "--cloud", "aws", "-d", *sets, check=True
+    ).stdout.strip()
+
+    def ended() -> bool:
+        status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
+        return str(status["state"]) in ("succeeded", "failed")
+
+    wait_for(ended, timeout=240, what="the run to end")
+    status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
+    assert status["state"] == "succeeded", (status["message"], status["events"])
+    assert status["metrics"]["epoch"] == 2 and "test_loss_per_char" in status["metrics"]
+    (item,) = lab.instances(run_id)
+    assert item["State"]["Name"] == "terminated"
+    staged = lab.host(item["InstanceId"]).path(
+        f"/root/.spotrun/spotrun-data/{lab.bucket}/text/shakespeare"
+    )
+    assert json.loads((staged / "train" / "tokens.json").read_text())["vocab"] == "".join(
+        sorted(set(VERSE))
+    )
+    assert (
+        f"spotrun: staging {uri} to the root volume" in env.cli("logs", run_id, check=True).stdout
+    )
+
+    # This machine has no text file for the run: sample decodes with its synced vocabulary.
+    assert (env.home / "runs" / run_id / "vocabulary.json").is_file()
+    sampled = env.cli("sample", run_id, "--prompt", "Thou", "--tokens", "20", check=True)
+    line = sampled.stdout.removesuffix("\n")
+    assert line.startswith("Thou") and len(line) == len("Thou") + 20
+    assert set(line) <= set(VERSE)

@@ -3,7 +3,8 @@
 * Tokenisation: `char` (the sorted set of characters in the file, as nanoGPT's
   shakespeare_char), `byte` (UTF-8 bytes, 256 ids, any text) or `gpt2` (GPT-2's 50,257-token
   BPE, gpt2_bpe.py). `data` may also be a folder of token files (token_files.py), what
-  `spotrun data push TEXT --tokenizer gpt2` makes, s3:// ones staged here first.
+  `spotrun data push TEXT --tokenizer gpt2|char|byte` makes, s3:// ones staged here first (a
+  char folder carries its vocabulary).
 * Split: contiguous; the last `val_fraction` of the characters is held out for validation.
 * Training batches: `batch_size` windows of block_size + 1 tokens at random offsets, drawn from
   a generator seeded by (seed, epoch, rank). Its state at any batch is a function of those and
@@ -18,6 +19,7 @@ model's flattened logits.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ import torch
 
 from spotrun.core.config import load_settings
 from spotrun.core.errors import UsageError
+from spotrun.core.rundir import VOCABULARY_FILE
 from spotrun.datasets.prepare import local_data
 from spotrun.datasets.spec import is_remote
 from spotrun.train.data.gpt2_bpe import GPT2_VOCAB, decode_gpt2, encode_gpt2
@@ -78,6 +81,26 @@ class Tokenizer:
         return "".join(self.chars[i] for i in ids if 0 <= i < len(self.chars))
 
 
+def write_vocabulary(run_dir: Path, tokenizer: Tokenizer) -> None:
+    """A char vocabulary into the run folder: `spotrun sample` decodes with it wherever the
+    text came from (a token folder staged on an instance, a file the laptop lacks)."""
+    if tokenizer.chars is not None:
+        record = {"tokenizer": tokenizer.kind, "chars": tokenizer.chars}
+        (run_dir / VOCABULARY_FILE).write_text(json.dumps(record) + "\n")
+
+
+def read_vocabulary(run_dir: Path) -> Tokenizer | None:
+    """The run folder's char vocabulary; None when the run has none (byte, gpt2, older runs)."""
+    path = run_dir / VOCABULARY_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        return Tokenizer("char", str(record["chars"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path} is not a vocabulary ({exc})", hint="remove it") from exc
+
+
 def read_text(path: Path) -> str:
     if not path.is_file():
         raise UsageError(f"text data '{path}': no such file", hint="give a UTF-8 .txt file")
@@ -118,6 +141,7 @@ class TextWindows:
         steps: int,
         seed: int = 0,
         rank: int = 0,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         if len(tokens) < block_size + 2:
             raise UsageError(
@@ -131,6 +155,7 @@ class TextWindows:
         self.steps = steps
         self.seed = seed
         self.rank = rank
+        self.tokenizer = tokenizer  # what made the ids (the run folder records a char one)
 
     def __len__(self) -> int:
         return self.steps
@@ -206,6 +231,7 @@ def text_data(
         steps=text.steps_per_epoch,
         seed=recipe.seed,
         rank=rank,
+        tokenizer=split.tokenizer,
     )
     evaluation = EvalWindows(
         split.val,
@@ -238,4 +264,9 @@ def load_split(data: str, tokenizer: TokenizerName, val_fraction: float) -> Text
             hint=f"--set text.tokenizer={meta.tokenizer}, or push the text with --tokenizer "
             f"{tokenizer}",
         )
-    return TextSplit(Tokenizer(tokenizer), train, val, val_meta.chars)
+    if tokenizer == "char" and not meta.vocab:
+        raise UsageError(
+            f"{data} holds char tokens without their vocabulary",
+            hint="push the text again: spotrun data push TEXT s3://BUCKET/NAME --tokenizer char",
+        )
+    return TextSplit(Tokenizer(tokenizer, meta.vocab), train, val, val_meta.chars)

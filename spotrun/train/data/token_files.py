@@ -4,7 +4,7 @@
 token_push), and staging rebuilds it on the instance:
 
     train/tokens-00000.bin ...   token ids, uint16 little-endian, one stream cut into files
-    train/tokens.json            {"tokenizer", "dtype", "files", "tokens", "chars"}
+    train/tokens.json            {"tokenizer", "dtype", "files", "tokens", "chars", "vocab"}
     val/...                      the same for the validation split
 
 The files are memory-mapped, not read: a corpus of billions of tokens stays on disk and
@@ -40,9 +40,11 @@ class TokenMeta:
     tokens: int
     chars: int  # characters of the text these tokens encode (for nats per character)
     dtype: str = TOKEN_DTYPE
+    vocab: str | None = None  # the char tokenizer's sorted characters (id = index)
 
     def to_json(self) -> str:
-        return json.dumps(self.__dict__, indent=1, sort_keys=True) + "\n"
+        fields = {k: v for k, v in self.__dict__.items() if v is not None}
+        return json.dumps(fields, indent=1, sort_keys=True) + "\n"
 
 
 __all__ = ["TOKENS_META", "TokenMeta", "TokenSequence", "is_token_folder", "token_file_name"]
@@ -62,6 +64,7 @@ def read_meta(split_dir: Path) -> TokenMeta:
             tokens=int(data["tokens"]),
             chars=int(data["chars"]),
             dtype=str(data["dtype"]),
+            vocab=None if data.get("vocab") is None else str(data["vocab"]),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DataError(
