@@ -1,6 +1,7 @@
 """N concurrent lab runs under one controller against today's per-run supervisors.
 
     PYTHONPATH=. python bench/controller_scale.py [--runs 8] [--repeats 2] [--window-s 30]
+        [--modes one,per-run]
 
 One round: a fresh SPOTRUN_HOME with `controller = "one"` or `"per-run"`, N runs of your own
 command launched on the lab's EC2 (`spotrun launch --cmd ... --cloud aws -d`), each writing a
@@ -157,15 +158,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--window-s", type=float, default=30.0)
+    parser.add_argument(
+        "--modes", default="one,per-run", help="which sides to measure (per-run: 1 process/run)"
+    )
     args = parser.parse_args()
+    modes = [m for m in ("one", "per-run") if m in args.modes.split(",")]
     print(cpu_line())
     print(f"load average at start: {os.getloadavg()[0]:.2f}; {args.runs} runs per round")
-    results: dict[str, list[Round]] = {"one": [], "per-run": []}
+    results: dict[str, list[Round]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="sr-bench-", dir="/tmp") as scratch:
         root = Path(scratch)
         with Lab(root / "lab", bucket=False, host_nice=19) as lab:
             for i in range(args.repeats):
-                order = ("one", "per-run") if i % 2 == 0 else ("per-run", "one")
+                order = modes if i % 2 == 0 else modes[::-1]
                 for mode in order:
                     done = one_round(mode, args.runs, args.window_s, root / f"{mode}-{i}", lab)
                     results[mode].append(done)
@@ -185,9 +190,10 @@ def main() -> None:
             f"{statistics.median(r.cpu_pct for r in rounds):>16.1f} "
             f"{statistics.median(lags) if lags else float('nan'):>6.2f}"
         )
-    one, per = results["one"], results["per-run"]
-    ratio = statistics.median(r.rss_mb for r in per) / statistics.median(r.rss_mb for r in one)
-    print(f"memory: per-run supervisors hold {ratio:.1f}x the one controller's")
+    if len(modes) == 2:
+        one, per = results["one"], results["per-run"]
+        ratio = statistics.median(r.rss_mb for r in per) / statistics.median(r.rss_mb for r in one)
+        print(f"memory: per-run supervisors hold {ratio:.1f}x the one controller's")
     print(cpu_line())
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
