@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import WAIT_SCALE
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -35,13 +37,14 @@ class Env:
     def cli(
         self, *args: str, timeout: float = 120, check: bool = False
     ) -> subprocess.CompletedProcess[str]:
-        """Run the real `spotrun` command line in a child process."""
+        """Run the real `spotrun` command line in a child process. `timeout` is stretched by
+        the suite's WAIT_SCALE like every other bound: load changes the time, not the verdict."""
         proc = subprocess.run(
             [sys.executable, "-m", "spotrun", *args],
             capture_output=True,
             text=True,
             env=self.vars,
-            timeout=timeout,
+            timeout=timeout * WAIT_SCALE,
             cwd=REPO,
         )
         if check and proc.returncode != 0:

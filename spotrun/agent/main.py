@@ -100,7 +100,7 @@ def stage_data(run_dir: Path, data: str, path_file: Path) -> int:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="spotrun agent")
     sub = parser.add_subparsers(dest="op", required=True)
-    for op in ("start", "status", "stop", "exec", "exec-status"):
+    for op in ("start", "stop", "exec", "exec-status"):
         p = sub.add_parser(op)
         p.add_argument("--session", required=True)
         p.add_argument("--run-dir", required=True, type=Path)
@@ -154,8 +154,6 @@ def main(argv: list[str]) -> int:
         cwd = next((o.split("=", 1)[1] for o in args.wrap if o.startswith("--cwd=")), None)
         wrap = args.wrap + ([f"--env-file={args.env_file}"] if args.env_file else [])
         result = start_job(args.session, args.run_dir, _strip_dashes(args.argv), wrap, cwd)
-    elif args.op == "status":
-        result = job_status(args.session, args.run_dir)
     elif args.op == "exec":
         result = start_exec(args.session, args.run_dir, args.command)
     elif args.op == "exec-status":

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from spotrun.agent.wrapper import ENV_FILE
+from spotrun.agent.wrapper import ENV_FILE, EXIT_FILE
 from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
 
@@ -107,11 +107,23 @@ class JobDriver:
         return (code if isinstance(code, int) else None), str(answer.get("output", ""))
 
     def status(self) -> JobStatus:
-        answer = self._agent("status")
-        code = answer.get("exit_code")
-        return JobStatus(
-            alive=bool(answer.get("alive")), exit_code=code if isinstance(code, int) else None
+        """Is the session alive, and the exit code the wrapper wrote, in one shell command.
+
+        The controller asks this every few seconds of every run, so it starts no Python on the
+        instance (`spotrun agent status` costs ~80 ms of CPU there each time). The session is
+        asked first: the wrapper writes EXIT_FILE before its session ends, so a session found
+        gone has its exit code on disk already."""
+        socket = '"${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/default"'
+        exit_path = shlex.quote(posixpath.join(self.run_dir, EXIT_FILE))
+        command = (
+            f"tmux -S {socket} has-session -t {shlex.quote('=' + self.session)} 2>/dev/null; "
+            f'echo "session=$?"; cat {exit_path} 2>/dev/null; true'
         )
+        out = self.runner.run(command, timeout_s=60.0).check("asking for the job's status")
+        first, _, rest = out.stdout.strip().partition("\n")
+        if not first.startswith("session="):
+            raise RemoteError(f"the job's status gave no answer: {out.stdout[-300:]!r}")
+        return JobStatus(alive=first == "session=0", exit_code=_exit_code(rest))
 
     def stop(self, grace_s: float = 15.0) -> JobStatus:
         answer = self._agent("stop", f"--grace={grace_s}", timeout_s=grace_s + 30)
@@ -119,3 +131,13 @@ class JobDriver:
         return JobStatus(
             alive=bool(answer.get("alive")), exit_code=code if isinstance(code, int) else None
         )
+
+
+def _exit_code(exit_json: str) -> int | None:
+    """The exit code in the wrapper's EXIT_FILE text; None when there is none (yet)."""
+    try:
+        data = json.loads(exit_json)
+    except ValueError:
+        return None
+    code = data.get("exit_code") if isinstance(data, dict) else None
+    return code if isinstance(code, int) else None

@@ -92,8 +92,18 @@ def test_a_ready_instance_runs_commands_files_and_jobs(case: Case, tmp_path: Pat
         driver = JobDriver(
             runner, provider.spotrun_command(instance), remote_dir, session_name(run_id)
         )
-        assert driver.start(["sh", "-c", "echo contract-job; exit 7"], {"LANG": "C.UTF-8"})
+        job = "echo contract-job; while [ ! -e go ]; do sleep 0.1; done; exit 7"
+        assert driver.start(["sh", "-c", job], {"LANG": "C.UTF-8"})
+        wait_for(
+            lambda: "contract-job" in runner.run(f"cat {remote_dir}/job.log").stdout,
+            timeout=30,
+            what="the job's first line",
+        )
+        running = driver.status()
+        assert running.alive and not running.finished and not running.lost
+        runner.run(f"touch {remote_dir}/go").check("letting the job end")
         status = wait_for(lambda: (s := driver.status()).finished and s, timeout=30, what="the job")
+        assert not status.alive
         assert status.exit_code == 7
         assert "contract-job" in runner.run(f"cat {remote_dir}/job.log").stdout
     finally:
