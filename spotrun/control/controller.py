@@ -16,7 +16,7 @@ from pathlib import Path
 from spotrun.agent.session import session_name
 from spotrun.agent.watcher import DEADLINE, JOB_ENDED, NO_PROGRESS
 from spotrun.agent.wrapper import EXIT_FILE
-from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
+from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
 from spotrun.cloud.capabilities import PullsStoredFiles, SetsJobEnvironment
 from spotrun.control import budget_guard, cluster, ssh_config
 from spotrun.control.agent_end import AgentEnd, adopt_files, find_end
@@ -48,6 +48,7 @@ from spotrun.datasets.record import StagingWatch
 from spotrun.launch.plan import planned_gpus
 from spotrun.remote.job import JobDriver, JobStatus
 from spotrun.remote.jobprep import pull_outputs, setup_failure
+from spotrun.remote.runner import Runner
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.sweep.packs import run_provider
 from spotrun.train.device_record import DeviceWatch

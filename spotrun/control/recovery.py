@@ -28,13 +28,14 @@ from spotrun.agent.watcher import (
     REBALANCE_FILE,
 )
 from spotrun.agent.wrapper import EXIT_FILE, LOG_FILE
-from spotrun.cloud.base import Instance, Offer, Provider, Runner
+from spotrun.cloud.base import Instance, Offer, Provider
 from spotrun.control.cluster import node_dirs
 from spotrun.control.instance_records import to_record
 from spotrun.core.errors import CapacityError, RemoteError, SpotrunError
 from spotrun.core.rundir import METRICS_FILE, newest_complete_checkpoint
 from spotrun.core.runstates import RunState
 from spotrun.cost import budget
+from spotrun.remote.runner import Runner
 from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
 
 log = logging.getLogger(__name__)

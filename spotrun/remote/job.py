@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotrun.agent.wrapper import ENV_FILE
-from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
+from spotrun.remote.runner import Runner
 
 
 @dataclass(frozen=True)

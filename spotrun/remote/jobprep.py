@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spotrun.agent.wrapper import CHECKPOINTS
-from spotrun.cloud.base import Runner
 from spotrun.core.jobspec import JobSpec
 from spotrun.core.terminal_text import printable
 from spotrun.jobs.workdir import WorkFile, list_files
 from spotrun.remote.push import push_workdir
+from spotrun.remote.runner import Runner
 
 WORKDIR = "workdir"
 SETUP_SCRIPT = "setup.sh"

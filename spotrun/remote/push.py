@@ -16,9 +16,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
 from spotrun.jobs.workdir import Entry, Manifest, WorkFile, manifest, write_archive
+from spotrun.remote.runner import Runner
 
 MANIFEST = ".push-manifest.json"  # a dot file: run-folder syncs leave it alone
 _SEPARATOR = "--spotrun-workdir--"

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
 from spotrun.core.rundir import is_event_file
 from spotrun.core.safe_paths import safe_join
+from spotrun.remote.runner import Runner
 
 STATE_FILE = ".sync.json"
 APPEND_ONLY_SUFFIXES = (".log", ".jsonl")

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from spotrun.cloud import get_provider
 from spotrun.core.config import CloudName, Resources, Settings, describe_validation_error
 from spotrun.core.errors import StateError, UsageError
+from spotrun.core.sweepspec import SweepSpec
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.recipes import check_recipe, get_recipe
 from spotrun.service.runs import check_launchable, check_multi_node, check_nodes
@@ -23,7 +24,7 @@ from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialStatu
 from spotrun.sweep import revive
 from spotrun.sweep.planner import SweepPlan, plan_sweep
 from spotrun.sweep.space import check_trials, overrides_of, trial_params, typed_space
-from spotrun.sweep.spec import SweepSpec, check_metric, parse_grid, parse_space
+from spotrun.sweep.spec import check_metric, parse_grid, parse_space
 
 
 @dataclass(frozen=True)

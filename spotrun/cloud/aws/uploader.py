@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import shlex
 
-from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
+from spotrun.remote.runner import Runner
 
 log = logging.getLogger(__name__)
 
