@@ -12,7 +12,7 @@ from pathlib import Path
 
 from spotrun.core.errors import UsageError
 from spotrun.cost.bills import RunBill
-from spotrun.cost.rules import PriceHistory
+from spotrun.cost.price_history import PriceHistory
 
 MAX_LEGEND = 12
 
