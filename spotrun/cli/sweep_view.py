@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from spotrun.cli.follow_view import ProgressShown, fmt_duration, fmt_metrics, progress_line
-from spotrun.control.metrics import MetricsTail
+from spotrun.core.metrics_file import MetricsTail
 from spotrun.core.rundir import PROGRESS_FILE
 from spotrun.core.terminal_text import printable
 from spotrun.service.follow import ProgressWatch

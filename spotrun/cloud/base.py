@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from spotrun.remote.runner import Runner
-
 if TYPE_CHECKING:
+    # for the types only: reading runs from the ledger (spotrun ls) needs Plan and Offer from
+    # here, and none of remote
     from spotrun.core.config import Resources
+    from spotrun.remote.runner import Runner
 
 Market = Literal["spot", "on-demand", "local"]
 

@@ -28,7 +28,6 @@ from spotrun.control.data_volumes import (
     mark_data_volumes_deleted,
 )
 from spotrun.control.instance_records import to_record
-from spotrun.control.metrics import MetricsTail
 from spotrun.control.recovery import DOOMED, Reach, Recovery
 from spotrun.control.threads import threads_env
 from spotrun.core.errors import (
@@ -39,6 +38,7 @@ from spotrun.core.errors import (
     StateError,
 )
 from spotrun.core.exitcodes import CHECKPOINTED
+from spotrun.core.metrics_file import MetricsTail
 from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
 from spotrun.cost.bills import bill_run

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from spotrun.control.metrics import read_all
 from spotrun.core.errors import NotFoundError, SpotrunError, UsageError
+from spotrun.core.metrics_file import read_all
 from spotrun.cost import reports
 from spotrun.cost.bills import bill_run
+from spotrun.cost.cost_report import provider_prices
 from spotrun.cost.prices import PriceBook
-from spotrun.service.runs import provider_prices
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepStore
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.agent.wrapper import LOG_FILE
-from spotrun.control.metrics import MetricsTail
+from spotrun.core.metrics_file import MetricsTail
 from spotrun.core.rundir import PROGRESS_FILE
 from spotrun.core.runstates import TERMINAL, RunState
 from spotrun.store.ledger import Ledger

@@ -18,7 +18,7 @@ from spotrun.core.errors import StateError, UsageError
 from spotrun.core.sweepspec import SweepSpec
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.recipes import check_recipe, get_recipe
-from spotrun.service.runs import check_launchable, check_multi_node, check_nodes
+from spotrun.service.prepare import check_launchable, check_multi_node, check_nodes
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialStatus
 from spotrun.sweep import revive

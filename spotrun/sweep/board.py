@@ -1,7 +1,7 @@
 """A sweep's leaderboard: its trials ranked by the metric, with hyperparameters, time, cost and
 cost to target; as rows for a table, JSON, CSV, and a PNG of metric against cost.
 
-Cost and time come from the cost report of the sweep's runs (spotrun.service.runs.cost_report), so a
+Cost and time come from the cost report of the sweep's runs (spotrun.cost.cost_report), so a
 leaderboard and `spotrun cost --sweep` always agree.
 """
 
@@ -14,8 +14,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from spotrun.control.metrics import read_all
 from spotrun.core.errors import UsageError
+from spotrun.core.metrics_file import read_all
+from spotrun.cost.cost_report import cost_report
 from spotrun.cost.reports import Row
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepRecord, SweepStore, TrialRecord, TrialStatus
@@ -76,13 +77,11 @@ def _status(trial: TrialRecord, run: RunRecord | None) -> str:
 
 def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None) -> list[Entry]:
     """Every trial of the sweep, best first; trials without a value of the metric last."""
-    from spotrun.service import runs as api
-
     store = SweepStore(ledger)
     trials = store.trials(sweep.id)
     costs: dict[str, Row] = {}
     if any(t.run_id for t in trials):
-        report = api.cost_report(ledger, sweep=sweep.id, now=now or time.time())
+        report = cost_report(ledger, sweep=sweep.id, now=now or time.time())
         costs = {row.run.id: row for row in report.rows if row.run is not None}
     spec = sweep.spec
     unranked: list[Entry] = []

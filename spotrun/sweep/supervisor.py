@@ -25,10 +25,10 @@ from typing import IO, Literal
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
-from spotrun.control.metrics import MetricsTail
 from spotrun.control.supervisor import LOCK_FILE, _try_lock
 from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
 from spotrun.core.errors import SpotrunError, StateError
+from spotrun.core.metrics_file import MetricsTail
 from spotrun.cost import budget
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger, RunRecord
