@@ -15,7 +15,6 @@ from pathlib import Path
 
 from spotrun.agent.session import session_name
 from spotrun.agent.watcher import DEADLINE, JOB_ENDED, NO_PROGRESS
-from spotrun.agent.wrapper import EXIT_FILE
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
 from spotrun.cloud.capabilities import PullsStoredFiles, SetsJobEnvironment
 from spotrun.control import budget_guard, cluster, ssh_config
@@ -39,6 +38,14 @@ from spotrun.core.errors import (
 )
 from spotrun.core.exitcodes import CHECKPOINTED
 from spotrun.core.metrics_file import MetricsTail
+from spotrun.core.rundir import (
+    EXIT_FILE,
+    JOB_LOG_FILE,
+    METRICS_FILE,
+    RUN_DIR_VAR,
+    RUN_ID_VAR,
+    SUPERVISOR_LOG_FILE,
+)
 from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
 from spotrun.cost.bills import bill_run
@@ -71,8 +78,8 @@ def recipe_env(run: RunRecord, remote_run_dir: str) -> dict[str, str]:
     return {
         **TRAINING_ENV,
         **run.spec.env,
-        "SPOTRUN_RUN_ID": run.id,
-        "SPOTRUN_RUN_DIR": remote_run_dir,
+        RUN_ID_VAR: run.id,
+        RUN_DIR_VAR: remote_run_dir,
     }
 
 
@@ -100,7 +107,7 @@ class RunController:
         self.poll_s = (
             poll_s if poll_s is not None else getattr(self.provider, "poll_s", default_poll_s)
         )
-        self.metrics = MetricsTail(run.run_dir / "metrics.jsonl")
+        self.metrics = MetricsTail(run.run_dir / METRICS_FILE)
         self.session = session_name(run_id)
         self._cost_recorded_at = 0.0
         self._cost_error: str | None = None
@@ -167,7 +174,9 @@ class RunController:
                 return self._fail(exc.user_message())
             except Exception as exc:
                 # A bug must not leave capacity billing: tear down, record, then let it surface.
-                self._fail(f"internal error: {type(exc).__name__}: {exc} (see supervisor.log)")
+                self._fail(
+                    f"internal error: {type(exc).__name__}: {exc} (see {SUPERVISOR_LOG_FILE})"
+                )
                 raise
         return run
 
@@ -583,7 +592,7 @@ class RunController:
     def _failure_message(self, run: RunRecord, code: int | None) -> str:
         if code is not None and _exit_phase(run) == "setup":
             return setup_failure(run.run_dir, code)
-        tail = _log_tail(run.run_dir / "job.log", 3)
+        tail = _log_tail(run.run_dir / JOB_LOG_FILE, 3)
         what = (
             f"job exited with code {code}" if code is not None else "job ended without an exit code"
         )

@@ -16,6 +16,7 @@ from typing import Literal
 
 from spotrun.core.errors import NotFoundError, SpotrunError, UsageError
 from spotrun.core.metrics_file import read_all
+from spotrun.core.rundir import METRICS_FILE
 from spotrun.cost import reports
 from spotrun.cost.bills import bill_run
 from spotrun.cost.cost_report import provider_prices
@@ -85,7 +86,7 @@ def collect(
         raise UsageError(f"--x must be one of {', '.join(X_AXES)}, not '{x}'")
     axis: XAxis = "step" if x == "step" else "time" if x == "time" else "cost"
     runs = resolve_runs(ledger, refs)
-    records = {run.id: read_all(run.run_dir / "metrics.jsonl") for run in runs}
+    records = {run.id: read_all(run.run_dir / METRICS_FILE) for run in runs}
     chosen = metric or _default_metric(records)
     _check_metric(chosen, records)
     now = now if now is not None else time.time()

@@ -7,14 +7,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from spotrun.agent.wrapper import LOG_FILE
 from spotrun.control import cluster
 from spotrun.core.errors import UsageError
+from spotrun.core.rundir import JOB_LOG_FILE
 from spotrun.store.ledger import Ledger, RunRecord
 
 
 def log_path(run: RunRecord) -> Path:
-    return run.run_dir / LOG_FILE
+    return run.run_dir / JOB_LOG_FILE
 
 
 def node_log_paths(run: RunRecord, node: str | None) -> list[tuple[str, Path]]:
@@ -23,7 +23,7 @@ def node_log_paths(run: RunRecord, node: str | None) -> list[tuple[str, Path]]:
     if node is None:
         return [("", log_path(run))]
     ids = cluster.read_layout(run.run_dir) or [""]
-    paths = [cluster.local_dir(run.run_dir, i) / LOG_FILE if i else log_path(run) for i in ids]
+    paths = [cluster.local_dir(run.run_dir, i) / JOB_LOG_FILE if i else log_path(run) for i in ids]
     if node == "all":
         return [(f"[node {k}] ", path) for k, path in enumerate(paths)]
     if not node.isdigit() or int(node) >= len(paths):

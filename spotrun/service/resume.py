@@ -17,8 +17,8 @@ from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer
 from spotrun.cloud.capabilities import ChecksLaunches
 from spotrun.control import budget_guard, supervisor
+from spotrun.core.checkpoint_files import newest_complete_checkpoint
 from spotrun.core.errors import StateError, UsageError
-from spotrun.core.rundir import newest_complete_checkpoint
 from spotrun.core.runstates import RESUMABLE, RunState
 from spotrun.cost import amounts
 from spotrun.cost.bills import run_cost

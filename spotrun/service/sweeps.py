@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from spotrun.cloud import get_provider
 from spotrun.core.config import CloudName, Resources, Settings, describe_validation_error
 from spotrun.core.errors import StateError, UsageError
+from spotrun.core.rundir import SUPERVISOR_LOG_FILE
 from spotrun.core.sweepspec import SweepSpec
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.recipes import check_recipe, get_recipe
@@ -168,7 +169,7 @@ def stop_sweep(ledger: Ledger, ref: str, *, timeout_s: float = 300.0) -> SweepRe
     except WaitTimeout:
         raise StateError(
             f"sweep {sweep.name} did not stop within {timeout_s:.0f} s",
-            hint=f"see {sweep.sweep_dir / 'supervisor.log'}",
+            hint=f"see {sweep.sweep_dir / SUPERVISOR_LOG_FILE}",
         ) from None
 
 

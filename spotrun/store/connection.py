@@ -16,6 +16,7 @@ from typing import Any
 
 from spotrun.core.errors import LedgerBusyError, LedgerError
 from spotrun.core.home import LEDGER_FILE
+from spotrun.core.rundir import HOME_VAR
 from spotrun.store.schema import migrate
 
 # A busy ledger (another process holds its write lock: a long CLI write, a backup, a user's
@@ -101,7 +102,7 @@ def keep_private(db_path: Path) -> None:
     except OSError as exc:
         raise LedgerError(
             f"cannot make the ledger at {db_path} private: {exc.strerror or exc}",
-            hint="fix its permissions or set SPOTRUN_HOME to a folder you own",
+            hint=f"fix its permissions or set {HOME_VAR} to a folder you own",
         ) from exc
 
 
@@ -113,8 +114,8 @@ def ensure_writable_home(home: Path) -> None:
         (home / "runs").mkdir(exist_ok=True)
     except OSError as exc:
         raise LedgerError(
-            f"cannot create SPOTRUN_HOME at {home}: {exc.strerror or exc}",
-            hint="set SPOTRUN_HOME to a folder you can write",
+            f"cannot create {HOME_VAR} at {home}: {exc.strerror or exc}",
+            hint=f"set {HOME_VAR} to a folder you can write",
         ) from exc
     # A real write, not os.access: root passes os.access on a read-only mount.
     try:
@@ -123,8 +124,8 @@ def ensure_writable_home(home: Path) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise LedgerError(
-            f"SPOTRUN_HOME at {home} is not writable: {exc.strerror or exc}",
-            hint="fix its permissions or set SPOTRUN_HOME to a folder you can write",
+            f"{HOME_VAR} at {home} is not writable: {exc.strerror or exc}",
+            hint=f"fix its permissions or set {HOME_VAR} to a folder you can write",
         ) from exc
 
 
@@ -159,7 +160,7 @@ class LedgerDatabase:
             if "readonly" in str(exc) or "unable to open" in str(exc):
                 raise LedgerError(
                     f"cannot write the ledger at {self.path} ({exc})",
-                    hint="fix its permissions or set SPOTRUN_HOME to a folder you can write",
+                    hint=f"fix its permissions or set {HOME_VAR} to a folder you can write",
                 ) from exc
             raise LedgerError(f"cannot use the ledger at {self.path} ({exc})") from exc
         except sqlite3.DatabaseError as exc:

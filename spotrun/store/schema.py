@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from spotrun.core.errors import LedgerError
+from spotrun.core.rundir import HOME_VAR
 
 SCHEMA_VERSION = 3
 APP_ID = "spotrun-ledger"
@@ -221,7 +222,7 @@ def migrate(db: sqlite3.Connection, where: Path) -> None:
         if rows and rows.get("app") != APP_ID:
             raise LedgerError(
                 f"{where} is an SQLite file but not a spotrun ledger",
-                hint="point SPOTRUN_HOME elsewhere or move the file aside",
+                hint=f"point {HOME_VAR} elsewhere or move the file aside",
             )
         try:
             version = int(rows.get("schema_version", "0"))

@@ -16,6 +16,7 @@ from typing import Any
 
 from spotrun.core.errors import UsageError
 from spotrun.core.metrics_file import read_all
+from spotrun.core.rundir import METRICS_FILE
 from spotrun.cost.cost_report import cost_report
 from spotrun.cost.reports import Row
 from spotrun.store.ledger import Ledger, RunRecord
@@ -89,7 +90,7 @@ def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None)
         run = None if trial.run_id is None else ledger.get_run(trial.run_id)
         best, epochs = (None, 0)
         if run is not None:
-            best, epochs = _best(read_all(run.run_dir / "metrics.jsonl"), spec.metric, spec.mode)
+            best, epochs = _best(read_all(run.run_dir / METRICS_FILE), spec.metric, spec.mode)
         row = costs.get(run.id) if run is not None else None
         priced = row is not None and row.error is None
         reach = None if row is None else row.target
