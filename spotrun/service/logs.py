@@ -3,13 +3,13 @@ a multi-node run), followed until the run ends when asked."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from spotrun.control import cluster
 from spotrun.core.errors import UsageError
 from spotrun.core.rundir import JOB_LOG_FILE
+from spotrun.core.waiting import SYSTEM_CLOCK, Clock
 from spotrun.store.ledger import Ledger, RunRecord
 
 
@@ -41,6 +41,7 @@ def read_log(
     follow_log: bool = False,
     poll_s: float = 0.25,
     node: str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Iterator[str]:
     """The job's output; with follow_log, keeps yielding new output until the run ends.
 
@@ -75,4 +76,4 @@ def read_log(
         run = ledger.get_run(run.id)
         if run.is_terminal and not fresh:
             return
-        time.sleep(poll_s)
+        clock.sleep(poll_s)
