@@ -182,6 +182,7 @@ def check_png_path(path: Path) -> None:
 def write_png(found: Curves, path: Path) -> None:
     """Draw the curves into `path` (PNG), one line per run, its points marked."""
     check_png_path(path)
+    # why: matplotlib is heavy to import; only a plot pays for it
     import matplotlib
 
     matplotlib.use("Agg")

@@ -33,6 +33,7 @@ def push_folder(
     images: StoredImages | None = None,
     keep_original: bool = False,
 ) -> PushResult:
+    # why: boto3 only when something goes to S3
     from spotrun.cloud.aws.datasets import S3Store
 
     target = _s3(dest)
@@ -65,6 +66,7 @@ def push_text_file(
     log: Callable[[str], None],
 ) -> PushResult:
     """A UTF-8 text tokenised here and pushed as token files (spotrun.datasets.token_push)."""
+    # why: boto3, and numpy with the tokenizer, only for a text push
     from spotrun.cloud.aws.datasets import S3Store
     from spotrun.datasets.token_push import PushTokenizer, push_text
 
@@ -116,6 +118,7 @@ class DataSetRow:
 
 def list_sets(where: str) -> list[DataSetRow]:
     """The pushed data sets at or under `where` (s3://bucket[/prefix])."""
+    # why: boto3 only when S3 is asked
     from spotrun.cloud.aws.datasets import S3Store
 
     target = _s3(where)

@@ -206,7 +206,7 @@ def check_remote_data(
                 f"data {spec.uri} is an EBS snapshot: only --cloud aws can attach it",
                 hint="launch with --cloud aws, or copy the data set here and give its path",
             )
-        # why: boto3 (~200 ms) only for a launch that names a snapshot
+        # why: boto3 only for a launch that names a snapshot
         from spotrun.cloud.aws.volumes import check_snapshot
 
         check_snapshot(spec.snapshot_id, region or settings.aws.region, settings.aws)
@@ -234,7 +234,7 @@ def check_job_data(
 
 def check_s3_data(text: str) -> str:
     """At launch: the S3 data set exists and is readable; what it is, in words."""
-    # why: boto3 (~200 ms) only for a launch whose data is on S3
+    # why: boto3 only for a launch whose data is on S3
     from spotrun.cloud.aws.datasets import S3Store
 
     source = parse_s3(text)

@@ -167,7 +167,7 @@ class GcReport:
 def gc(ledger: Ledger, *, remove: bool = False) -> GcReport:
     """What spotrun made on AWS that no live run owns (every configured region); with
     `remove`, remove it too."""
-    # why: boto3 (~200 ms), and gc is AWS's alone
+    # why: boto3, and gc is AWS's alone
     from spotrun.cloud.aws import gc as aws_gc
 
     live = {run.id for run in ledger.active_runs()}

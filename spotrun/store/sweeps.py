@@ -61,7 +61,7 @@ class SweepRecord:
 
     @cached_property
     def spec(self) -> SweepSpec:
-        # the spec models import pydantic (~100 ms): listing runs never needs them
+        # why: the spec models import pydantic (~100 ms); `spotrun ls` never needs them
         from spotrun.core.sweepspec import SweepSpec
 
         return SweepSpec.model_validate_json(self.spec_json)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -118,8 +118,6 @@ def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None)
 
 
 def _with_rank(entry: Entry, rank: int) -> Entry:
-    from dataclasses import replace
-
     return replace(entry, rank=rank)
 
 
@@ -161,6 +159,7 @@ def write_plot(path: Path, sweep: SweepRecord, entries: list[Entry]) -> int:
         raise UsageError(
             f"sweep {sweep.name} has no trial with both a {sweep.spec.metric} and a cost yet"
         )
+    # why: matplotlib is heavy to import; only a plot pays for it
     import matplotlib
 
     matplotlib.use("Agg")

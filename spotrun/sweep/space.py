@@ -70,6 +70,7 @@ def trial_params(spec: SweepSpec) -> list[dict[str, str]]:
 
 def _draw(spec: SweepSpec) -> list[dict[str, str]]:
     """N draws with Optuna's RandomSampler (seeded: the same sweep draws the same trials)."""
+    # why: optuna is heavy to import; only a sweep that draws at random pays for it
     import optuna
     from optuna.distributions import (
         BaseDistribution,
