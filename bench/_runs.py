@@ -28,7 +28,7 @@ from typing import IO, Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from spotrun.control.metrics import MetricsTail  # noqa: E402
+from spotrun.core.metrics_file import MetricsTail  # noqa: E402
 from spotrun.core.waiting import Backoff, wait_until  # noqa: E402
 
 # Where the real images are for a checkout beside the shared folder (main/ or wt/NAME/ has to

@@ -39,8 +39,8 @@ GRID = ["lr=0.02,0.08,0.3", "batch_size=32,64,128"]
 
 
 def run_sweep(early_stop: str, args: argparse.Namespace) -> dict[str, Any]:
-    from spotrun.control.metrics import read_all
     from spotrun.core.config import load_settings
+    from spotrun.core.metrics_file import read_all
     from spotrun.service import runs as api
     from spotrun.service.sweeps import prepare_sweep, start_sweep, wait_for_end
     from spotrun.sweep import board

@@ -15,8 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from spotrun.cost import amounts
 from spotrun.cost import rules as cost  # noqa: E402
 from spotrun.cost.ebs_prices import gb_month_usd  # noqa: E402
+from spotrun.cost.price_history import PriceHistory
 
 TYPE, REGION, ZONE = "g5.xlarge", "us-east-1", "us-east-1a"
 ON_DEMAND = Fraction("1.006")  # g5.xlarge on demand, Linux, us-east-1, USD/h
@@ -28,7 +30,7 @@ def utc(clock: str) -> int:
 
 
 START = utc("09:00:00")
-HISTORY = cost.PriceHistory.from_points(
+HISTORY = PriceHistory.from_points(
     TYPE,
     ZONE,
     [(START - 3 * 86400, "0.40"), (utc("09:37:12"), "0.52"), (utc("10:15:00"), "0.37")],
@@ -73,27 +75,27 @@ def example() -> str:
         f"| compute | | {full.billed_s:,} | | {dec(full.compute)} |",
         f"| EBS: {ROOT_GB} GB x $0.08/GB-month x {full.usage.runtime_s:,} s of March's "
         f"31 days | | | | {dec(full.storage)} |",
-        f"| **billed** | | | | **{cost.format_usd(full.total)}** |",
+        f"| **billed** | | | | **{amounts.format_usd(full.total)}** |",
         "",
         f"For the same history, one catalog price x duration ({dec(hours, 4)} h) says, for the "
         "compute alone:",
         "",
         "| method | compute USD |",
         "|---|--:|",
-        f"| spotrun: each second at the price in force | {cost.format_usd(full.compute)} |",
+        f"| spotrun: each second at the price in force | {amounts.format_usd(full.compute)} |",
         f"| the price at launch x duration | "
-        f"{cost.format_usd(cost.catalog_estimate(HISTORY.price_at(START), full.usage))} |",
+        f"{amounts.format_usd(cost.catalog_estimate(HISTORY.price_at(START), full.usage))} |",
         f"| the price at the end x duration | "
-        f"{cost.format_usd(cost.catalog_estimate(HISTORY.price_at(full.usage.end), full.usage))} |",
-        f"| on demand (${dec(ON_DEMAND, 3)}/h) | {cost.format_usd(full.on_demand or 0)} |",
+        f"{amounts.format_usd(cost.catalog_estimate(HISTORY.price_at(full.usage.end), full.usage))} |",  # noqa: E501
+        f"| on demand (${dec(ON_DEMAND, 3)}/h) | {amounts.format_usd(full.on_demand or 0)} |",
         "",
     ]
     cut = bill(utc("09:52:00"), cost.Ending.AWS_INTERRUPTION)
     short = bill(utc("09:00:25"), cost.Ending.USER)
     lines += [
         f"Had AWS interrupted it at {hms(cut.usage.end)}, within its first hour, the compute "
-        f"would cost nothing and the bill would be its EBS alone, {cost.format_usd(cut.total)}; "
-        f"the price at launch x duration says {cost.format_usd(cost.catalog_estimate(HISTORY.price_at(START), cut.usage))}. "  # noqa: E501
+        f"would cost nothing and the bill would be its EBS alone, {amounts.format_usd(cut.total)}; "
+        f"the price at launch x duration says {amounts.format_usd(cost.catalog_estimate(HISTORY.price_at(START), cut.usage))}. "  # noqa: E501
         f"Had its user terminated it after {short.usage.runtime_s} s, it would be billed "
         f"{short.billed_s} s: {dec(short.compute)} USD of compute where {short.usage.runtime_s} s "
         f"x the price says {dec(cost.catalog_estimate(HISTORY.price_at(START), short.usage))}.",

@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO))
 from spotlab import Lab  # noqa: E402
 from spotlab.lab import ZONES  # noqa: E402
 from spotrun.core.config import load_settings  # noqa: E402
-from spotrun.cost.rules import MINIMUM_BILLED_S, format_usd, whole_second  # noqa: E402
+from spotrun.cost.amounts import format_usd, whole_second  # noqa: E402
+from spotrun.cost.rules import MINIMUM_BILLED_S  # noqa: E402
 from spotrun.store.ledger import Ledger  # noqa: E402
 
 TYPE = "c6i.large"

@@ -1,6 +1,6 @@
 """A ledger of past runs with instances and price histories we construct, built through the
 Ledger API with its clock set to each moment, and the figures expected of them worked out
-second by second, independently of spotrun.cost.rules's integral.
+second by second, independently of spotrun.cost.price_history's integral.
 
     alpha   digits-fast, one spot g5.xlarge in us-east-1a for 2 h 7 min; the price steps up
             at 09:37:12 and down at 10:15:00; reaches 97% accuracy after 3,000 s of training

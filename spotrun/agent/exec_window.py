@@ -13,9 +13,7 @@ import sys
 from pathlib import Path
 
 from spotrun.agent.session import new_window, session_exists
-from spotrun.agent.wrapper import ENV_FILE, JOB_FILE
-
-EXEC_DIR = "exec"
+from spotrun.core.rundir import EXEC_DIR, EXEC_WINDOW_PREFIX, JOB_ENV_FILE, JOB_FILE
 
 
 def _job_cwd(run_dir: Path) -> str:
@@ -31,8 +29,8 @@ def start_exec(session: str, run_dir: Path, command: str) -> dict[str, object]:
         return {"error": f"tmux session {session} is not running"}
     folder = run_dir / EXEC_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    number = 1 + sum(1 for p in folder.glob("exec-*.log"))
-    window = f"exec-{number}"
+    number = 1 + sum(1 for p in folder.glob(f"{EXEC_WINDOW_PREFIX}*.log"))
+    window = f"{EXEC_WINDOW_PREFIX}{number}"
     log, done = folder / f"{window}.log", folder / f"{window}.exit"
     log.touch()
     q = shlex.quote
@@ -41,9 +39,9 @@ def start_exec(session: str, run_dir: Path, command: str) -> dict[str, object]:
         f"echo $code > {q(str(done))}.tmp && mv {q(str(done))}.tmp {q(str(done))}"
     )
     argv = ["bash", "-c", script]
-    if (run_dir / ENV_FILE).exists():  # the run's variables, read from its 0600 file
+    if (run_dir / JOB_ENV_FILE).exists():  # the run's variables, read from its 0600 file
         agent = [sys.executable, "-m", "spotrun", "agent", "with-env"]
-        argv = [*agent, "--env-file", str(run_dir / ENV_FILE), "--", *argv]
+        argv = [*agent, "--env-file", str(run_dir / JOB_ENV_FILE), "--", *argv]
     new_window(session, window, shlex.join(argv), _job_cwd(run_dir))
     return {"window": window, "log": str(log)}
 

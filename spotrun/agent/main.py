@@ -16,14 +16,8 @@ from pathlib import Path
 
 from spotrun.agent.exec_window import exec_status, start_exec
 from spotrun.agent.session import kill_session, session_exists, start_session
-from spotrun.agent.wrapper import (
-    EXIT_FILE,
-    JOB_FILE,
-    Setup,
-    read_env_file,
-    run_wrapped,
-    signal_job,
-)
+from spotrun.agent.wrapper import Setup, read_env_file, run_wrapped, signal_job
+from spotrun.core.rundir import DATA_DIR_VAR, EXIT_FILE, JOB_FILE, SETUP_DONE_FILE
 from spotrun.core.waiting import poll_until
 
 
@@ -93,7 +87,7 @@ def stage_data(run_dir: Path, data: str, path_file: Path) -> int:
         print(f"spotrun: {exc.user_message()}", flush=True)
         return exc.exit_code
     path_file.write_text(where + "\n")
-    print(f"spotrun: data set {data} is in {where} (SPOTRUN_DATA_DIR)", flush=True)
+    print(f"spotrun: data set {data} is in {where} ({DATA_DIR_VAR})", flush=True)
     return 0
 
 
@@ -122,7 +116,7 @@ def main(argv: list[str]) -> int:
     wrap.add_argument("--cwd", type=Path, default=None)
     wrap.add_argument("--setup", type=Path, default=None, help="a bash script run once first")
     wrap.add_argument("--checkpoint-dir", type=Path, default=None)
-    wrap.add_argument("--data", default=None, help="the job's data set (SPOTRUN_DATA_DIR)")
+    wrap.add_argument("--data", default=None, help=f"the job's data set ({DATA_DIR_VAR})")
     wrap.add_argument("--env-file", type=Path, default=None, help="the job's env (JSON, 0600)")
     wrap.add_argument("argv", nargs=argparse.REMAINDER)
     stage = sub.add_parser("stage", help="put a data set in place; its path to --path-file")
@@ -139,7 +133,7 @@ def main(argv: list[str]) -> int:
             os.environ.update(read_env_file(args.env_file))
         setup = None
         if args.setup is not None:
-            setup = Setup(args.setup, args.run_dir / ".setup-done")
+            setup = Setup(args.setup, args.run_dir / SETUP_DONE_FILE)
         return run_wrapped(
             args.run_dir,
             _strip_dashes(args.argv),

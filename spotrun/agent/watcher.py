@@ -30,32 +30,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotrun.agent.imds import Imds, MetadataError
-from spotrun.agent.wrapper import (
-    CHECKPOINTS,
+from spotrun.agent.wrapper import signal_job, write_json_atomic
+from spotrun.core.rundir import (
+    CHECKPOINTS_DIR,
     EXIT_FILE,
-    LOG_FILE,
+    JOB_LOG_FILE,
+    METRICS_FILE,
+    NOTICE_FILE,
+    REBALANCE_FILE,
+    SELF_TERMINATED_FILE,
     SETUP_LOG_FILE,
-    signal_job,
-    write_json_atomic,
+    STAGING_FILE,
 )
-from spotrun.core.rundir import METRICS_FILE
 from spotrun.core.waiting import poll_until
-from spotrun.datasets.progress import STATUS_FILE as STAGING_FILE
 
 log = logging.getLogger("spotrun.watcher")
 
-NOTICE_FILE = "notice.json"
-REBALANCE_FILE = "rebalance.json"
-SELF_TERMINATED_FILE = "self-terminated.json"
-PID_FILE = "watcher.pid"
 ACTION_PATH = "meta-data/spot/instance-action"
 REBALANCE_PATH = "meta-data/events/recommendations/rebalance"
 # Files the durable store receives besides the checkpoints, so the controller learns the
 # outcome even when the instance is gone before its last sync.
-FINAL_FILES = (NOTICE_FILE, EXIT_FILE, LOG_FILE, METRICS_FILE, SELF_TERMINATED_FILE)
+FINAL_FILES = (NOTICE_FILE, EXIT_FILE, JOB_LOG_FILE, METRICS_FILE, SELF_TERMINATED_FILE)
 # What moves while a job makes progress: its output, its evaluations, its data staging, its
 # checkpoints folder (a new checkpoint changes the folder's mtime).
-PROGRESS_FILES = (LOG_FILE, SETUP_LOG_FILE, METRICS_FILE, STAGING_FILE, CHECKPOINTS)
+PROGRESS_FILES = (JOB_LOG_FILE, SETUP_LOG_FILE, METRICS_FILE, STAGING_FILE, CHECKPOINTS_DIR)
 
 # Why the watcher ended its instance (self-terminated.json's "why"): the controller that comes
 # back reads it to end the run the right way instead of replacing the instance.

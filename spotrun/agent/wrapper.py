@@ -29,19 +29,17 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
+from spotrun.core.rundir import (
+    CHECKPOINTS_DIR,
+    DATA_DIR_VAR,
+    DATA_PATH_FILE,
+    EXIT_FILE,
+    JOB_FILE,
+    JOB_LOG_FILE,
+    SETUP_LOG_FILE,
+)
 from spotrun.core.waiting import poll_until
 
-JOB_FILE = "job.json"
-# The job's environment on its machine: a file only the job's user can read (0600), never an
-# argv (the agent's, tmux's): values such as API keys must not be readable in /proc by every
-# user. A dot file: the run-folder sync leaves it on the instance.
-ENV_FILE = ".job-env.json"
-EXIT_FILE = "exit.json"
-LOG_FILE = "job.log"
-SETUP_LOG_FILE = "setup.log"
-CHECKPOINTS = "checkpoints"  # inside the run folder: synced, stored, restored
-DATA_PATH_FILE = "data-path"  # where `spotrun agent stage` put the job's data set
-DATA_DIR_ENV = "SPOTRUN_DATA_DIR"
 # After an ending signal, how long the wrapper waits for the signalled programs to finish
 # (e.g. a script still saving after its shell has gone) before it records the exit.
 DRAIN_S = 60.0
@@ -302,10 +300,10 @@ def run_wrapped(
     wrapper = _Wrapper(run_dir, argv, cwd, checkpoint_dir)
     for sig in _FORWARDED:
         signal.signal(sig, wrapper.forward)
-    log = open(run_dir / LOG_FILE, "ab", buffering=0)
+    log = open(run_dir / JOB_LOG_FILE, "ab", buffering=0)
     try:
         if checkpoint_dir is not None:
-            problem = link_checkpoints(checkpoint_dir, run_dir / CHECKPOINTS)
+            problem = link_checkpoints(checkpoint_dir, run_dir / CHECKPOINTS_DIR)
             if problem:
                 _emit([log], f"spotrun: {problem}\n".encode())
                 wrapper.write_exit(2, "setup")
@@ -329,7 +327,7 @@ def run_wrapped(
             if isinstance(found, int):
                 wrapper.write_exit(found, "data")
                 return found
-            env[DATA_DIR_ENV] = found
+            env[DATA_DIR_VAR] = found
         code = wrapper.run_phase("run", argv, [log], env)
         wrapper.write_exit(code, "run")
         return code
@@ -361,7 +359,7 @@ def _data_phase(wrapper: _Wrapper, data: str, log: BinaryIO) -> str | int:
 
 
 def read_env_file(path: Path) -> dict[str, str]:
-    """The job's environment (ENV_FILE): a JSON object of strings."""
+    """The job's environment (JOB_ENV_FILE): a JSON object of strings."""
     data = json.loads(path.read_text())
     if not isinstance(data, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in data.items()

@@ -14,6 +14,7 @@ import typer
 
 from spotrun.core.controller_record import record_path
 from spotrun.core.home import LEDGER_FILE, default_home
+from spotrun.core.rundir import COMPLETE_VAR
 from spotrun.store.names import refs
 
 
@@ -35,9 +36,6 @@ def _refs(table: str, incomplete: str) -> list[tuple[str, str]]:
     return refs(home / LEDGER_FILE, table, incomplete)
 
 
-COMPLETE_VARIABLE = "_SPOTRUN_COMPLETE"  # set by the shell's completion function on Tab
-
-
 class Shell(str, Enum):
     bash = "bash"
     zsh = "zsh"
@@ -57,7 +55,7 @@ def completion(shell: Shell = typer.Argument(..., help="the shell to complete in
     from typer._completion_shared import get_completion_script  # typer has no public name
 
     script = get_completion_script(
-        prog_name="spotrun", complete_var=COMPLETE_VARIABLE, shell=shell.value
+        prog_name="spotrun", complete_var=COMPLETE_VAR, shell=shell.value
     )
     sys.stdout.write(script + "\n")
 
@@ -65,7 +63,7 @@ def completion(shell: Shell = typer.Argument(..., help="the shell to complete in
 def prepare_completion() -> None:
     """On a Tab press (the script sets _SPOTRUN_COMPLETE), answer with typer's completion
     classes, which list choices and help texts the way the scripts above expect."""
-    if os.environ.get(COMPLETE_VARIABLE):
+    if os.environ.get(COMPLETE_VAR):
         from typer._completion_classes import completion_init
 
         completion_init()

@@ -139,7 +139,7 @@ def _target_cells(row: Any) -> list[str]:
     if row.run is None:
         return ["", ""]
     if row.target is not None:
-        from spotrun.cost.rules import format_usd
+        from spotrun.cost.amounts import format_usd
 
         return [fmt_duration(row.target.wall_s), format_usd(row.target.usd)]
     if row.target_wanted is not None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from spotrun.cli.library import api, load_settings
+from spotrun.cli.library import datasets, load_settings
 from spotrun.cli.render import Table, iso_minute, out, print_json
 from spotrun.cli.typer_app import SpotrunTyper
 
@@ -56,7 +56,7 @@ def data_push(
       spotrun data push ./openwebtext.txt s3://my-bucket/owt --tokenizer gpt2 --val-fraction 0.005
       spotrun data push ./tinyshakespeare.txt s3://my-bucket/shakespeare --tokenizer char
     """
-    result = api.data_push(
+    result = datasets.data_push(
         folder,
         dest,
         shard_size=shard_size,
@@ -83,7 +83,7 @@ def data_ls(
       spotrun data ls
       spotrun data ls s3://my-bucket/
     """
-    rows = api.data_list(where, load_settings())
+    rows = datasets.data_list(where, load_settings())
     if as_json:
         print_json(rows)
         return

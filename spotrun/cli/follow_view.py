@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spotrun.core.rundir import RECIPE_FILE
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -177,7 +179,7 @@ def follow_run(
 def _epoch_total(run_dir: Path) -> int | None:
     """The recipe's epochs, from the recipe.json its trainer wrote (None: your own command)."""
     try:
-        epochs = json.loads((run_dir / "recipe.json").read_text()).get("epochs")
+        epochs = json.loads((run_dir / RECIPE_FILE).read_text()).get("epochs")
     except (OSError, ValueError, AttributeError):
         return None
     return epochs if isinstance(epochs, int) else None

@@ -15,6 +15,7 @@ from spotrun.cli.complete import complete_run
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.typer_app import SpotrunTyper
 from spotrun.core.errors import UsageError
+from spotrun.core.rundir import HOME_VAR
 
 out = stdout_console()
 err = stderr_console()
@@ -46,7 +47,7 @@ def up(
         None, "--python", help="the host's python (3.10+; default python3, aws.python on aws)"
     ),
     home: str | None = typer.Option(
-        None, "--home", help="SPOTRUN_HOME on the host (default ~/.spotrun there)"
+        None, "--home", help=f"{HOME_VAR} on the host (default ~/.spotrun there)"
     ),
     region: str | None = typer.Option(None, "--region", help="--on aws: region (aws.region)"),
     instance_type: str | None = typer.Option(
@@ -98,7 +99,7 @@ def up(
         log=_note,
     )
     record = result.record
-    out.print(f"controller: {record.where}, SPOTRUN_HOME {record.home} there", markup=False)
+    out.print(f"controller: {record.where}, {HOME_VAR} {record.home} there", markup=False)
     if record.kind == "aws":
         price = f"${record.usd_per_hour:.4f}/h on demand" if record.usd_per_hour else "?"
         out.print(
@@ -136,7 +137,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> Non
     if as_json:
         sys.stdout.write(json.dumps(st.to_dict(), indent=2) + "\n")
     else:
-        out.print(f"controller  {st.where}  (SPOTRUN_HOME {st.home})", markup=False)
+        out.print(f"controller  {st.where}  ({HOME_VAR} {st.home})", markup=False)
         out.print(f"reachable   {'yes' if st.reachable else 'no'}", markup=False)
         out.print(f"process     {'pid ' + str(st.pid) if st.pid else 'not running (nothing live)'}")
         out.print(f"live runs   {', '.join(st.live_runs) or '-'}", markup=False)
@@ -253,7 +254,7 @@ def down(
 
 def pull(
     run: str = typer.Argument(..., help="run name or id prefix", autocompletion=complete_run),
-    to: Path | None = typer.Option(None, "--to", help="where (default SPOTRUN_HOME/runs/ID)"),
+    to: Path | None = typer.Option(None, "--to", help=f"where (default {HOME_VAR}/runs/ID)"),
 ) -> None:
     """Bring a run's folder (metrics, logs, checkpoints, outputs) from the controller host to
     this machine; run it again and only what changed moves.

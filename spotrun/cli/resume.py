@@ -46,7 +46,7 @@ def resume(
       spotrun resume long --set epochs=30    # train a recipe run further
     """
     from spotrun.cli.follow_view import follow_run
-    from spotrun.cost.rules import format_usd
+    from spotrun.cost.amounts import format_usd
     from spotrun.service import runs as api
     from spotrun.service.resume import resume as resume_run
 

@@ -10,8 +10,8 @@ from typing import Any
 from rich.console import Console
 
 from spotrun.cli.follow_view import ProgressShown, fmt_duration, fmt_metrics, progress_line
-from spotrun.control.metrics import MetricsTail
-from spotrun.core.rundir import PROGRESS_FILE
+from spotrun.core.metrics_file import MetricsTail
+from spotrun.core.rundir import METRICS_FILE, PROGRESS_FILE
 from spotrun.core.terminal_text import printable
 from spotrun.service.follow import ProgressWatch
 
@@ -30,7 +30,7 @@ class TrialsView:
         """`trials`: (index, run folder, live) of every trial that has a run."""
         for index, run_dir, live in trials:
             if index not in self._tails:
-                self._tails[index] = MetricsTail(run_dir / "metrics.jsonl")
+                self._tails[index] = MetricsTail(run_dir / METRICS_FILE)
                 self._watches[index] = ProgressWatch(run_dir / PROGRESS_FILE)
             for record in self._tails[index].read_new():
                 line = f"trial {index}: epoch {record.get('epoch', '?')}  {fmt_metrics(record)}"

@@ -10,11 +10,14 @@ import typer
 from spotrun.cli.complete import complete_run
 from spotrun.cli.library import api
 from spotrun.core.exitcodes import SUCCESS
+from spotrun.core.rundir import CHECKPOINTS_DIR, METRICS_FILE, RECIPE_FILE
 
 
 def train(
     recipe: str = typer.Argument(..., help="recipe name"),
-    run_dir: Path = typer.Option(..., "--run-dir", help="checkpoints, metrics.jsonl, recipe.json"),
+    run_dir: Path = typer.Option(
+        ..., "--run-dir", help=f"{CHECKPOINTS_DIR}, {METRICS_FILE}, {RECIPE_FILE}"
+    ),
     set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE"),
 ) -> None:
     """Train in the foreground (what runs inside a run's tmux session); resumes in RUN_DIR.

@@ -7,13 +7,13 @@ already has before it creates the shortfall, `terminate` may be called any numbe
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
-
-from spotrun.core.errors import RemoteError
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    # for the types only: reading runs from the ledger (spotrun ls) needs Plan and Offer from
+    # here, and none of remote
     from spotrun.core.config import Resources
+    from spotrun.remote.runner import Runner
 
 Market = Literal["spot", "on-demand", "local"]
 
@@ -146,37 +146,6 @@ class Instance:
         """Stopped or stopping (a spot stop or hibernation, a scheduled retirement): no
         capacity to run on, yet its volumes bill until it is terminated."""
         return self.state in ("stopping", "stopped")
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    command: str
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-    def check(self, what: str) -> CommandResult:
-        if not self.ok:
-            tail = (self.stderr or self.stdout).strip().splitlines()[-5:]
-            raise RemoteError(f"{what} failed with exit code {self.exit_code}: " + " | ".join(tail))
-        return self
-
-
-@runtime_checkable
-class Runner(Protocol):
-    """Runs shell commands and moves files on one instance."""
-
-    def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult: ...
-
-    def put(self, local: Path, remote: str) -> None: ...
-
-    def get(self, remote: str, local: Path) -> None: ...
-
-    def close(self) -> None: ...
 
 
 class Provider(Protocol):

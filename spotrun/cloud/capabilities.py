@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from spotrun.cloud.base import Instance, Offer, Runner
+from spotrun.cloud.base import Instance, Offer
 from spotrun.cloud.ssh_host import SshHost
 from spotrun.core.config import Resources
+from spotrun.remote.runner import Runner
 
 
 @runtime_checkable

@@ -17,11 +17,12 @@ import sys
 import time
 
 from spotrun.agent.session import kill_session, session_name
-from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
+from spotrun.cloud.base import Instance, InstanceRequest, Offer
 from spotrun.cloud.free_cores import FreeCores, free_cores
 from spotrun.core.config import Resources, Settings
 from spotrun.core.errors import UsageError
 from spotrun.remote.local import LocalRunner
+from spotrun.remote.runner import Runner
 
 
 def local_gpu_count() -> int:

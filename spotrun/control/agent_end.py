@@ -18,9 +18,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from spotrun.agent.watcher import DEADLINE, JOB_ENDED, NO_PROGRESS, SELF_TERMINATED_FILE
-from spotrun.agent.wrapper import EXIT_FILE, LOG_FILE
-from spotrun.core.rundir import METRICS_FILE
+from spotrun.agent.watcher import DEADLINE, JOB_ENDED, NO_PROGRESS
+from spotrun.core.rundir import EXIT_FILE, JOB_LOG_FILE, METRICS_FILE, SELF_TERMINATED_FILE
 
 STORED_DIR = "instances"  # RUN_DIR/instances/ID/: an instance's own stored files
 KNOWN = (JOB_ENDED, DEADLINE, NO_PROGRESS)
@@ -70,7 +69,7 @@ def adopt_files(run_dir: Path, end: AgentEnd) -> list[str]:
     if end.folder == run_dir:
         return []
     taken = []
-    for name in (EXIT_FILE, LOG_FILE, METRICS_FILE):
+    for name in (EXIT_FILE, JOB_LOG_FILE, METRICS_FILE):
         source, target = end.folder / name, run_dir / name
         if not source.is_file():
             continue

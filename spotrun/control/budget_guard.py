@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from spotrun.cloud.base import Offer
 from spotrun.core.errors import UsageError
-from spotrun.cost import budget
+from spotrun.cost import amounts, budget
 from spotrun.cost import rules as cost
 from spotrun.cost.bills import bill_run
 from spotrun.cost.ebs_prices import gb_month_usd
@@ -65,14 +65,14 @@ def check(
     spent = bill_run(ledger, run, book, now=at).total
     live = [
         budget.LiveInstance(
-            started_at=cost.whole_second(record.launched_at),
+            started_at=amounts.whole_second(record.launched_at),
             usd_per_hour=live_price(book, record, at),
             storage_usd_per_hour=storage_rate(record, run, ledger),
         )
         for record in ledger.instances(run.id)
         if record.launched_at is not None and record.terminated_at is None
     ]
-    return budget.decide(at, spent, cost.usd(run.spec.max_cost_usd), live, stop_margin(ledger))
+    return budget.decide(at, spent, amounts.usd(run.spec.max_cost_usd), live, stop_margin(ledger))
 
 
 def check_affordable(cap_usd: float, offer: Offer, nodes: int, margin_s: float) -> None:
@@ -82,14 +82,14 @@ def check_affordable(cap_usd: float, offer: Offer, nodes: int, margin_s: float) 
     that would have the run stop as soon as it starts."""
     if offer.market == "local":
         return
-    rate = cost.usd(offer.usd_per_hour) * nodes
+    rate = amounts.usd(offer.usd_per_hour) * nodes
     least_s = cost.MINIMUM_BILLED_S + margin_s
-    least = rate * Fraction(least_s) / cost.HOUR_S
-    if cost.usd(cap_usd) < least:
+    least = rate * Fraction(least_s) / amounts.HOUR_S
+    if amounts.usd(cap_usd) < least:
         raise UsageError(
             f"--max-cost ${cap_usd:g} is below what the cheapest offer costs before the run "
             f"could even stop: {nodes} x {offer.instance_type} at ${offer.usd_per_hour:.4f}/h "
             f"for {least_s:.0f} s (the one-minute minimum plus {margin_s:.0f} s to stop) is "
-            f"{cost.format_usd(least)}",
+            f"{amounts.format_usd(least)}",
             hint="raise --max-cost, or choose a cheaper --instance-type",
         )

@@ -25,9 +25,14 @@ from pathlib import Path
 
 from spotrun.cloud.base import Instance
 from spotrun.core.errors import UsageError
-
-LAYOUT_FILE = "cluster.json"  # in the local run folder: the nodes of the last start
-NODES_DIR = "nodes"  # in the local run folder: what other nodes than node 0 sync back
+from spotrun.core.rundir import (
+    CLUSTER_LAYOUT_FILE,
+    MASTER_ADDR_VAR,
+    NNODES_VAR,
+    NODE_RANK_VAR,
+    NODES_DIR,
+    TORCHRUN_ARGS_VAR,
+)
 
 # NCCL over EFA (libfabric's efa provider, GPUDirect RDMA where the type has it) on AWS.
 EFA_ENV = {
@@ -90,11 +95,11 @@ class ClusterSpec:
     def env(self, rank: int, overrides: dict[str, str]) -> dict[str, str]:
         """The node's environment: spotrun's node variables, NCCL settings, then overrides."""
         env = {
-            "SPOTRUN_NODE_RANK": str(rank),
-            "SPOTRUN_NNODES": str(len(self.nodes)),
-            "SPOTRUN_MASTER_ADDR": node_address(self.head),
+            NODE_RANK_VAR: str(rank),
+            NNODES_VAR: str(len(self.nodes)),
+            MASTER_ADDR_VAR: node_address(self.head),
             # your own command: `torchrun $SPOTRUN_TORCHRUN_ARGS train.py` joins the cluster
-            "SPOTRUN_TORCHRUN_ARGS": " ".join(self.rendezvous_args(rank)),
+            TORCHRUN_ARGS_VAR: " ".join(self.rendezvous_args(rank)),
             **(EFA_ENV if self.efa else TCP_ENV),
         }
         env.update(overrides)
@@ -111,7 +116,7 @@ class ClusterSpec:
 
 
 def write_layout(run_dir: Path, spec: ClusterSpec) -> None:
-    path = run_dir / LAYOUT_FILE
+    path = run_dir / CLUSTER_LAYOUT_FILE
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(spec.layout(), indent=1))
     os.replace(tmp, path)
@@ -120,7 +125,7 @@ def write_layout(run_dir: Path, spec: ClusterSpec) -> None:
 def read_layout(run_dir: Path) -> list[str]:
     """The instance ids of the last start, node 0 first ([] before the first)."""
     try:
-        data = json.loads((run_dir / LAYOUT_FILE).read_text())
+        data = json.loads((run_dir / CLUSTER_LAYOUT_FILE).read_text())
         return [str(node["id"]) for node in data["nodes"]]
     except (OSError, ValueError, KeyError, TypeError):
         return []
@@ -144,7 +149,7 @@ def node_dirs(run_dir: Path) -> list[Path]:
 def check_node_rank(environ: dict[str, str] | None = None) -> None:
     """In a training process: torchrun's node number must be the one spotrun gave the node."""
     env = dict(os.environ if environ is None else environ)
-    given, found = env.get("SPOTRUN_NODE_RANK"), env.get("GROUP_RANK")
+    given, found = env.get(NODE_RANK_VAR), env.get("GROUP_RANK")
     if given is None or found is None or given == found:
         return
     raise UsageError(

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from spotrun.agent.session import session_name
 from spotrun.agent.watcher import DEADLINE, JOB_ENDED, NO_PROGRESS
-from spotrun.agent.wrapper import EXIT_FILE
-from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
+from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
 from spotrun.cloud.capabilities import PullsStoredFiles, SetsJobEnvironment
 from spotrun.control import budget_guard, cluster, ssh_config
 from spotrun.control.agent_end import AgentEnd, adopt_files, find_end
@@ -28,7 +27,6 @@ from spotrun.control.data_volumes import (
     mark_data_volumes_deleted,
 )
 from spotrun.control.instance_records import to_record
-from spotrun.control.metrics import MetricsTail
 from spotrun.control.recovery import DOOMED, Reach, Recovery
 from spotrun.control.threads import threads_env
 from spotrun.core.errors import (
@@ -39,6 +37,15 @@ from spotrun.core.errors import (
     StateError,
 )
 from spotrun.core.exitcodes import CHECKPOINTED
+from spotrun.core.metrics_file import MetricsTail
+from spotrun.core.rundir import (
+    EXIT_FILE,
+    JOB_LOG_FILE,
+    METRICS_FILE,
+    RUN_DIR_VAR,
+    RUN_ID_VAR,
+    SUPERVISOR_LOG_FILE,
+)
 from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
 from spotrun.cost.bills import bill_run
@@ -48,6 +55,7 @@ from spotrun.datasets.record import StagingWatch
 from spotrun.launch.plan import planned_gpus
 from spotrun.remote.job import JobDriver, JobStatus
 from spotrun.remote.jobprep import pull_outputs, setup_failure
+from spotrun.remote.runner import Runner
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.sweep.packs import run_provider
 from spotrun.train.device_record import DeviceWatch
@@ -70,8 +78,8 @@ def recipe_env(run: RunRecord, remote_run_dir: str) -> dict[str, str]:
     return {
         **TRAINING_ENV,
         **run.spec.env,
-        "SPOTRUN_RUN_ID": run.id,
-        "SPOTRUN_RUN_DIR": remote_run_dir,
+        RUN_ID_VAR: run.id,
+        RUN_DIR_VAR: remote_run_dir,
     }
 
 
@@ -99,7 +107,7 @@ class RunController:
         self.poll_s = (
             poll_s if poll_s is not None else getattr(self.provider, "poll_s", default_poll_s)
         )
-        self.metrics = MetricsTail(run.run_dir / "metrics.jsonl")
+        self.metrics = MetricsTail(run.run_dir / METRICS_FILE)
         self.session = session_name(run_id)
         self._cost_recorded_at = 0.0
         self._cost_error: str | None = None
@@ -166,7 +174,9 @@ class RunController:
                 return self._fail(exc.user_message())
             except Exception as exc:
                 # A bug must not leave capacity billing: tear down, record, then let it surface.
-                self._fail(f"internal error: {type(exc).__name__}: {exc} (see supervisor.log)")
+                self._fail(
+                    f"internal error: {type(exc).__name__}: {exc} (see {SUPERVISOR_LOG_FILE})"
+                )
                 raise
         return run
 
@@ -582,7 +592,7 @@ class RunController:
     def _failure_message(self, run: RunRecord, code: int | None) -> str:
         if code is not None and _exit_phase(run) == "setup":
             return setup_failure(run.run_dir, code)
-        tail = _log_tail(run.run_dir / "job.log", 3)
+        tail = _log_tail(run.run_dir / JOB_LOG_FILE, 3)
         what = (
             f"job exited with code {code}" if code is not None else "job ended without an exit code"
         )

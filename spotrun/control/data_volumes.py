@@ -17,8 +17,8 @@ from spotrun.cloud.base import Instance, Provider
 from spotrun.control.cache_zone import CACHE_ROLE
 from spotrun.core.config import Settings
 from spotrun.core.errors import SpotrunError, UsageError
-from spotrun.datasets.placement import COPY_ENV, snapshot_placement
-from spotrun.datasets.snapshot_mount import CACHE_VOLUME_ENV, VOLUME_ENV
+from spotrun.core.rundir import CACHE_VOLUME_VAR, DATA_COPY_VAR, DATA_VOLUME_VAR
+from spotrun.datasets.placement import snapshot_placement
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data
 from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
 
@@ -68,7 +68,7 @@ def attach_snapshot_data(
         f"volume {volume.id} ({volume.size_gb} GB) made from {spec.snapshot_id} in "
         f"{volume.zone}, attached to {instance.id}",
     )
-    env = {VOLUME_ENV: volume.id}
+    env = {DATA_VOLUME_VAR: volume.id}
     storage_of = getattr(provider, "instance_storage", None)
     storage = storage_of(instance) if storage_of is not None else None
     if storage is not None:
@@ -76,7 +76,7 @@ def attach_snapshot_data(
         what = "copied to the instance store" if placed.action == "copy" else "read in place"
         ledger.add_event(run.id, "data", f"{spec.uri} will be {what}: {placed.reason}")
         if placed.action == "copy":
-            env[COPY_ENV] = "1"
+            env[DATA_COPY_VAR] = "1"
     return env
 
 
@@ -111,7 +111,7 @@ def attach_data_cache(
         f"cache volume {volume.id} ({volume.size_gb} GB) in {volume.zone} attached to "
         f"{instance.id} for {spec.uri}{reused}",
     )
-    return {CACHE_VOLUME_ENV: volume.id}
+    return {CACHE_VOLUME_VAR: volume.id}
 
 
 def cache_size_gb(disk_bytes: int) -> int:

@@ -20,18 +20,19 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from spotrun.control.locks import _try_lock, lock_is_held
+from spotrun.core.rundir import HOME_VAR
 
 if TYPE_CHECKING:
     from spotrun.core.config import Settings
 
-LOCK_FILE = "controller.lock"
-LOG_FILE = "controller.log"
+CONTROLLER_LOCK_FILE = "controller.lock"
+CONTROLLER_LOG_FILE = "controller.log"
 MODULE = "spotrun.sweep.home_controller"
 WAKE = signal.SIGUSR1  # "look at the ledger now": a run or sweep was just handed to it
 
 
 def lock_path(settings: Settings) -> Path:
-    return settings.home / LOCK_FILE
+    return settings.home / CONTROLLER_LOCK_FILE
 
 
 def _pid_in(path: Path) -> int | None:
@@ -64,14 +65,14 @@ def acquire(settings: Settings) -> IO[str] | None:
 def spawn_controller(settings: Settings) -> int:
     """Start a detached controller for the home; returns its pid."""
     settings.home.mkdir(parents=True, exist_ok=True)
-    with open(settings.home / LOG_FILE, "ab") as log_fh:
+    with open(settings.home / CONTROLLER_LOG_FILE, "ab") as log_fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", MODULE],
             stdin=subprocess.DEVNULL,
             stdout=log_fh,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # not in the terminal's process group: Ctrl-C spares it
-            env={**os.environ, "SPOTRUN_HOME": str(settings.home)},
+            env={**os.environ, HOME_VAR: str(settings.home)},
             close_fds=True,
         )
     return proc.pid

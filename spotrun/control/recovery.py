@@ -22,24 +22,30 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from spotrun.agent.watcher import (
-    NOTICE_FILE,
-    PID_FILE,
-    REBALANCE_FILE,
-)
-from spotrun.agent.wrapper import EXIT_FILE, LOG_FILE
-from spotrun.cloud.base import Instance, Offer, Provider, Runner
+from spotrun.cloud.base import Instance, Offer, Provider
 from spotrun.control.cluster import node_dirs
 from spotrun.control.instance_records import to_record
+from spotrun.core.checkpoint_files import newest_complete_checkpoint
 from spotrun.core.errors import CapacityError, RemoteError, SpotrunError
-from spotrun.core.rundir import METRICS_FILE, newest_complete_checkpoint
+from spotrun.core.rundir import (
+    CHECKPOINTS_DIR,
+    EXIT_FILE,
+    JOB_LOG_FILE,
+    METRICS_FILE,
+    NOTICE_FILE,
+    REBALANCE_FILE,
+    RECIPE_FILE,
+    SYNC_STATE_FILE,
+    WATCHER_LOG_FILE,
+    WATCHER_PID_FILE,
+)
 from spotrun.core.runstates import RunState
 from spotrun.cost import budget
+from spotrun.remote.runner import Runner
 from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
 
 log = logging.getLogger(__name__)
 
-RECIPE_FILE = "recipe.json"
 DOOMED = "doomed"  # key in an instance record's details: why it no longer counts
 NOTICED = "spot interruption notice"  # the DOOMED reason of a noticed instance
 MAX_INTERRUPTIONS = 20  # a run replaced this often is failed rather than retried for ever
@@ -388,10 +394,10 @@ class Recovery:
             return None
         checkpoint, step = found
         truncate_metrics(run.run_dir / METRICS_FILE, step)
-        runner.run(f"mkdir -p {shlex.quote(remote_dir)}/checkpoints", timeout_s=60).check(
+        runner.run(f"mkdir -p {shlex.quote(remote_dir)}/{CHECKPOINTS_DIR}", timeout_s=60).check(
             "making the run folder on the replacement"
         )
-        runner.put(checkpoint, f"{remote_dir}/checkpoints/{checkpoint.name}")
+        runner.put(checkpoint, f"{remote_dir}/{CHECKPOINTS_DIR}/{checkpoint.name}")
         self._push_run_files(run, runner, remote_dir)
         self.ledger.add_event(
             run.id, "resume", f"restored {checkpoint.name} (step {step}) onto {head.id}"
@@ -427,7 +433,7 @@ class Recovery:
 
     def _push_run_files(self, run: RunRecord, runner: Runner, remote_dir: str) -> None:
         """The run's recipe, metrics and log, so the resumed trainer appends to them."""
-        for name in (RECIPE_FILE, METRICS_FILE, LOG_FILE):
+        for name in (RECIPE_FILE, METRICS_FILE, JOB_LOG_FILE):
             path = run.run_dir / name
             if path.exists():
                 runner.put(path, f"{remote_dir}/{name}")
@@ -435,10 +441,10 @@ class Recovery:
 
     def _mark_synced(self, run: RunRecord, runner: Runner, remote_dir: str) -> None:
         """Tell the incremental sync that the pushed files are what we have (not new)."""
-        from spotrun.remote.sync import STATE_FILE, list_remote
+        from spotrun.remote.sync import list_remote
 
         listing = list_remote(runner, remote_dir) or []
-        path = run.run_dir / STATE_FILE
+        path = run.run_dir / SYNC_STATE_FILE
         try:
             state = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -502,8 +508,8 @@ class Recovery:
         folder = shlex.quote(remote_dir)
         command = (
             f"mkdir -p {folder} && cd {folder} && "
-            f"{{ test -f {PID_FILE} && kill -0 $(cat {PID_FILE}) 2>/dev/null || "
-            f"{{ setsid nohup {shlex.join(argv)} >> watcher.log 2>&1 < /dev/null & "
-            f"echo $! > {PID_FILE}; }}; }}"
+            f"{{ test -f {WATCHER_PID_FILE} && kill -0 $(cat {WATCHER_PID_FILE}) 2>/dev/null || "
+            f"{{ setsid nohup {shlex.join(argv)} >> {WATCHER_LOG_FILE} 2>&1 < /dev/null & "
+            f"echo $! > {WATCHER_PID_FILE}; }}; }}"
         )
         runner.run(command, timeout_s=60).check("starting the agent's watcher")

@@ -24,13 +24,11 @@ from typing import TYPE_CHECKING
 from spotrun.control.home import ensure_controller, running_pid
 from spotrun.control.locks import _try_lock, lock_is_held, process_running
 from spotrun.core.errors import SpotrunError
+from spotrun.core.rundir import HOME_VAR, SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
 from spotrun.store.ledger import Ledger, RunRecord
 
 if TYPE_CHECKING:
     from spotrun.core.config import Settings
-
-LOCK_FILE = "supervisor.lock"
-LOG_FILE = "supervisor.log"
 
 
 # the sweep supervisor and spotlab take the lock helpers from here
@@ -38,7 +36,7 @@ __all__ = ["_try_lock", "is_supervised", "lock_is_held", "process_running", "spa
 
 
 def is_supervised(run: RunRecord) -> bool:
-    return lock_is_held(run.run_dir / LOCK_FILE, run.supervisor_pid)
+    return lock_is_held(run.run_dir / SUPERVISOR_LOCK_FILE, run.supervisor_pid)
 
 
 def load_settings() -> Settings:
@@ -55,8 +53,8 @@ def spawn(settings: Settings, run: RunRecord) -> int:
     if settings.controller == "one":
         return ensure_controller(settings)[0]
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    log_fh = open(run.run_dir / LOG_FILE, "ab")
-    env = {**os.environ, "SPOTRUN_HOME": str(settings.home)}
+    log_fh = open(run.run_dir / SUPERVISOR_LOG_FILE, "ab")
+    env = {**os.environ, HOME_VAR: str(settings.home)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "spotrun.control.supervisor", run.id],
         stdin=subprocess.DEVNULL,
@@ -84,7 +82,7 @@ class Prewarmed:
         if settings.controller == "one":  # the home's controller is the warm process
             self.home_pid = ensure_controller(settings)[0]
             return
-        env = {**os.environ, "SPOTRUN_HOME": str(settings.home)}
+        env = {**os.environ, HOME_VAR: str(settings.home)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spotrun.control.supervisor", "--prewarm", cloud],
             stdin=subprocess.PIPE,
@@ -130,7 +128,7 @@ def _await_run(cloud: str) -> str | None:
     if not line:
         return None
     run_dir = Ledger(load_settings()).get_run(line).run_dir
-    log_fd = os.open(run_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log_fd = os.open(run_dir / SUPERVISOR_LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
@@ -196,7 +194,7 @@ def main(argv: list[str]) -> int:
     settings = load_settings()
     ledger = Ledger(settings)
     run = ledger.get_run(run_id)
-    lock = _try_lock(run.run_dir / LOCK_FILE, wait_s=3.0)
+    lock = _try_lock(run.run_dir / SUPERVISOR_LOCK_FILE, wait_s=3.0)
     if lock is None:
         logging.info("another supervisor holds run %s; leaving it to that one", run_id)
         return 0

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from spotrun.core.errors import UsageError
 from spotrun.core.home import CONFIG_FILE, LEDGER_FILE, RUNS_FOLDER, default_home
 from spotrun.core.jobspec import JobSpec
+from spotrun.core.rundir import HOME_VAR
 from spotrun.core.suggest import unknown_key
 
 if sys.version_info >= (3, 11):
@@ -202,7 +203,7 @@ def load_settings(home: Path | None = None) -> Settings:
     if "home" in data:
         raise UsageError(
             f"{config_path}: 'home' cannot be set in the config file it lives in",
-            hint="set SPOTRUN_HOME to choose another home",
+            hint=f"set {HOME_VAR} to choose another home",
         )
     if data.pop("heartbeat_timeout_s", None) is not None:  # gone: no timer ends a job now
         logging.getLogger(__name__).warning(

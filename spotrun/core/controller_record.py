@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from spotrun.core.errors import UsageError
+from spotrun.core.rundir import HOME_VAR
 
 RECORD_FILE = "remote.json"
 
@@ -95,7 +96,7 @@ class ControllerHost:
         q = shlex.quote
         words = " ".join(q(a) for a in args)
         return (
-            f"cd {q(self.home)} 2>/dev/null || cd; SPOTRUN_HOME={q(self.home)} "
+            f"cd {q(self.home)} 2>/dev/null || cd; {HOME_VAR}={q(self.home)} "
             f"PYTHONPATH={q(self.code_dir)} exec {q(self.python)} -m spotrun {words}"
         )
 

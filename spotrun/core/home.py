@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-HOME_VARIABLE = "SPOTRUN_HOME"
+from spotrun.core.rundir import HOME_VAR
+
 LEDGER_FILE = "ledger.db"
 CONFIG_FILE = "config.toml"
 RUNS_FOLDER = "runs"  # one folder per run in it, named by the run's id
@@ -19,5 +20,5 @@ IDLE_STOP_FILE = "idle-stop.json"
 
 
 def default_home() -> Path:
-    env = os.environ.get(HOME_VARIABLE)
+    env = os.environ.get(HOME_VAR)
     return Path(env).expanduser() if env else Path.home() / ".spotrun"

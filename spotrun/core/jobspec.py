@@ -17,12 +17,9 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from spotrun.core.rundir import CHECKPOINTS_DIR, RESERVED_VAR_PREFIX
+
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Variables spotrun itself gives the job; a job may not set them.
-RESERVED_ENV_PREFIX = "SPOTRUN_"
-# Where a job checkpoints unless it names another folder: inside the run folder, so the
-# checkpoints sync back and reach the durable store with it.
-DEFAULT_CHECKPOINT_DIR = "checkpoints"
 SHELL = "bash"
 
 
@@ -72,7 +69,7 @@ class JobSpec(JobModel):
                     f"'{key}' is not a valid environment variable name "
                     "(letters, digits and '_', not starting with a digit)"
                 )
-            if key.startswith(RESERVED_ENV_PREFIX):
+            if key.startswith(RESERVED_VAR_PREFIX):
                 raise ValueError(f"{key}: SPOTRUN_* variables are set by spotrun itself")
         return envs
 
@@ -147,5 +144,5 @@ class JobSpec(JobModel):
     def checkpoint_path(self, run_dir: str, cwd: str) -> str:
         """The job's checkpoint folder on the machine that runs it, as an absolute path."""
         if self.checkpoint_dir is None:
-            return posixpath.join(run_dir, DEFAULT_CHECKPOINT_DIR)
+            return posixpath.join(run_dir, CHECKPOINTS_DIR)
         return posixpath.normpath(posixpath.join(cwd, self.checkpoint_dir))

@@ -14,6 +14,7 @@ from fractions import Fraction
 
 from spotrun.core.errors import PricingError
 from spotrun.cost import rules as cost
+from spotrun.cost.cost_lines import cost_lines
 from spotrun.cost.instance_bills import bill_instance, usage_of
 from spotrun.cost.prices import PriceBook
 from spotrun.cost.shared_instances import seat_bill
@@ -74,7 +75,7 @@ class RunBill:
         return [(p, self.total_until(p)) for p in points]
 
     def cost_lines(self) -> list[CostLine]:
-        return [line for b in self.bills for line in cost.cost_lines(self.run.id, b)]
+        return [line for b in self.bills for line in cost_lines(self.run.id, b)]
 
 
 def bill_run(

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
-from spotrun.cost.rules import HOUR_S, MINIMUM_BILLED_S
+from spotrun.cost.amounts import HOUR_S
+from spotrun.cost.rules import MINIMUM_BILLED_S
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from spotrun.core.errors import PricingError
+from spotrun.cost.amounts import HOUR_S, usd
 from spotrun.cost.ebs_prices import gb_month_usd
-from spotrun.cost.rules import HOUR_S, MINIMUM_BILLED_S, gb_months, usd
+from spotrun.cost.rules import MINIMUM_BILLED_S, gb_months
 
 VOLUME_TYPE = "gp3"
 

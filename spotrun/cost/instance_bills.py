@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spotrun.core.errors import PricingError
+from spotrun.cost import amounts
 from spotrun.cost import rules as cost
 from spotrun.cost.ebs_prices import gb_month_usd
 from spotrun.cost.prices import PriceBook
@@ -40,7 +41,7 @@ def volumes_of(
 def _volume(item: dict[str, Any]) -> cost.Volume:
     def second(key: str) -> int | None:
         value = item.get(key)
-        return None if value is None else cost.whole_second(float(value))
+        return None if value is None else amounts.whole_second(float(value))
 
     return cost.Volume(
         size_gb=int(item["size_gb"]),
@@ -65,7 +66,7 @@ def usage_of(
         end = run.ended_at  # the run ended without the instance's own end being recorded
     else:
         end = now
-    start = cost.whole_second(record.launched_at)
+    start = amounts.whole_second(record.launched_at)
     if record.market != "local" and not record.region:
         raise PricingError(f"instance {record.id} has no region in the ledger; cannot price it")
     return cost.Usage(
@@ -75,7 +76,7 @@ def usage_of(
         zone=record.zone or "",
         market=record.market,  # narrowed to a Market by the check above
         start=start,
-        end=max(start, cost.whole_second(end)),
+        end=max(start, amounts.whole_second(end)),
         ending=cost.ending_of(record.end_reason, ended=ended),
         volumes=volumes_of(record, run, settings),
     )

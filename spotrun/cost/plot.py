@@ -12,7 +12,7 @@ from pathlib import Path
 
 from spotrun.core.errors import UsageError
 from spotrun.cost.bills import RunBill
-from spotrun.cost.rules import PriceHistory
+from spotrun.cost.price_history import PriceHistory
 
 MAX_LEGEND = 12
 
@@ -54,6 +54,7 @@ def write_plot(path: Path, bills: list[RunBill]) -> None:
     if not curves:
         raise UsageError("no run in the report has instances to plot")
 
+    # why: matplotlib is heavy to import; only a plot pays for it
     import matplotlib
 
     matplotlib.use("Agg")

@@ -16,7 +16,8 @@ from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
 from spotrun.core.errors import PricingError, SpotrunError
-from spotrun.cost.rules import PriceHistory, iso_utc, usd
+from spotrun.cost.amounts import iso_utc, usd
+from spotrun.cost.price_history import PriceHistory
 from spotrun.store.ledger import Ledger
 from spotrun.store.price_cache import PriceCache
 

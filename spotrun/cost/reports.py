@@ -14,8 +14,9 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from spotrun.core.runstates import RunState
+from spotrun.cost.amounts import to_cents
 from spotrun.cost.bills import RunBill
-from spotrun.cost.rules import Bill, to_cents
+from spotrun.cost.rules import Bill
 from spotrun.recipes.base import Target
 from spotrun.store.ledger import RunRecord, Transition
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from spotrun.cost import amounts
 from spotrun.cost import rules as cost
 from spotrun.cost.instance_bills import bill_instance
 from spotrun.cost.prices import PriceBook
+from spotrun.cost.shared_bill import SharedBill, Span
 from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
 from spotrun.store.sweeps import SweepStore
 
 
-def split(start: int, end: int, stays: list[tuple[str, int, int]]) -> dict[str, list[cost.Span]]:
+def split(start: int, end: int, stays: list[tuple[str, int, int]]) -> dict[str, list[Span]]:
     """Each key's spans of [start, end) with its share in each; `stays` are (key, from, to)."""
 
     def clip(t: int) -> int:
@@ -36,7 +38,7 @@ def split(start: int, end: int, stays: list[tuple[str, int, int]]) -> dict[str, 
     for i in range(len(filled) - 2, -1, -1):  # a gap at the start to the first ones after it
         if not filled[i]:
             filled[i] = filled[i + 1]
-    spans: dict[str, list[cost.Span]] = {}
+    spans: dict[str, list[Span]] = {}
     for (a, b, _), keys in zip(pieces, filled):
         for key in keys:
             share = Fraction(1, len(keys))
@@ -56,7 +58,7 @@ def seat_bill(
     *,
     now: float,
     offline: bool,
-) -> cost.SharedBill | None:
+) -> SharedBill | None:
     """The bill of a trial's seat on a pack instance, or None if `record` is no seat."""
     store = SweepStore(ledger)
     stay = store.stay_by_seat(record.id)
@@ -66,8 +68,8 @@ def seat_bill(
     if inst is None or inst.launched_at is None:
         return None
     ended = inst.terminated_at is not None
-    start = cost.whole_second(inst.launched_at)
-    end = max(start, cost.whole_second(inst.terminated_at if ended else now))  # type: ignore[arg-type]
+    start = amounts.whole_second(inst.launched_at)
+    end = max(start, amounts.whole_second(inst.terminated_at if ended else now))  # type: ignore[arg-type]
     disk = run.spec.resources.disk_gb or ledger.settings.aws.root_volume_gb
     market: cost.Market = "spot" if inst.market == "spot" else "on-demand"
     if inst.market == "local":
@@ -97,18 +99,18 @@ def seat_bill(
     stays = [
         (
             s.seat_id,
-            cost.whole_second(s.joined_at),
-            cost.whole_second(s.left_at) if s.left_at is not None else whole.end,
+            amounts.whole_second(s.joined_at),
+            amounts.whole_second(s.left_at) if s.left_at is not None else whole.end,
         )
         for s in store.stays_on(inst.id)
     ]
     spans = tuple(split(start, whole.end, stays).get(stay.seat_id, []))
-    seat_start = cost.whole_second(stay.joined_at)
-    seat_end = cost.whole_second(stay.left_at) if stay.left_at is not None else end
+    seat_start = amounts.whole_second(stay.joined_at)
+    seat_end = amounts.whole_second(stay.left_at) if stay.left_at is not None else end
     compute_s = sum(
         (share * max(0, min(b, whole.billed_stop) - a) for a, b, share in spans), Fraction(0)
     )
-    return cost.SharedBill(
+    return SharedBill(
         usage=cost.Usage(
             instance_id=stay.seat_id,
             instance_type=inst.instance_type,

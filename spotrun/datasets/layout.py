@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.core.errors import UsageError
+from spotrun.core.rundir import STAGE_ROOT_VAR
 from spotrun.datasets.manifest import StoredImages, read_manifest
 from spotrun.datasets.spec import S3Data
 
@@ -78,7 +79,7 @@ class StageLayout:
         if self.dest.exists() and not self.state.is_dir() and any(self.dest.iterdir()):
             raise UsageError(
                 f"{self.dest} already holds files that spotrun did not stage",
-                hint="move them away, or stage into another folder (SPOTRUN_STAGE_ROOT)",
+                hint=f"move them away, or stage into another folder ({STAGE_ROOT_VAR})",
             )
         recorded = _read_json(self.state / "version.json")
         if self.state.is_dir() and (recorded or {}).get("version") != version:

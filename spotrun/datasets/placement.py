@@ -19,8 +19,6 @@ GP3_BASELINE_MBPS = 125.0  # what a gp3 volume reads without provisioned through
 STORE_HEADROOM = 1.1  # the instance store must hold the set and a tenth more
 CACHED_FRACTION = 0.5  # a set up to this share of memory stays in the page cache
 
-COPY_ENV = "SPOTRUN_DATA_COPY"  # "1": the job copies the snapshot's data to the instance store
-
 
 @dataclass(frozen=True)
 class TypeStorage:

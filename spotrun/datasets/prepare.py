@@ -12,7 +12,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spotrun.datasets.progress import STATUS_FILE
+from spotrun.core.rundir import (
+    RUN_DIR_VAR,
+    STAGE_RESERVE_BYTES_VAR,
+    STAGE_STREAMS_VAR,
+    STAGING_FILE,
+)
 from spotrun.datasets.spec import LocalData, S3Data, SnapshotData, parse_data
 from spotrun.train.data.source import TRAIN_SPLIT
 
@@ -20,8 +25,6 @@ if TYPE_CHECKING:
     from spotrun.datasets.feed import ShardFeed
     from spotrun.datasets.objects import ObjectStore
     from spotrun.datasets.stager import StageOptions
-
-RUN_DIR_ENV = "SPOTRUN_RUN_DIR"
 
 
 def _say(line: str) -> None:
@@ -34,11 +37,11 @@ def local_data(text: str, home: Path, run_dir: Path | None = None) -> str:
     if isinstance(spec, LocalData):
         return text
     if isinstance(spec, SnapshotData):
-        from spotrun.datasets.placement import COPY_ENV
+        from spotrun.core.rundir import DATA_COPY_VAR
         from spotrun.datasets.snapshot_mount import mounted_path
 
         mounted = mounted_path(spec)
-        if os.environ.get(COPY_ENV) == "1":
+        if os.environ.get(DATA_COPY_VAR) == "1":
             from spotrun.datasets.snapshot_copy import copy_to_instance_store
 
             lead = os.environ.get("RANK", "0") == "0"
@@ -50,12 +53,12 @@ def local_data(text: str, home: Path, run_dir: Path | None = None) -> str:
 def _options(run_dir: Path | None, lead: bool) -> StageOptions:
     from spotrun.datasets.stager import StageOptions
 
-    if run_dir is None and os.environ.get(RUN_DIR_ENV):
-        run_dir = Path(os.environ[RUN_DIR_ENV])
+    if run_dir is None and os.environ.get(RUN_DIR_VAR):
+        run_dir = Path(os.environ[RUN_DIR_VAR])
     return StageOptions(
-        streams=int(os.environ.get("SPOTRUN_STAGE_STREAMS", "32")),
-        reserve_bytes=int(os.environ.get("SPOTRUN_STAGE_RESERVE_BYTES", str(1 << 30))),
-        status_path=(run_dir / STATUS_FILE) if (run_dir is not None and lead) else None,
+        streams=int(os.environ.get(STAGE_STREAMS_VAR, "32")),
+        reserve_bytes=int(os.environ.get(STAGE_RESERVE_BYTES_VAR, str(1 << 30))),
+        status_path=(run_dir / STAGING_FILE) if (run_dir is not None and lead) else None,
     )
 
 

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-STATUS_FILE = "staging.json"
 RATE_WINDOW_S = 10.0  # the rate (and time left) is taken over the last this many seconds
 
 State = Literal["checking", "staging", "done", "failed"]

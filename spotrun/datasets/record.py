@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spotrun.datasets.progress import STATUS_FILE, StagingStatus, read_status
+from spotrun.core.rundir import STAGING_FILE, STAGING_HISTORY_FILE
+from spotrun.datasets.progress import StagingStatus, read_status
 
-HISTORY_FILE = "staging-history.json"
 PROGRESS_EVENT_S = 30.0  # a progress event at most this often while staging runs
 
 
 def read_history(run_dir: Path) -> list[StagingStatus]:
     try:
-        data = json.loads((run_dir / HISTORY_FILE).read_text())
+        data = json.loads((run_dir / STAGING_HISTORY_FILE).read_text())
     except (OSError, ValueError):
         return []
     if not isinstance(data, list):
@@ -32,7 +32,7 @@ def read_history(run_dir: Path) -> list[StagingStatus]:
 
 
 def _write_history(run_dir: Path, items: list[StagingStatus]) -> None:
-    path = run_dir / HISTORY_FILE
+    path = run_dir / STAGING_HISTORY_FILE
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps([s.to_dict() for s in items]))
     os.replace(tmp, path)
@@ -40,7 +40,7 @@ def _write_history(run_dir: Path, items: list[StagingStatus]) -> None:
 
 def current(run_dir: Path) -> StagingStatus | None:
     try:
-        return read_status((run_dir / STATUS_FILE).read_text())
+        return read_status((run_dir / STAGING_FILE).read_text())
     except OSError:
         return None
 

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotrun.core.errors import DataError
-from spotrun.datasets.snapshot_mount import CACHE_VOLUME_ENV
+from spotrun.core.rundir import CACHE_VOLUME_VAR, STAGE_ROOT_VAR
 
-STAGE_ROOT_ENV = "SPOTRUN_STAGE_ROOT"
 INSTANCE_STORE_MODEL = "Instance Storage"
 STAGED_FOLDER = "spotrun-data"
 
@@ -62,10 +61,10 @@ def instance_store_mounts(mounts_text: str, sys_block: Path = Path("/sys/block")
 
 
 def stage_root(home: Path, log: Callable[[str], None] | None = None) -> StageRoot:
-    override = os.environ.get(STAGE_ROOT_ENV)
+    override = os.environ.get(STAGE_ROOT_VAR)
     if override:
-        return StageRoot(Path(override).expanduser(), STAGE_ROOT_ENV)
-    cache = os.environ.get(CACHE_VOLUME_ENV)
+        return StageRoot(Path(override).expanduser(), STAGE_ROOT_VAR)
+    cache = os.environ.get(CACHE_VOLUME_VAR)
     if cache:  # the run's cache volume: a replacement instance finds the shards staged on it
         from spotrun.datasets.snapshot_mount import mounted_cache
 

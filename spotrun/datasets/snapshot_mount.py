@@ -17,13 +17,12 @@ import tempfile
 from pathlib import Path
 
 from spotrun.core.errors import DataError
+from spotrun.core.rundir import DATA_VOLUME_VAR
 from spotrun.core.waiting import poll_until
 from spotrun.datasets.spec import SnapshotData
 
 MOUNT_ROOT = Path("/mnt/spotrun-data")
 CACHE_MOUNT_ROOT = Path("/mnt/spotrun-cache")
-VOLUME_ENV = "SPOTRUN_DATA_VOLUME"  # the volume id, set by the controller in the job's env
-CACHE_VOLUME_ENV = "SPOTRUN_CACHE_VOLUME"  # the cache volume's id, likewise
 WAIT_S = 120.0
 CACHE_WAIT_S = 60.0
 LEGACY_DATA = (Path("/dev/xvdf"), Path("/dev/sdf"))
@@ -79,7 +78,7 @@ def mounted_path(
 def _mount_once(target: Path, sys_block: Path, wait_s: float, spec: SnapshotData) -> None:
     mounts = Path("/proc/mounts").read_text()
     if not is_mounted(target, mounts):
-        volume_id = os.environ.get(VOLUME_ENV, "")
+        volume_id = os.environ.get(DATA_VOLUME_VAR, "")
         if not volume_id:
             raise DataError(
                 f"data {spec.uri}: no data volume was attached to this machine",

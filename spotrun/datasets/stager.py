@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal, TextIO
 
 from spotrun.core.errors import DataError, UsageError
+from spotrun.core.rundir import STAGE_ROOT_VAR
 from spotrun.core.safe_paths import plain_relpath, safe_join
 from spotrun.datasets.extract import (
     Algorithm,
@@ -105,7 +106,7 @@ def check_space(dest: Path, need: int, reserve: int, what: str) -> None:
             f"not enough disk to stage {what}: it needs {fmt_bytes(need)} (plus "
             f"{fmt_bytes(reserve)} kept free), and {probe} has {fmt_bytes(free)} free",
             hint="choose an instance type with more local NVMe storage, a bigger root volume "
-            "(--disk-gb), or another folder (SPOTRUN_STAGE_ROOT)",
+            f"(--disk-gb), or another folder ({STAGE_ROOT_VAR})",
         )
 
 

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from spotrun.core.config import NAME_PATTERN, Resources, describe_validation_error
 from spotrun.core.errors import UsageError
-from spotrun.core.jobspec import ENV_NAME, RESERVED_ENV_PREFIX, JobSpec
+from spotrun.core.jobspec import ENV_NAME, JobSpec
+from spotrun.core.rundir import RESERVED_VAR_PREFIX
 from spotrun.jobs.taskfile import TaskFile
 from spotrun.jobs.workdir import check_size, list_files, resolve_workdir
 
@@ -29,7 +30,7 @@ def parse_envs(items: list[str]) -> dict[str, str]:
                 f"--env '{item}' is not KEY=VALUE with a variable name as KEY",
                 hint="e.g. --env LR=0.1",
             )
-        if key.startswith(RESERVED_ENV_PREFIX):
+        if key.startswith(RESERVED_VAR_PREFIX):
             raise UsageError(f"--env {key}: SPOTRUN_* variables are set by spotrun itself")
         envs[key] = value
     return envs
@@ -58,7 +59,7 @@ def read_env_file(path: str) -> dict[str, str]:
                 f"--env-file {path}, line {number}: not KEY=VALUE with a variable name as KEY",
                 hint="e.g. WANDB_PROJECT=my-project",
             )
-        if key.startswith(RESERVED_ENV_PREFIX):
+        if key.startswith(RESERVED_VAR_PREFIX):
             raise UsageError(
                 f"--env-file {path}, line {number}: SPOTRUN_* variables are set by spotrun itself"
             )

@@ -1,7 +1,8 @@
 """The controller's handle on a run's job: start, poll and stop it through a Runner.
 
 The same calls drive the local cloud (LocalRunner) and instances (SSH), because each one runs
-`spotrun agent ...` on the machine the job lives on and reads its JSON answer.
+`spotrun agent ...` on the machine the job lives on and reads its JSON answer (the status poll,
+asked every few seconds, is one shell command instead).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from spotrun.agent.wrapper import ENV_FILE, EXIT_FILE
-from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
+from spotrun.core.rundir import EXIT_FILE, JOB_ENV_FILE
+from spotrun.remote.runner import Runner
 
 
 @dataclass(frozen=True)
@@ -69,22 +70,22 @@ class JobDriver:
         """Start the job in its tmux session unless it already runs; True if it was started.
 
         `wrap_options` go to the wrapper: --cwd=DIR, --setup=SCRIPT, --checkpoint-dir=DIR.
-        `env` travels in ENV_FILE (0600), read by the wrapper; it is on no command line."""
+        `env` travels in JOB_ENV_FILE (0600), read by the wrapper; it is on no command line."""
         env_path = self.put_env(env)
         wrap_args = [f"--wrap={option}" for option in wrap_options or []]
         answer = self._agent("start", f"--env-file={env_path}", *wrap_args, "--", *argv)
         return bool(answer.get("started"))
 
     def put_env(self, env: dict[str, str]) -> str:
-        """Write `env` to the run folder's ENV_FILE, made 0600 before a byte of it is there."""
-        remote = posixpath.join(self.run_dir, ENV_FILE)
+        """Write `env` to the run folder's JOB_ENV_FILE, made 0600 before a byte of it is there."""
+        remote = posixpath.join(self.run_dir, JOB_ENV_FILE)
         self.runner.run(
             f"umask 077 && mkdir -p {shlex.quote(self.run_dir)} && : > {shlex.quote(remote)} "
             f"&& chmod 600 {shlex.quote(remote)}",
             timeout_s=60,
         ).check("preparing the job's environment file")
         with tempfile.TemporaryDirectory(prefix="spotrun-env-") as scratch:
-            local = Path(scratch) / ENV_FILE
+            local = Path(scratch) / JOB_ENV_FILE
             fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as fh:
                 json.dump({key: str(value) for key, value in env.items()}, fh)

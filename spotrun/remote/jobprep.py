@@ -18,16 +18,23 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spotrun.agent.wrapper import CHECKPOINTS
-from spotrun.cloud.base import Runner
 from spotrun.core.jobspec import JobSpec
+from spotrun.core.rundir import (
+    CHECKPOINT_DIR_VAR,
+    CHECKPOINT_RESTORE_DIR,
+    CHECKPOINTS_DIR,
+    NUM_GPUS_VAR,
+    RUN_DIR_VAR,
+    RUN_ID_VAR,
+    SETUP_LOG_FILE,
+    SETUP_SCRIPT_FILE,
+    WORKDIR_DIR,
+)
 from spotrun.core.terminal_text import printable
 from spotrun.jobs.workdir import WorkFile, list_files
 from spotrun.remote.push import push_workdir
+from spotrun.remote.runner import Runner
 
-WORKDIR = "workdir"
-SETUP_SCRIPT = "setup.sh"
-CHECKPOINT_PUSH_STATE = ".checkpoints-restore"
 # torchrun's rendezvous on one node: the node variables a single-node job gets.
 MASTER_PORT = 29500
 
@@ -43,10 +50,10 @@ class PreparedJob:
 def job_env(run_id: str, run_dir: str, checkpoint_dir: str, gpus: int) -> dict[str, str]:
     """What spotrun tells the job (SPOTRUN_*, and the node variables torchrun reads)."""
     return {
-        "SPOTRUN_RUN_ID": run_id,
-        "SPOTRUN_RUN_DIR": run_dir,
-        "SPOTRUN_CHECKPOINT_DIR": checkpoint_dir,
-        "SPOTRUN_NUM_GPUS": str(gpus),
+        RUN_ID_VAR: run_id,
+        RUN_DIR_VAR: run_dir,
+        CHECKPOINT_DIR_VAR: checkpoint_dir,
+        NUM_GPUS_VAR: str(gpus),
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(MASTER_PORT),
         "NODE_RANK": "0",
@@ -59,7 +66,7 @@ def prepare_job(
     runner: Runner, job: JobSpec, run_id: str, run_dir: str, gpus: int, spotrun_argv: list[str]
 ) -> PreparedJob:
     """Push the workdir and the setup script; the job's argv, environment and wrapper options."""
-    cwd = posixpath.join(run_dir, WORKDIR)
+    cwd = posixpath.join(run_dir, WORKDIR_DIR)
     notes = []  # (the agent makes `cwd` when it starts the job: no round trip for it here)
     if job.workdir is not None:
         root = Path(job.workdir)
@@ -68,10 +75,10 @@ def prepare_job(
     options = [f"--cwd={cwd}"]
     if job.setup is not None:
         with tempfile.TemporaryDirectory(prefix="spotrun-setup-") as scratch:
-            script = Path(scratch) / SETUP_SCRIPT
+            script = Path(scratch) / SETUP_SCRIPT_FILE
             script.write_text("set -e\n" + job.setup + "\n")
-            runner.put(script, posixpath.join(run_dir, SETUP_SCRIPT))
-        options.append(f"--setup={posixpath.join(run_dir, SETUP_SCRIPT)}")
+            runner.put(script, posixpath.join(run_dir, SETUP_SCRIPT_FILE))
+        options.append(f"--setup={posixpath.join(run_dir, SETUP_SCRIPT_FILE)}")
     checkpoint_dir = job.checkpoint_path(run_dir, cwd)
     options.append(f"--checkpoint-dir={checkpoint_dir}")
     if job.data is not None:  # staged (or mounted) by the wrapper before the job starts
@@ -85,7 +92,7 @@ def restore_checkpoints(runner: Runner, local_run_dir: Path, run_dir: str) -> in
 
     Only when the instance has none: on the instance that wrote them they are already there,
     and newer than ours."""
-    local = local_run_dir / CHECKPOINTS
+    local = local_run_dir / CHECKPOINTS_DIR
     files = [
         WorkFile(p.relative_to(local).as_posix(), p.stat().st_size, int(p.stat().st_mtime), False)
         for p in sorted(local.rglob("*"))
@@ -93,13 +100,13 @@ def restore_checkpoints(runner: Runner, local_run_dir: Path, run_dir: str) -> in
     ]
     if not files:
         return 0
-    remote = posixpath.join(run_dir, CHECKPOINTS)
+    remote = posixpath.join(run_dir, CHECKPOINTS_DIR)
     probe = runner.run(f"ls -A {shlex.quote(remote)} 2>/dev/null | head -1", timeout_s=60).check(
         "looking for checkpoints on the instance"
     )
     if probe.stdout.strip():
         return 0
-    state = posixpath.join(run_dir, CHECKPOINT_PUSH_STATE)
+    state = posixpath.join(run_dir, CHECKPOINT_RESTORE_DIR)
     return len(push_workdir(runner, local, files, state, remote).sent)
 
 
@@ -109,14 +116,14 @@ def pull_outputs(runner: Runner, job: JobSpec, run_dir: str, local_run_dir: Path
         return []
     from spotrun.remote.sync import pull_paths
 
-    cwd = posixpath.join(run_dir, WORKDIR)
-    return pull_paths(runner, cwd, job.outputs, local_run_dir, WORKDIR).fetched
+    cwd = posixpath.join(run_dir, WORKDIR_DIR)
+    return pull_paths(runner, cwd, job.outputs, local_run_dir, WORKDIR_DIR).fetched
 
 
 def setup_failure(local_run_dir: Path, code: int, lines: int = 5) -> str:
     """The failed run's message when its setup failed: the code and the setup's last lines."""
     try:
-        text = (local_run_dir / "setup.log").read_text(errors="replace")
+        text = (local_run_dir / SETUP_LOG_FILE).read_text(errors="replace")
     except OSError:
         text = ""
     kept = [printable(line).strip() for line in text.splitlines() if printable(line).strip()]

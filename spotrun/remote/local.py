@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from spotrun.cloud.base import CommandResult
+from spotrun.remote.runner import CommandResult
 
 
 class LocalRunner:

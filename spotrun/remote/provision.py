@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import spotrun
-from spotrun.cloud.base import Runner
+from spotrun.remote.runner import Runner
 
 PACKAGE_DIR = Path(spotrun.__file__).resolve().parent
 PROVISION_SCRIPT = "spotrun/provision/provision.sh"

@@ -16,11 +16,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
+from spotrun.core.rundir import PUSH_MANIFEST_FILE
 from spotrun.jobs.workdir import Entry, Manifest, WorkFile, manifest, write_archive
+from spotrun.remote.runner import Runner
 
-MANIFEST = ".push-manifest.json"  # a dot file: run-folder syncs leave it alone
 _SEPARATOR = "--spotrun-workdir--"
 
 
@@ -48,7 +48,7 @@ def remote_manifest(runner: Runner, state_dir: str, workdir: str) -> tuple[Manif
     q = shlex.quote
     command = (
         f"mkdir -p {q(state_dir)} {q(workdir)} || exit 1; "
-        f"cat {q(state_dir + '/' + MANIFEST)} 2>/dev/null; echo; echo {_SEPARATOR}; "
+        f"cat {q(state_dir + '/' + PUSH_MANIFEST_FILE)} 2>/dev/null; echo; echo {_SEPARATOR}; "
         f"cd {q(workdir)} && "
         "find . \\( -type f -o -type l \\) -printf '%P\\0%s\\0%T@\\0'; exit 0"
     )
@@ -102,12 +102,13 @@ def push_workdir(
             archive_bytes = archive.stat().st_size
             runner.put(archive, f"{state_dir}/push-tar.tmp")
             steps.append(f"tar -xzf {q(state_dir + '/push-tar.tmp')} --no-same-owner")
-        record = Path(scratch) / MANIFEST
+        record = Path(scratch) / PUSH_MANIFEST_FILE
         record.write_text(json.dumps({p: e.to_list() for p, e in after.items()}, sort_keys=True))
-        runner.put(record, f"{state_dir}/{MANIFEST}.new")
+        manifest_path = f"{state_dir}/{PUSH_MANIFEST_FILE}"
+        runner.put(record, f"{manifest_path}.new")
         steps.append(
             f"rm -f {q(state_dir + '/push-tar.tmp')} {q(state_dir + '/push-deleted.tmp')} && "
-            f"mv {q(state_dir + '/' + MANIFEST + '.new')} {q(state_dir + '/' + MANIFEST)}"
+            f"mv {q(manifest_path + '.new')} {q(manifest_path)}"
         )
         result = runner.run(" && ".join(steps), timeout_s=600)
         if not result.ok:

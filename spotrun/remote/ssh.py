@@ -18,8 +18,8 @@ from pathlib import Path
 
 import paramiko
 
-from spotrun.cloud.base import CommandResult
 from spotrun.core.errors import RemoteError
+from spotrun.remote.runner import CommandResult
 
 _EOF_WAIT_S = 2.0  # after the exit status, how long stragglers of output may take
 _CHUNK = 1 << 16

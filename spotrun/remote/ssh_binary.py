@@ -13,10 +13,10 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from spotrun.cloud.base import CommandResult
 from spotrun.core.controller_record import ControllerHost
 from spotrun.core.errors import RemoteError
 from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv
+from spotrun.remote.runner import CommandResult
 
 _DEFAULT_TIMEOUT_S = 600.0
 HOST_KEY_CHANGED = "REMOTE HOST IDENTIFICATION HAS CHANGED"

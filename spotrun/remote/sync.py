@@ -19,17 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
-from spotrun.core.rundir import is_event_file
+from spotrun.core.rundir import SUPERVISOR_LOG_FILE, SYNC_STATE_FILE, WORKDIR_DIR, is_event_file
 from spotrun.core.safe_paths import safe_join
+from spotrun.remote.runner import Runner
 
-STATE_FILE = ".sync.json"
 APPEND_ONLY_SUFFIXES = (".log", ".jsonl")
 SKIPPED_SUFFIXES = (".tmp", ".part", ".lock", ".pid")
-SKIPPED_NAMES = frozenset({"supervisor.log"})
+SKIPPED_NAMES = frozenset({SUPERVISOR_LOG_FILE})
 # The job's copy of its workdir: only its declared outputs come back (pull_paths).
-SKIPPED_FOLDERS = ("workdir/",)
+SKIPPED_FOLDERS = (WORKDIR_DIR + "/",)
 
 
 @runtime_checkable
@@ -110,14 +109,14 @@ def list_remote_paths(runner: Runner, base: str, paths: list[str]) -> list[Remot
 
 def _load_state(local_dir: Path) -> dict[str, list[float]]:
     try:
-        data = json.loads((local_dir / STATE_FILE).read_text())
+        data = json.loads((local_dir / SYNC_STATE_FILE).read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def _save_state(local_dir: Path, state: dict[str, list[float]]) -> None:
-    path = local_dir / STATE_FILE
+    path = local_dir / SYNC_STATE_FILE
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(state, sort_keys=True))
     os.replace(tmp, path)

@@ -27,6 +27,7 @@ from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost, SshTarget
 from spotrun.core.errors import RemoteError, StateError, UsageError
+from spotrun.core.rundir import HOME_VAR
 from spotrun.core.waiting import wait_until
 from spotrun.remote import controller_host as hostrec
 from spotrun.remote.provision import code_bundle
@@ -236,7 +237,7 @@ def _up_on_ssh(
     copied = False
     if settings.config_path.is_file():
         log(f"copying {settings.config_path} to {host_home}/config.toml (no credentials)")
-        runner.run(f"mkdir -p {q(host_home)}", timeout_s=30).check("making SPOTRUN_HOME there")
+        runner.run(f"mkdir -p {q(host_home)}", timeout_s=30).check(f"making {HOME_VAR} there")
         runner.put(settings.config_path, f"{host_home}/config.toml")
         copied = True
     path = records.save_record(home, record)

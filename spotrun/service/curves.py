@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from spotrun.control.metrics import read_all
 from spotrun.core.errors import NotFoundError, SpotrunError, UsageError
+from spotrun.core.metrics_file import read_all
+from spotrun.core.rundir import METRICS_FILE
 from spotrun.cost import reports
 from spotrun.cost.bills import bill_run
+from spotrun.cost.cost_report import provider_prices
 from spotrun.cost.prices import PriceBook
-from spotrun.service.runs import provider_prices
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepStore
 
@@ -85,7 +86,7 @@ def collect(
         raise UsageError(f"--x must be one of {', '.join(X_AXES)}, not '{x}'")
     axis: XAxis = "step" if x == "step" else "time" if x == "time" else "cost"
     runs = resolve_runs(ledger, refs)
-    records = {run.id: read_all(run.run_dir / "metrics.jsonl") for run in runs}
+    records = {run.id: read_all(run.run_dir / METRICS_FILE) for run in runs}
     chosen = metric or _default_metric(records)
     _check_metric(chosen, records)
     now = now if now is not None else time.time()
@@ -181,6 +182,7 @@ def check_png_path(path: Path) -> None:
 def write_png(found: Curves, path: Path) -> None:
     """Draw the curves into `path` (PNG), one line per run, its points marked."""
     check_png_path(path)
+    # why: matplotlib is heavy to import; only a plot pays for it
     import matplotlib
 
     matplotlib.use("Agg")

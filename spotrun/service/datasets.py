@@ -1,6 +1,6 @@
-"""What `spotrun data push|ls` and a launch with remote data ask of S3.
+"""What `spotrun data push|ls` ask of S3 (a launch's check of its S3 data: spotrun.service.prepare).
 
-Called through spotrun.service.runs.
+`data push` and `data ls` are re-exported by spotrun.service.runs (the library surface).
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spotrun.core.config import Settings
 from spotrun.core.errors import UsageError
-from spotrun.datasets.manifest import MANIFEST_NAME, StoredImages, read_manifest
-from spotrun.datasets.pack import PushResult, push
+from spotrun.datasets.manifest import MANIFEST_NAME, StoredImages, read_manifest, stored_images
+from spotrun.datasets.pack import PushResult, parse_size, push
 from spotrun.datasets.spec import S3_FORM, S3Data, parse_s3
 
 
@@ -32,6 +33,7 @@ def push_folder(
     images: StoredImages | None = None,
     keep_original: bool = False,
 ) -> PushResult:
+    # why: boto3 only when something goes to S3
     from spotrun.cloud.aws.datasets import S3Store
 
     target = _s3(dest)
@@ -64,6 +66,7 @@ def push_text_file(
     log: Callable[[str], None],
 ) -> PushResult:
     """A UTF-8 text tokenised here and pushed as token files (spotrun.datasets.token_push)."""
+    # why: boto3, and numpy with the tokenizer, only for a text push
     from spotrun.cloud.aws.datasets import S3Store
     from spotrun.datasets.token_push import PushTokenizer, push_text
 
@@ -115,6 +118,7 @@ class DataSetRow:
 
 def list_sets(where: str) -> list[DataSetRow]:
     """The pushed data sets at or under `where` (s3://bucket[/prefix])."""
+    # why: boto3 only when S3 is asked
     from spotrun.cloud.aws.datasets import S3Store
 
     target = _s3(where)
@@ -143,20 +147,58 @@ def list_sets(where: str) -> list[DataSetRow]:
     return rows
 
 
-def check_s3_data(text: str) -> str:
-    """At launch: the S3 data set exists and is readable; what it is, in words."""
-    from spotrun.cloud.aws.datasets import S3Store
-
-    source = parse_s3(text)
-    store = S3Store(source.bucket)
-    store.check_bucket()
-    raw = store.read(source.key(MANIFEST_NAME))
-    if raw is not None:
-        manifest = read_manifest(raw, f"{source.uri}/{MANIFEST_NAME}")
-        return f"{len(manifest.shards)} shards, {manifest.size:,} bytes, {manifest.files:,} files"
-    for _ in store.list(source.list_prefix):
-        return "a folder tree (no manifest: staged file by file)"
-    raise UsageError(
-        f"data {source.uri}: nothing is stored under that prefix",
-        hint=f"push the data set first: spotrun data push FOLDER {source.uri}",
+def data_push(
+    folder: Path,
+    dest: str,
+    *,
+    shard_size: str = "256MB",
+    parallel: int = 8,
+    log: Any = print,
+    max_side: int | None = None,
+    quality: int = 90,
+    keep_original: bool = False,
+    tokenizer: str = "gpt2",
+    val_fraction: float = 0.1,
+) -> Any:
+    """Pack an ImageFolder into tar shards plus a manifest under an s3:// prefix (its images
+    training-ready, longer side at most `max_side`, when that is given); a text file is
+    tokenised (`tokenizer`) and pushed as token files."""
+    size = parse_size(shard_size)
+    if parallel < 1:
+        raise UsageError(f"--parallel must be at least 1, got {parallel}")
+    if folder.is_file():
+        if max_side is not None or keep_original:
+            raise UsageError(
+                f"{folder} is a text file: --max-side and --keep-original are for images",
+                hint="leave them out for a text",
+            )
+        return push_text_file(
+            folder,
+            dest,
+            tokenizer=tokenizer,
+            val_fraction=val_fraction,
+            shard_size=size,
+            parallel=parallel,
+            log=log,
+        )
+    images = stored_images(max_side, quality) if max_side is not None else None
+    return push_folder(
+        folder,
+        dest,
+        shard_size=size,
+        parallel=parallel,
+        log=log,
+        images=images,
+        keep_original=keep_original,
     )
+
+
+def data_list(where: str | None, settings: Settings) -> list[dict[str, Any]]:
+    """The data sets pushed at or under `where` (default: the configured aws.bucket)."""
+    if where is None:
+        if not settings.aws.bucket:
+            raise UsageError(
+                "which bucket? give s3://BUCKET[/PREFIX]", hint="or set aws.bucket in config.toml"
+            )
+        where = f"s3://{settings.aws.bucket}"
+    return [row.to_dict() for row in list_sets(where)]

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spotrun.agent.wrapper import LOG_FILE
-from spotrun.control.metrics import MetricsTail
-from spotrun.core.rundir import PROGRESS_FILE
+from spotrun.core.metrics_file import MetricsTail
+from spotrun.core.rundir import JOB_LOG_FILE, METRICS_FILE, PROGRESS_FILE
 from spotrun.core.runstates import TERMINAL, RunState
 from spotrun.store.ledger import Ledger
 
@@ -42,7 +41,7 @@ class FollowFrom:
     def now(cls, ledger: Ledger, run_id: str, after_step: int) -> FollowFrom:
         run = ledger.get_run(run_id)
         try:
-            offset = (run.run_dir / LOG_FILE).stat().st_size
+            offset = (run.run_dir / JOB_LOG_FILE).stat().st_size
         except FileNotFoundError:
             offset = 0
         return cls(len(ledger.transitions(run_id)), len(ledger.events(run_id)), after_step, offset)
@@ -128,10 +127,10 @@ def follow(
     start = start or FollowFrom()
     seen_transitions, seen_events, shown_step = start.transitions, start.events, start.after_step
     run = ledger.get_run(run_id)
-    tail = MetricsTail(run.run_dir / "metrics.jsonl")
+    tail = MetricsTail(run.run_dir / METRICS_FILE)
     progress = ProgressWatch(run.run_dir / PROGRESS_FILE)
     show_output = run.spec.job is not None if output is None else output
-    log = _LogLines(run.run_dir / LOG_FILE, start.log_offset) if show_output else None
+    log = _LogLines(run.run_dir / JOB_LOG_FILE, start.log_offset) if show_output else None
     while True:
         run = ledger.get_run(run_id)
         transitions = ledger.transitions(run_id)

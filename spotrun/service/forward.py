@@ -24,6 +24,7 @@ from pathlib import Path
 
 from spotrun.core.controller_record import ControllerHost
 from spotrun.core.errors import UsageError
+from spotrun.core.rundir import METRICS_FILE
 from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv
 
 # The commands the controller's host carries out (the run commands); the others (recipes,
@@ -48,7 +49,7 @@ FORWARDED = frozenset(
 # Run commands that read or write files of this machine that the host cannot see.
 NOT_CARRIED = {
     "plot": "`spotrun plot` reads the run folders, which live on the controller host: bring a "
-    "run here with `spotrun pull RUN` and plot its metrics.jsonl, or run it there",
+    f"run here with `spotrun pull RUN` and plot its {METRICS_FILE}, or run it there",
     "sample": "`spotrun sample` reads a checkpoint: `spotrun pull RUN`, then "
     "`spotrun sample PULLED_FOLDER`",
 }

@@ -27,12 +27,13 @@ from typing import Any
 
 from spotrun.control.locks import lock_is_held
 from spotrun.core.home import IDLE_STOP_FILE
+from spotrun.core.rundir import HOME_VAR
 
 CONFIG_FILE = IDLE_STOP_FILE
 MARK_FILE = "last-command"
-LOCK_FILE = "idle-watch.lock"
-STATE_FILE = "idle-watch.json"
-LOG_FILE = "idle-watch.log"
+IDLE_WATCH_LOCK_FILE = "idle-watch.lock"
+IDLE_WATCH_STATE_FILE = "idle-watch.json"
+IDLE_WATCH_LOG_FILE = "idle-watch.log"
 MODULE = "spotrun.service.idle_stop"
 # Commands that are no use of the controller: the laptop's `controller status` asking how long
 # is left must not reset the countdown it shows; completion asks for run names on a Tab press.
@@ -102,7 +103,7 @@ def last_command_at(home: Path) -> float | None:
 
 
 def watcher_pid(home: Path) -> int | None:
-    path = home / LOCK_FILE
+    path = home / IDLE_WATCH_LOCK_FILE
     try:
         pid = int(path.read_text().strip() or "0") or None
     except (OSError, ValueError):
@@ -115,14 +116,14 @@ def ensure_watcher(home: Path) -> int:
     pid = watcher_pid(home)
     if pid is not None:
         return pid
-    with open(home / LOG_FILE, "ab") as log_fh:
+    with open(home / IDLE_WATCH_LOG_FILE, "ab") as log_fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", MODULE],
             stdin=subprocess.DEVNULL,
             stdout=log_fh,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # outlives the ssh session that started it
-            env={**os.environ, "SPOTRUN_HOME": str(home)},
+            env={**os.environ, HOME_VAR: str(home)},
             close_fds=True,
         )
     return proc.pid
@@ -143,7 +144,7 @@ def seconds_left(
 def write_state(
     home: Path, *, started_at: float, last_live_at: float, live: bool, error: str | None = None
 ) -> None:
-    path = home / STATE_FILE
+    path = home / IDLE_WATCH_STATE_FILE
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     state = {"started_at": started_at, "last_live_at": last_live_at, "live": live}
     tmp.write_text(json.dumps({**state, "error": error}) + "\n")
@@ -178,7 +179,7 @@ def view(home: Path, *, live: bool, now: float | None = None) -> IdleView | None
         return None
     now = time.time() if now is None else now
     try:
-        state = json.loads((home / STATE_FILE).read_text())
+        state = json.loads((home / IDLE_WATCH_STATE_FILE).read_text())
         last_live = float(state.get("last_live_at") or 0.0)
         error = str(state["error"]) if state.get("error") else None
     except (OSError, ValueError, AttributeError, TypeError):

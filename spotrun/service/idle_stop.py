@@ -51,7 +51,7 @@ def something_live(settings: Settings) -> bool:
 
 def watch(settings: Settings, wake: threading.Event) -> int:
     home = settings.home
-    held = _try_lock(home / marks.LOCK_FILE)
+    held = _try_lock(home / marks.IDLE_WATCH_LOCK_FILE)
     if held is None:
         return 0  # another watcher watches
     os.ftruncate(held.fileno(), 0)

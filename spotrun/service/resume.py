@@ -17,10 +17,10 @@ from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer
 from spotrun.cloud.capabilities import ChecksLaunches
 from spotrun.control import budget_guard, supervisor
+from spotrun.core.checkpoint_files import newest_complete_checkpoint
 from spotrun.core.errors import StateError, UsageError
-from spotrun.core.rundir import newest_complete_checkpoint
 from spotrun.core.runstates import RESUMABLE, RunState
-from spotrun.cost import rules as cost
+from spotrun.cost import amounts
 from spotrun.cost.bills import run_cost
 from spotrun.launch.plan import make_plan
 from spotrun.recipes import get_recipe
@@ -90,7 +90,7 @@ def resume(
         run.id,
         "resume",
         (f"resuming from {checkpoint}" if checkpoint else "no checkpoint here yet")
-        + f"; {cost.format_usd(spent)} spent before; {plan.reason}",
+        + f"; {amounts.format_usd(spent)} spent before; {plan.reason}",
     )
     pid = supervisor.spawn(ledger.settings, reopened)
     ledger.set_supervisor(run.id, pid)
@@ -133,12 +133,12 @@ def refuse_unresumable(run: RunRecord) -> None:
 def _check_budget_left(
     run: RunRecord, cap_usd: float, spent: Fraction, offer: Offer, ledger: Ledger
 ) -> None:
-    left = cost.usd(cap_usd) - spent
+    left = amounts.usd(cap_usd) - spent
     nodes = run.spec.resources.nodes
     margin = ledger.settings.budget_stop_margin_s
     if left <= 0:
         raise UsageError(
-            f"run {run.name} has spent {cost.format_usd(spent)} of its ${cap_usd:g} cap",
+            f"run {run.name} has spent {amounts.format_usd(spent)} of its ${cap_usd:g} cap",
             hint=f"give a larger cap for its whole cost: `spotrun resume {run.name} "
             f"--max-cost {float(spent) * 2 + 1:.2f}`",
         )
@@ -146,8 +146,8 @@ def _check_budget_left(
         budget_guard.check_affordable(float(left), offer, nodes, margin)
     except UsageError as exc:
         raise UsageError(
-            f"run {run.name} has {cost.format_usd(left)} left of its ${cap_usd:g} cap "
-            f"({cost.format_usd(spent)} spent): {exc.message.split(': ', 1)[-1]}",
+            f"run {run.name} has {amounts.format_usd(left)} left of its ${cap_usd:g} cap "
+            f"({amounts.format_usd(spent)} spent): {exc.message.split(': ', 1)[-1]}",
             hint="give a larger cap for its whole cost with --max-cost",
         ) from exc
 

@@ -15,15 +15,17 @@ from pydantic import ValidationError
 from spotrun.cloud import get_provider
 from spotrun.core.config import CloudName, Resources, Settings, describe_validation_error
 from spotrun.core.errors import StateError, UsageError
+from spotrun.core.rundir import SUPERVISOR_LOG_FILE
+from spotrun.core.sweepspec import SweepSpec
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.recipes import check_recipe, get_recipe
-from spotrun.service.runs import check_launchable, check_multi_node, check_nodes
+from spotrun.service.prepare import check_launchable, check_multi_node, check_nodes
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialStatus
 from spotrun.sweep import revive
 from spotrun.sweep.planner import SweepPlan, plan_sweep
 from spotrun.sweep.space import check_trials, overrides_of, trial_params, typed_space
-from spotrun.sweep.spec import SweepSpec, check_metric, parse_grid, parse_space
+from spotrun.sweep.spec import check_metric, parse_grid, parse_space
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ def stop_sweep(ledger: Ledger, ref: str, *, timeout_s: float = 300.0) -> SweepRe
     except WaitTimeout:
         raise StateError(
             f"sweep {sweep.name} did not stop within {timeout_s:.0f} s",
-            hint=f"see {sweep.sweep_dir / 'supervisor.log'}",
+            hint=f"see {sweep.sweep_dir / SUPERVISOR_LOG_FILE}",
         ) from None
 
 

@@ -1,5 +1,6 @@
-"""The ledger's SQLite connection: waiting out a busy database, refusing a damaged one, and
-keeping the file and SPOTRUN_HOME private to their user."""
+"""The ledger's SQLite connection: opening it (WAL, at the current schema), one IMMEDIATE
+transaction per write, waiting out a busy database, refusing a damaged one, and keeping the file
+and SPOTRUN_HOME private to their user."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from spotrun.core.errors import LedgerBusyError, LedgerError
+from spotrun.core.home import LEDGER_FILE
+from spotrun.core.rundir import HOME_VAR
+from spotrun.store.schema import migrate
 
 # A busy ledger (another process holds its write lock: a long CLI write, a backup, a user's
 # sqlite3 shell) is transient. Each statement waits BUSY_WAIT_S inside SQLite, and is tried
@@ -97,7 +102,7 @@ def keep_private(db_path: Path) -> None:
     except OSError as exc:
         raise LedgerError(
             f"cannot make the ledger at {db_path} private: {exc.strerror or exc}",
-            hint="fix its permissions or set SPOTRUN_HOME to a folder you own",
+            hint=f"fix its permissions or set {HOME_VAR} to a folder you own",
         ) from exc
 
 
@@ -109,8 +114,8 @@ def ensure_writable_home(home: Path) -> None:
         (home / "runs").mkdir(exist_ok=True)
     except OSError as exc:
         raise LedgerError(
-            f"cannot create SPOTRUN_HOME at {home}: {exc.strerror or exc}",
-            hint="set SPOTRUN_HOME to a folder you can write",
+            f"cannot create {HOME_VAR} at {home}: {exc.strerror or exc}",
+            hint=f"set {HOME_VAR} to a folder you can write",
         ) from exc
     # A real write, not os.access: root passes os.access on a read-only mount.
     try:
@@ -119,6 +124,68 @@ def ensure_writable_home(home: Path) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise LedgerError(
-            f"SPOTRUN_HOME at {home} is not writable: {exc.strerror or exc}",
-            hint="fix its permissions or set SPOTRUN_HOME to a folder you can write",
+            f"{HOME_VAR} at {home} is not writable: {exc.strerror or exc}",
+            hint=f"fix its permissions or set {HOME_VAR} to a folder you can write",
         ) from exc
+
+
+class LedgerDatabase:
+    """The ledger's file, opened: its connection and its write transactions. The Ledger's table
+    groups (spotrun.store.runs, instances, events, costs) are built on it and share it."""
+
+    def __init__(self, home: Path, clock: Callable[[], float]) -> None:
+        self.home = home
+        self.clock = clock  # stamps every time the ledger records (a fixed one for imports, tests)
+        self.path = home / LEDGER_FILE
+        ensure_writable_home(home)
+        keep_private(self.path)
+        try:
+            self._db = sqlite3.connect(
+                self.path,
+                timeout=BUSY_WAIT_S,
+                isolation_level=None,
+                factory=BusyRetryConnection,
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.where = str(self.path)
+            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_WAIT_S * 1000)}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            with self.write() as db:
+                migrate(db, self.path)
+            keep_private(self.path)  # the -wal and -shm SQLite just made
+        except LedgerError:
+            raise
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc) or "unable to open" in str(exc):
+                raise LedgerError(
+                    f"cannot write the ledger at {self.path} ({exc})",
+                    hint=f"fix its permissions or set {HOME_VAR} to a folder you can write",
+                ) from exc
+            raise LedgerError(f"cannot use the ledger at {self.path} ({exc})") from exc
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(
+                f"{self.path} is not a readable spotrun ledger ({exc})",
+                hint=f"move it aside (mv {self.path} {self.path}.bad) and spotrun starts a new one",
+            ) from exc
+
+    # The sweep and price tables' own accessors (spotrun.store.sweeps, price_cache) share this
+    # connection and its transactions.
+    @property
+    def db(self) -> sqlite3.Connection:
+        return self._db
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: readers go on, other writers wait for it."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        self._db.close()

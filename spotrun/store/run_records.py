@@ -41,7 +41,7 @@ class RunRecord:
 
     @cached_property
     def spec(self) -> LaunchSpec:
-        # the settings models import pydantic (~100 ms): listing runs never needs them
+        # why: the settings models import pydantic (~100 ms); listing runs never needs them
         from spotrun.core.config import LaunchSpec
 
         return LaunchSpec.model_validate_json(self.spec_json)

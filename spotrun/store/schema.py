@@ -4,6 +4,10 @@ it (each takes a ledger of the version before to its own)."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
+
+from spotrun.core.errors import LedgerError
+from spotrun.core.rundir import HOME_VAR
 
 SCHEMA_VERSION = 3
 APP_ID = "spotrun-ledger"
@@ -203,3 +207,44 @@ def run_script(db: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
             db.execute(statement)
+
+
+def migrate(db: sqlite3.Connection, where: Path) -> None:
+    """Bring the ledger at `where` to SCHEMA_VERSION, inside the caller's write transaction: a new
+    one gets SCHEMA, an older one each step after its version; refuse another app's file and a
+    newer spotrun's ledger."""
+    has_meta = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+    ).fetchone()
+    version = 0  # a new ledger
+    if has_meta:
+        rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        if rows and rows.get("app") != APP_ID:
+            raise LedgerError(
+                f"{where} is an SQLite file but not a spotrun ledger",
+                hint=f"point {HOME_VAR} elsewhere or move the file aside",
+            )
+        try:
+            version = int(rows.get("schema_version", "0"))
+        except ValueError:
+            raise LedgerError(
+                f"{where} has a schema version that is not a number "
+                f"({rows.get('schema_version')!r})",
+                hint=f"move it aside (mv {where} {where}.bad) and spotrun starts a new one",
+            ) from None
+        if version > SCHEMA_VERSION:
+            raise LedgerError(
+                f"{where} was written by a newer spotrun (ledger schema v{version}; "
+                f"this spotrun reads up to v{SCHEMA_VERSION})",
+                hint="upgrade spotrun (pip install -U spotrun)",
+            )
+        if version == SCHEMA_VERSION:
+            return
+    if version == 0:
+        run_script(db, SCHEMA)
+        run_script(db, SWEEP_SCHEMA)
+    else:  # an older ledger: step it up, keeping everything it holds
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            run_script(db, MIGRATIONS[step])
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('app', ?)", (APP_ID,))
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))

@@ -20,7 +20,7 @@ from spotrun.core.errors import NotFoundError, StateError, UsageError
 from spotrun.store.ledger import Ledger
 
 if TYPE_CHECKING:
-    from spotrun.sweep.spec import SweepSpec
+    from spotrun.core.sweepspec import SweepSpec
 
 
 class SweepState(str, Enum):
@@ -61,8 +61,8 @@ class SweepRecord:
 
     @cached_property
     def spec(self) -> SweepSpec:
-        # the spec models import pydantic (~100 ms): listing runs never needs them
-        from spotrun.sweep.spec import SweepSpec
+        # why: the spec models import pydantic (~100 ms); `spotrun ls` never needs them
+        from spotrun.core.sweepspec import SweepSpec
 
         return SweepSpec.model_validate_json(self.spec_json)
 

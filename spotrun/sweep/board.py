@@ -1,7 +1,7 @@
 """A sweep's leaderboard: its trials ranked by the metric, with hyperparameters, time, cost and
 cost to target; as rows for a table, JSON, CSV, and a PNG of metric against cost.
 
-Cost and time come from the cost report of the sweep's runs (spotrun.service.runs.cost_report), so a
+Cost and time come from the cost report of the sweep's runs (spotrun.cost.cost_report), so a
 leaderboard and `spotrun cost --sweep` always agree.
 """
 
@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from spotrun.control.metrics import read_all
 from spotrun.core.errors import UsageError
+from spotrun.core.metrics_file import read_all
+from spotrun.core.rundir import METRICS_FILE
+from spotrun.cost.cost_report import cost_report
 from spotrun.cost.reports import Row
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepRecord, SweepStore, TrialRecord, TrialStatus
@@ -76,13 +78,11 @@ def _status(trial: TrialRecord, run: RunRecord | None) -> str:
 
 def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None) -> list[Entry]:
     """Every trial of the sweep, best first; trials without a value of the metric last."""
-    from spotrun.service import runs as api
-
     store = SweepStore(ledger)
     trials = store.trials(sweep.id)
     costs: dict[str, Row] = {}
     if any(t.run_id for t in trials):
-        report = api.cost_report(ledger, sweep=sweep.id, now=now or time.time())
+        report = cost_report(ledger, sweep=sweep.id, now=now or time.time())
         costs = {row.run.id: row for row in report.rows if row.run is not None}
     spec = sweep.spec
     unranked: list[Entry] = []
@@ -90,7 +90,7 @@ def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None)
         run = None if trial.run_id is None else ledger.get_run(trial.run_id)
         best, epochs = (None, 0)
         if run is not None:
-            best, epochs = _best(read_all(run.run_dir / "metrics.jsonl"), spec.metric, spec.mode)
+            best, epochs = _best(read_all(run.run_dir / METRICS_FILE), spec.metric, spec.mode)
         row = costs.get(run.id) if run is not None else None
         priced = row is not None and row.error is None
         reach = None if row is None else row.target
@@ -118,8 +118,6 @@ def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None)
 
 
 def _with_rank(entry: Entry, rank: int) -> Entry:
-    from dataclasses import replace
-
     return replace(entry, rank=rank)
 
 
@@ -161,6 +159,7 @@ def write_plot(path: Path, sweep: SweepRecord, entries: list[Entry]) -> int:
         raise UsageError(
             f"sweep {sweep.name} has no trial with both a {sweep.spec.metric} and a cost yet"
         )
+    # why: matplotlib is heavy to import; only a plot pays for it
     import matplotlib
 
     matplotlib.use("Agg")

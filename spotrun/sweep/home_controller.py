@@ -34,9 +34,10 @@ from typing import IO
 
 from spotrun.control.controller import RunController
 from spotrun.control.home import WAKE, acquire
-from spotrun.control.supervisor import LOCK_FILE, _try_lock
+from spotrun.control.supervisor import _try_lock
 from spotrun.core.config import Settings, load_settings
 from spotrun.core.errors import SpotrunError, StateError
+from spotrun.core.rundir import SUPERVISOR_LOCK_FILE
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepState, SweepStore
 from spotrun.sweep.supervisor import SweepSupervisor
@@ -60,7 +61,7 @@ class RunThread(threading.Thread):
         ledger = Ledger(self.settings)
         try:
             run = ledger.get_run(self.run_id)
-            lock = _try_lock(run.run_dir / LOCK_FILE)
+            lock = _try_lock(run.run_dir / SUPERVISOR_LOCK_FILE)
             if lock is None:  # another process drives it (a per-run supervisor, `stop`)
                 return
             try:
@@ -89,7 +90,7 @@ class SweepThread(threading.Thread):
         store = SweepStore(ledger)
         try:
             sweep = store.get(self.sweep_id)
-            lock = _try_lock(sweep.sweep_dir / LOCK_FILE)
+            lock = _try_lock(sweep.sweep_dir / SUPERVISOR_LOCK_FILE)
             if lock is None:
                 return
             try:

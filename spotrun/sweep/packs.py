@@ -23,10 +23,11 @@ from pathlib import Path
 
 from spotrun.agent.session import session_name
 from spotrun.cloud import get_provider
-from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider, Runner
+from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
 from spotrun.cloud.capabilities import AttachesOverSsh, PullsStoredFiles, UploadsCheckpoints
 from spotrun.core.config import Resources
 from spotrun.core.errors import RemoteError, SpotrunError, StateError
+from spotrun.remote.runner import Runner
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import PackInstance, PackRecord, Stay, SweepRecord, SweepStore
 from spotrun.sweep.planner import SweepPlan

@@ -13,7 +13,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from spotrun.control.home import ensure_controller
-from spotrun.control.supervisor import LOCK_FILE, LOG_FILE, lock_is_held
+from spotrun.control.supervisor import lock_is_held
+from spotrun.core.rundir import HOME_VAR, SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepStore
 
@@ -29,14 +30,14 @@ def spawn(settings: Settings, sweep: SweepRecord) -> int:
     if settings.controller == "one":
         return ensure_controller(settings)[0]
     sweep.sweep_dir.mkdir(parents=True, exist_ok=True)
-    log_fh = open(sweep.sweep_dir / LOG_FILE, "ab")
+    log_fh = open(sweep.sweep_dir / SUPERVISOR_LOG_FILE, "ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "spotrun.sweep.supervisor", sweep.id],
         stdin=subprocess.DEVNULL,
         stdout=log_fh,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        env={**os.environ, "SPOTRUN_HOME": str(settings.home)},
+        env={**os.environ, HOME_VAR: str(settings.home)},
         close_fds=True,
     )
     log_fh.close()
@@ -44,7 +45,7 @@ def spawn(settings: Settings, sweep: SweepRecord) -> int:
 
 
 def is_supervised(sweep: SweepRecord) -> bool:
-    return lock_is_held(sweep.sweep_dir / LOCK_FILE, sweep.supervisor_pid)
+    return lock_is_held(sweep.sweep_dir / SUPERVISOR_LOCK_FILE, sweep.supervisor_pid)
 
 
 def ensure_sweeps_supervised(ledger: Ledger) -> set[str]:

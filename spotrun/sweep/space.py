@@ -8,10 +8,10 @@ import types
 from typing import Any, Union, get_args, get_origin
 
 from spotrun.core.errors import UsageError
+from spotrun.core.sweepspec import Range, SweepSpec
 from spotrun.recipes import get_recipe
 from spotrun.recipes.base import Recipe
 from spotrun.recipes.overrides import _annotation_at
-from spotrun.sweep.spec import Range, SweepSpec
 
 MAX_TRIALS = 1000  # a bigger grid is almost surely a typo; say so before recording anything
 
@@ -70,6 +70,7 @@ def trial_params(spec: SweepSpec) -> list[dict[str, str]]:
 
 def _draw(spec: SweepSpec) -> list[dict[str, str]]:
     """N draws with Optuna's RandomSampler (seeded: the same sweep draws the same trials)."""
+    # why: optuna is heavy to import; only a sweep that draws at random pays for it
     import optuna
     from optuna.distributions import (
         BaseDistribution,

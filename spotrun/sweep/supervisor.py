@@ -25,10 +25,11 @@ from typing import IO, Literal
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
-from spotrun.control.metrics import MetricsTail
-from spotrun.control.supervisor import LOCK_FILE, _try_lock
+from spotrun.control.supervisor import _try_lock
 from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
 from spotrun.core.errors import SpotrunError, StateError
+from spotrun.core.metrics_file import MetricsTail
+from spotrun.core.rundir import METRICS_FILE, SUPERVISOR_LOCK_FILE
 from spotrun.cost import budget
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger, RunRecord
@@ -62,7 +63,7 @@ class TrialThread(threading.Thread):
         ledger = Ledger(self.settings)
         try:
             run = ledger.get_run(self.run_id)
-            lock = _try_lock(run.run_dir / LOCK_FILE, wait_s=3.0)
+            lock = _try_lock(run.run_dir / SUPERVISOR_LOCK_FILE, wait_s=3.0)
             if lock is None:  # another process drives it; wait for its end
                 while not ledger.get_run(self.run_id).is_terminal:
                     time.sleep(1.0)
@@ -157,7 +158,7 @@ class SweepSupervisor:
             for trial in self._trials():
                 run = self._run(trial)
                 if run is not None:
-                    self.tails[run.id] = MetricsTail(run.run_dir / "metrics.jsonl")
+                    self.tails[run.id] = MetricsTail(run.run_dir / METRICS_FILE)
                     self.stopper.observe(run.id, self.tails[run.id].read_new())
                     if run.is_terminal:
                         self.stopper.finish(run.id, _outcome(trial, run))
@@ -205,7 +206,7 @@ class SweepSupervisor:
             run.id, "sweep", f"trial {trial.index} of sweep {self.sweep.name}: {shown}"
         )
         self.ledger.add_event(run.id, "plan", self.plan.reason)
-        self.tails[run.id] = MetricsTail(run.run_dir / "metrics.jsonl")
+        self.tails[run.id] = MetricsTail(run.run_dir / METRICS_FILE)
         self._start_thread(run)
         self.event(f"launched trial {trial.index} ({shown}) as run {run.id}")
         return run
@@ -218,7 +219,7 @@ class SweepSupervisor:
             run = self._run(trial)
             if run is None:
                 continue
-            tail = self.tails.setdefault(run.id, MetricsTail(run.run_dir / "metrics.jsonl"))
+            tail = self.tails.setdefault(run.id, MetricsTail(run.run_dir / METRICS_FILE))
             verdict = self.stopper.observe(run.id, tail.read_new(), self._final_epoch(trial))
             if run.is_terminal:
                 self.stopper.finish(run.id, _outcome(trial, run))
@@ -338,7 +339,7 @@ def main(argv: list[str]) -> int:
     ledger = Ledger(settings)
     store = SweepStore(ledger)
     sweep = store.get(sweep_id)
-    lock: IO[str] | None = _try_lock(Path(sweep.sweep_dir) / LOCK_FILE, wait_s=3.0)
+    lock: IO[str] | None = _try_lock(Path(sweep.sweep_dir) / SUPERVISOR_LOCK_FILE, wait_s=3.0)
     if lock is None:
         logging.info("another supervisor holds sweep %s; leaving it to that one", sweep_id)
         return 0

@@ -14,9 +14,16 @@ import numpy as np
 import torch
 
 from spotrun.core.exitcodes import CHECKPOINTED
-from spotrun.core.rundir import PROGRESS_FILE, THREADS_VAR
+from spotrun.core.rundir import (
+    CHECKPOINTS_DIR,
+    METRICS_FILE,
+    PROGRESS_FILE,
+    RECIPE_FILE,
+    THREADS_VAR,
+    TRACE_FILE,
+)
 from spotrun.recipes.base import Recipe
-from spotrun.train.callbacks import METRICS_FILE, Callback, ConsoleProgress, MetricsFile
+from spotrun.train.callbacks import Callback, ConsoleProgress, MetricsFile
 from spotrun.train.curves import TensorBoardCurves
 from spotrun.train.data.loading import load_data
 from spotrun.train.data.text import EvalWindows, TextWindows, write_vocabulary
@@ -37,10 +44,6 @@ from spotrun.train.progress import ProgressFile
 from spotrun.train.text_metrics import TextMetrics
 from spotrun.train.trackers import configured_trackers
 from spotrun.train.trainer import FitResult, Trainer
-
-CHECKPOINT_DIR = "checkpoints"
-RECIPE_FILE = "recipe.json"
-TRACE_FILE = "trace.json"
 
 
 def exit_checkpointed() -> NoReturn:
@@ -134,7 +137,7 @@ def build_trainer_on_device(
             ProgressFile(run_dir / PROGRESS_FILE),
             *(extra_callbacks or []),
         ],
-        checkpoint_dir=run_dir / CHECKPOINT_DIR,
+        checkpoint_dir=run_dir / CHECKPOINTS_DIR,
         checkpoint_every_steps=recipe.checkpoint_every_steps,
         eval_every_epochs=recipe.eval_every_epochs,
         config=config,

@@ -10,8 +10,6 @@ from typing import TextIO
 from spotrun.train.events import Event
 from spotrun.train.state import State
 
-METRICS_FILE = "metrics.jsonl"
-
 
 class Callback:
     def on_event(self, event: Event, state: State) -> None:

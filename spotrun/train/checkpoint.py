@@ -11,7 +11,6 @@ import logging
 import os
 import pickle
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,11 +19,11 @@ import numpy as np
 import torch
 
 from spotrun.core.errors import TrainingError
+from spotrun.core.rundir import CHECKPOINT_NAME, checkpoint_file_name
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2  # 2: per-rank RNG states and loss sums, engine trace counts
-_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
 
 
 def rng_state() -> dict[str, Any]:
@@ -84,13 +83,13 @@ class Checkpointer:
         """Checkpoint files, newest first."""
         if not self.directory.exists():
             return []
-        found = [p for p in self.directory.iterdir() if _NAME.match(p.name)]
+        found = [p for p in self.directory.iterdir() if CHECKPOINT_NAME.match(p.name)]
         return sorted(found, key=lambda p: p.name, reverse=True)
 
     def save(self, payload: dict[str, Any], step: int) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
-        final = self.directory / f"ckpt-{step:09d}.pt"
-        tmp = self.directory / f".ckpt-{step:09d}.pt.tmp"
+        final = self.directory / checkpoint_file_name(step)
+        tmp = self.directory / f".{final.name}.tmp"
         payload = {"format": FORMAT_VERSION, **payload}
         with open(tmp, "wb") as fh:
             torch.save(payload, fh)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DEVICE_FILE = "device.json"
+from spotrun.core.rundir import DEVICE_FILE
 
 
 @dataclass(frozen=True)

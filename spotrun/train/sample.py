@@ -16,9 +16,9 @@ import torch
 
 from spotrun.core.config import load_settings
 from spotrun.core.errors import TrainingError, UsageError
+from spotrun.core.rundir import CHECKPOINTS_DIR, RECIPE_FILE
 from spotrun.recipes.base import Recipe
 from spotrun.train.algorithm import Engine
-from spotrun.train.build import CHECKPOINT_DIR, RECIPE_FILE
 from spotrun.train.checkpoint import Checkpointer
 from spotrun.train.data.source import resolve_text_file
 from spotrun.train.data.text import Tokenizer, read_text, read_vocabulary
@@ -57,7 +57,7 @@ def run_tokenizer(recipe: Recipe, run_dir: Path | None = None) -> Tokenizer:
 
 def load_model(run_dir: Path, recipe: Recipe) -> GPT:
     """The run's model with its newest readable checkpoint's weights, in eval mode."""
-    loaded = Checkpointer(run_dir / CHECKPOINT_DIR).load_latest(map_location="cpu")
+    loaded = Checkpointer(run_dir / CHECKPOINTS_DIR).load_latest(map_location="cpu")
     if loaded is None:
         raise TrainingError(
             f"{run_dir} has no checkpoint yet", hint="wait for the first epoch to end"

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from spotrun.core.rundir import METRICS_FILE
 from spotrun.train.callbacks import Callback
 from spotrun.train.curves import scalar_metrics
 from spotrun.train.events import Event
@@ -92,7 +93,7 @@ class _Tracker(Callback):
             self.opened = False
             print(
                 f"{self.label} logging is off: {what} failed ({type(exc).__name__}: {exc}); "
-                "the curves are still in metrics.jsonl and the TensorBoard files",
+                f"the curves are still in {METRICS_FILE} and the TensorBoard files",
                 file=sys.stderr,
                 flush=True,
             )

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.datasets.roots import STAGE_ROOT_ENV, instance_store_mounts, stage_root
+from spotrun.core.rundir import STAGE_ROOT_VAR
+from spotrun.datasets.roots import instance_store_mounts, stage_root
 
 EBS_MODEL = "Amazon Elastic Block Store              \n"
 STORE_MODEL = "Amazon EC2 NVMe Instance Storage        \n"
@@ -43,8 +44,8 @@ def test_instance_store_mounts_are_told_from_ebs_by_the_device_model(tmp_path: P
 def test_the_root_volume_without_an_instance_store_and_the_override(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(STAGE_ROOT_ENV, raising=False)
+    monkeypatch.delenv(STAGE_ROOT_VAR, raising=False)
     found = stage_root(tmp_path / "home")  # this machine has no instance store
     assert found.kind == "root volume" and found.path == tmp_path / "home" / "spotrun-data"
-    monkeypatch.setenv(STAGE_ROOT_ENV, str(tmp_path / "fast"))
+    monkeypatch.setenv(STAGE_ROOT_VAR, str(tmp_path / "fast"))
     assert stage_root(tmp_path / "home").path == tmp_path / "fast"

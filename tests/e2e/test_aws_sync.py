@@ -11,9 +11,10 @@ import pytest
 from spotlab import Lab
 from spotlab.hosts import Host
 from spotrun.cloud.aws import AwsProvider
-from spotrun.cloud.base import InstanceRequest, Runner
+from spotrun.cloud.base import InstanceRequest
 from spotrun.core.config import Resources, load_settings
 from spotrun.core.errors import RemoteError
+from spotrun.remote.runner import Runner
 from spotrun.remote.sync import pull_run_dir
 from tests.conftest import Env
 

@@ -19,7 +19,7 @@ import torch
 from spotlab.lab import REGION
 from spotlab.s3bucket import s3_bucket
 from spotrun.cloud.aws import checkpoints as store
-from spotrun.core.rundir import checkpoint_is_complete
+from spotrun.core.checkpoint_files import checkpoint_is_complete
 from tests.conftest import REPO
 
 __all__ = ["s3_bucket"]  # a fixture

@@ -14,8 +14,9 @@ import pytest
 from spotlab import costs as costlab
 from spotlab.costs import EXPECTED
 from spotrun.core.config import load_settings
+from spotrun.cost.amounts import format_usd, to_cents
 from spotrun.cost.reports import TARGET_METHOD
-from spotrun.cost.rules import AWS_METHOD, LOCAL_METHOD, format_usd, to_cents
+from spotrun.cost.rules import AWS_METHOD, LOCAL_METHOD
 from spotrun.service import runs as api
 from spotrun.store.ledger import Ledger
 from tests.conftest import Env

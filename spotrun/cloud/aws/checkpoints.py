@@ -27,13 +27,22 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from spotrun.cloud.aws.errors import aws_call, error_code
+from spotrun.core.checkpoint_files import checkpoint_is_complete
 from spotrun.core.errors import CloudError, UsageError
-from spotrun.core.rundir import CHECKPOINT_NAME, checkpoint_is_complete, is_event_file
+from spotrun.core.rundir import (
+    CHECKPOINT_NAME,
+    CHECKPOINTS_DIR,
+    DURABLE_STATE_FILE,
+    EXIT_FILE,
+    METRICS_FILE,
+    RECIPE_FILE,
+    is_event_file,
+)
 from spotrun.core.safe_paths import safe_join
 
-STATE_FILE = ".store.json"
-EXIT_FILE = "exit.json"  # written by the job wrapper when the job ends
-DURABLE = ("checkpoints/", "metrics.jsonl", "recipe.json")  # and TensorBoard's event files
+# What the durable store keeps: the checkpoints, these files, and TensorBoard's event files.
+CHECKPOINTS_PREFIX = CHECKPOINTS_DIR + "/"
+DURABLE_FILES = (METRICS_FILE, RECIPE_FILE)
 
 
 def run_prefix(run_id: str) -> str:
@@ -73,7 +82,7 @@ def _durable_files(run_dir: Path) -> Iterator[tuple[str, Path]]:
         if not item.is_file() or item.name.endswith((".tmp", ".part")):
             continue
         rel = item.relative_to(run_dir).as_posix()
-        if rel.startswith(DURABLE[0]) or rel in DURABLE[1:] or is_event_file(rel):
+        if rel.startswith(CHECKPOINTS_PREFIX) or rel in DURABLE_FILES or is_event_file(rel):
             yield rel, item
 
 
@@ -84,7 +93,7 @@ class PushResult:
 
 def push(s3: Any, bucket: str, run_id: str, run_dir: Path, region: str) -> PushResult:
     """Upload the run's durable files that changed since the last push."""
-    state_path = run_dir / STATE_FILE
+    state_path = run_dir / DURABLE_STATE_FILE
     try:
         state = json.loads(state_path.read_text())
     except (OSError, ValueError):
@@ -100,7 +109,7 @@ def push(s3: Any, bucket: str, run_id: str, run_dir: Path, region: str) -> PushR
         state[rel] = mark
         uploaded.append(rel)
     if uploaded:
-        tmp = state_path.with_name(STATE_FILE + ".tmp")
+        tmp = state_path.with_name(DURABLE_STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state))
         os.replace(tmp, state_path)
     return PushResult(uploaded)
@@ -124,7 +133,7 @@ def pull(s3: Any, bucket: str, run_id: str, local_dir: Path, region: str) -> lis
         if not rel or rel.endswith("/"):
             continue
         target = safe_join(local_dir, rel, what=f"stored file s3://{bucket}/{obj['Key']}")
-        if target.exists() and rel != DURABLE[1]:
+        if target.exists() and rel != METRICS_FILE:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".part")
@@ -194,7 +203,7 @@ class Fetched:
 
 def stored_checkpoints(s3: Any, bucket: str, run_id: str, region: str) -> list[tuple[str, int]]:
     """The run's checkpoints in the store, newest first: (file name, step)."""
-    prefix = run_prefix(run_id) + DURABLE[0]
+    prefix = run_prefix(run_id) + CHECKPOINTS_PREFIX
     with aws_call("s3", "ListObjectsV2", region):
         pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         keys = [obj["Key"] for page in pages for obj in page.get("Contents", [])]
@@ -212,7 +221,7 @@ def fetch_checkpoint(
     """On a replacement instance: download the newest stored checkpoint of step `at_least` or
     later that reads back whole into run_dir/checkpoints/ (an incomplete one, e.g. an upload
     cut by the reclaim, is skipped for the one before it)."""
-    folder = run_dir / DURABLE[0]
+    folder = run_dir / CHECKPOINTS_PREFIX
     folder.mkdir(parents=True, exist_ok=True)
     incomplete = []
     for name, step in stored_checkpoints(s3, bucket, run_id, region):
@@ -221,7 +230,7 @@ def fetch_checkpoint(
         target = folder / name
         tmp = target.with_name(name + ".part")
         with aws_call("s3", "GetObject", region):
-            s3.download_file(bucket, run_prefix(run_id) + DURABLE[0] + name, str(tmp))
+            s3.download_file(bucket, run_prefix(run_id) + CHECKPOINTS_PREFIX + name, str(tmp))
         if not checkpoint_is_complete(tmp):
             tmp.unlink(missing_ok=True)
             incomplete.append(name)

@@ -31,12 +31,13 @@ from spotrun.cloud.aws.errors import aws_call
 from spotrun.cloud.aws.offers import TypeCatalog, build_offers
 from spotrun.cloud.aws.prices import AwsPrices
 from spotrun.cloud.aws.session import AwsClients
-from spotrun.cloud.base import Instance, InstanceRequest, Offer, Runner
+from spotrun.cloud.base import Instance, InstanceRequest, Offer
 from spotrun.cloud.ssh_host import SshHost
 from spotrun.core.config import Resources, Settings
 from spotrun.core.errors import CapacityError, CloudError, RemoteError, UsageError
 from spotrun.datasets.placement import TypeStorage
 from spotrun.remote.provision import code_bundle, provision
+from spotrun.remote.runner import Runner
 
 if TYPE_CHECKING:  # paramiko costs a tenth of a second to import; `prices` never needs it
     from spotrun.remote.ssh import HostKeyPins, SshRunner

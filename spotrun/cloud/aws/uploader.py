@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import shlex
 
-from spotrun.cloud.base import Runner
 from spotrun.core.errors import RemoteError
+from spotrun.core.rundir import EXIT_FILE, UPLOADER_LOG_FILE, UPLOADER_PID_FILE
+from spotrun.remote.runner import Runner
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +47,11 @@ def start(runner: Runner, run_dir: str, watch_command: str) -> None:
     folder = shlex.quote(run_dir)
     command = (
         f"mkdir -p {folder} && cd {folder} && "
-        "{ test -f store.pid && kill -0 $(cat store.pid) 2>/dev/null || "
+        f"{{ test -f {UPLOADER_PID_FILE} && kill -0 $(cat {UPLOADER_PID_FILE}) 2>/dev/null || "
         # --since: the moment it was asked for, in the instance's clock. Its own clock starts
         # after python and boto3 load, by when a quick job may already have ended.
-        f'{{ setsid nohup {watch_command} --since "$(date +%s)" >> store.log 2>&1 < /dev/null & '
-        "echo $! > store.pid; }; }"
+        f'{{ setsid nohup {watch_command} --since "$(date +%s)" >> {UPLOADER_LOG_FILE} 2>&1 '
+        f"< /dev/null & echo $! > {UPLOADER_PID_FILE}; }}; }}"
     )
     runner.run(command, timeout_s=60).check("starting the checkpoint uploader")
 
@@ -64,8 +65,8 @@ def flush(runner: Runner, run_dir: str, once_command: str, what: str) -> None:
     folder = shlex.quote(run_dir)
     command = (
         f"cd {folder} 2>/dev/null || exit 0; "
-        "if test -f exit.json && test -f store.pid; then "
-        "for i in $(seq 3000); do kill -0 $(cat store.pid) 2>/dev/null || exit 0; "
+        f"if test -f {EXIT_FILE} && test -f {UPLOADER_PID_FILE}; then "
+        f"for i in $(seq 3000); do kill -0 $(cat {UPLOADER_PID_FILE}) 2>/dev/null || exit 0; "
         "sleep 0.1; done; fi; "
         f"{once_command}"
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from spotrun.core.errors import UsageError
+from spotrun.core.rundir import HOME_VAR
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff"})
 TRAIN_SPLIT = "train"
@@ -83,7 +84,7 @@ def resolve_data(spec: str, data_dir: Path) -> DataLocation:
                 return classify(path)
     raise UsageError(
         f"data set '{spec}' is not in the data folder {data_dir}",
-        hint=f"put it there as {spec}/ or {spec}.tar.gz, point data_dir in SPOTRUN_HOME/"
+        hint=f"put it there as {spec}/ or {spec}.tar.gz, point data_dir in {HOME_VAR}/"
         f"config.toml at the folder that holds it, or give a path: --set data=/path/to/{spec}",
     )
 

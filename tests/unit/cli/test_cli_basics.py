@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from spotrun.cli.main import app
 from spotrun.core.config import LaunchSpec, load_settings
 from spotrun.core.runstates import RunState
+from spotrun.core.sweepspec import SweepSpec
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepState, SweepStore
-from spotrun.sweep.spec import SweepSpec
 from tests.conftest import Env
 
 

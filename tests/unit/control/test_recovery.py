@@ -13,9 +13,9 @@ import torch
 
 from spotrun.cloud.base import Offer
 from spotrun.control.recovery import Recovery, read_notice, truncate_metrics
+from spotrun.core.checkpoint_files import checkpoint_is_complete, newest_complete_checkpoint
 from spotrun.core.config import LaunchSpec, load_settings
 from spotrun.core.errors import CapacityError
-from spotrun.core.rundir import checkpoint_is_complete, newest_complete_checkpoint
 from spotrun.store.ledger import InstanceRecord, Ledger
 
 

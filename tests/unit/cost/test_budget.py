@@ -15,7 +15,8 @@ from spotrun.cost import budget
 from spotrun.cost import rules as cost
 from spotrun.cost.budget import Action, LiveInstance, StopMargin
 from spotrun.cost.ebs_prices import gb_month_usd
-from spotrun.cost.rules import Ending, PriceHistory, Usage
+from spotrun.cost.price_history import PriceHistory
+from spotrun.cost.rules import Ending, Usage
 
 T0 = 1_741_597_200  # 2025-03-10 09:00:00 UTC
 MARGIN = StopMargin(checkpoint_s=30, sync_s=60, terminate_s=30)  # 120 s

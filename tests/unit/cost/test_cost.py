@@ -9,9 +9,12 @@ import pytest
 
 from spotlab.prices import utc
 from spotrun.core.errors import PricingError
+from spotrun.cost import amounts
 from spotrun.cost import rules as cost
+from spotrun.cost.cost_lines import cost_lines
 from spotrun.cost.ebs_prices import gb_month_usd
-from spotrun.cost.rules import Ending, PriceHistory, Usage, Volume
+from spotrun.cost.price_history import PriceHistory
+from spotrun.cost.rules import Ending, Usage, Volume
 
 T0 = utc("2025-03-10 09:00:00")
 TYPE, ZONE = "g5.xlarge", "us-east-1a"
@@ -48,7 +51,7 @@ def test_price_change_mid_run_charges_each_side_at_its_price() -> None:
     assert b.compute == F(2232) * F("0.40") / 3600 + F(1368) * F("0.52") / 3600
     assert b.billed_s == 3600
     assert b.on_demand == F("1.006")
-    assert cost.format_usd(b.compute) == "$0.45"  # 0.248 + 0.1976 = 0.4456
+    assert amounts.format_usd(b.compute) == "$0.45"  # 0.248 + 0.1976 = 0.4456
 
 
 def test_a_change_at_an_exact_second_takes_that_second() -> None:
@@ -137,7 +140,7 @@ def test_negative_or_non_finite_prices_are_refused() -> None:
     with pytest.raises(PricingError, match="negative"):
         history((T0, "-0.1"))
     with pytest.raises(PricingError, match="finite"):
-        cost.usd(float("nan"))
+        amounts.usd(float("nan"))
 
 
 def test_unchanged_points_collapse_and_same_second_points_keep_the_later() -> None:
@@ -175,7 +178,7 @@ def test_local_instance_costs_nothing_and_records_its_seconds() -> None:
     u = usage(T0, T0 + 42, market="local")
     b = bill_of(u, None, on_demand=None)
     assert (b.total, b.on_demand, b.billed_s) == (0, 0, 42)
-    (line,) = cost.cost_lines("run1", b)
+    (line,) = cost_lines("run1", b)
     assert (line.unit, line.quantity, line.usd, line.method) == (
         "instance-s",
         42.0,
@@ -187,17 +190,17 @@ def test_local_instance_costs_nothing_and_records_its_seconds() -> None:
 def test_cost_lines_carry_exact_amounts() -> None:
     h = history((T0 - 5000, "0.40"), (T0 + 2232, "0.52"))
     b = bill_of(usage(T0, T0 + 3600, volumes=(Volume(200),)), h)
-    compute, storage = cost.cost_lines("run1", b)
+    compute, storage = cost_lines("run1", b)
     assert compute.usd_exact == b.compute and compute.kind == "compute"
     assert storage.usd_exact == b.storage and storage.unit == "GB-month"
     assert compute.on_demand_usd_exact == F("1.006")
 
 
 def test_cents_round_half_up_only_for_display() -> None:
-    assert cost.to_cents(F(1, 200)) == Decimal("0.01")
-    assert cost.to_cents(F(1, 201)) == Decimal("0.00")
-    assert cost.format_usd(F(123456789, 100)) == "$1,234,567.89"
-    assert cost.usd(0.3871) == F("0.3871")
+    assert amounts.to_cents(F(1, 200)) == Decimal("0.01")
+    assert amounts.to_cents(F(1, 201)) == Decimal("0.00")
+    assert amounts.format_usd(F(123456789, 100)) == "$1,234,567.89"
+    assert amounts.usd(0.3871) == F("0.3871")
 
 
 def test_ending_is_read_from_ec2_state_reason_code() -> None:

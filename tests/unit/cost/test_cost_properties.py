@@ -7,9 +7,11 @@ from fractions import Fraction as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spotrun.cost import amounts
 from spotrun.cost import rules as cost
 from spotrun.cost.ebs_prices import gb_month_usd
-from spotrun.cost.rules import Ending, PriceHistory, Usage, Volume
+from spotrun.cost.price_history import PriceHistory
+from spotrun.cost.rules import Ending, Usage, Volume
 
 T0 = 1_741_597_200  # 2025-03-10 09:00:00 UTC
 
@@ -44,7 +46,7 @@ def test_integral_equals_per_second_sum(h: PriceHistory, start: int, length: int
     exact = h.integral(start, start + length)
     by_second = brute_force(h, start, start + length)
     assert exact == by_second
-    assert cost.to_cents(exact) == cost.to_cents(by_second)
+    assert amounts.to_cents(exact) == amounts.to_cents(by_second)
     assert exact >= 0
 
 

@@ -13,6 +13,7 @@ from spotlab.costs import EXPECTED, T0, Clock
 from spotlab.prices import ConstructedPrices, utc
 from spotrun.control.controller import RunController
 from spotrun.core.config import LaunchSpec, load_settings
+from spotrun.core.errors import NotFoundError
 from spotrun.core.runstates import RunState
 from spotrun.cost import reports
 from spotrun.cost.bills import bill_run
@@ -67,7 +68,7 @@ def test_sweep_costs_its_runs(lab: tuple[Ledger, ConstructedPrices]) -> None:
     rep = report(ledger, source, sweep="sw1")
     assert [r.key for r in rep.rows] == ["beta", "gamma"]
     assert rep.total.amounts.total == EXPECTED["beta"].total + EXPECTED["gamma"].total
-    with pytest.raises(api.NotFoundError, match="no run belongs to sweep 'nope'"):
+    with pytest.raises(NotFoundError, match="no run belongs to sweep 'nope'"):
         report(ledger, source, sweep="nope")
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from spotrun.cloud.base import Offer
-from spotrun.control.metrics import MetricsTail
 from spotrun.core.config import Resources
 from spotrun.core.errors import UsageError
+from spotrun.core.metrics_file import MetricsTail
 from spotrun.core.waiting import WaitTimeout, poll_until, wait_until
 from spotrun.launch.plan import make_plan
 

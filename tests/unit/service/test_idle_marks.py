@@ -41,7 +41,7 @@ def test_a_command_marks_use_but_the_laptops_status_question_does_not(tmp_path: 
     # a watcher counts as running: take its lock as the watcher does
     from spotrun.control.locks import _try_lock
 
-    held = _try_lock(tmp_path / marks.LOCK_FILE)
+    held = _try_lock(tmp_path / marks.IDLE_WATCH_LOCK_FILE)
     assert held is not None
     held.write("4242\n")
     held.flush()

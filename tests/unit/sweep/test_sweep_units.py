@@ -12,13 +12,14 @@ import pytest
 from spotrun.cloud.base import Offer
 from spotrun.core.config import Resources, load_settings
 from spotrun.core.errors import UsageError
+from spotrun.core.sweepspec import SweepSpec
 from spotrun.cost.shared_instances import split
 from spotrun.store.ledger import SCHEMA_VERSION, Ledger
 from spotrun.store.sweeps import SweepStore, TrialStatus
 from spotrun.sweep.asha import EarlyStopper
 from spotrun.sweep.planner import plan_sweep
 from spotrun.sweep.space import trial_params, typed_space
-from spotrun.sweep.spec import SweepSpec, check_metric, parse_grid, parse_space
+from spotrun.sweep.spec import check_metric, parse_grid, parse_space
 
 
 # ------------------------------------------------------------------ parsing

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from spotrun.core.rundir import DEVICE_FILE, TRACE_FILE
 from spotrun.recipes import get_recipe
-from spotrun.train.build import TRACE_FILE, train_recipe
+from spotrun.train.build import train_recipe
 from spotrun.train.device import (
     DeviceCapabilities,
     PrecisionProbe,
@@ -19,7 +20,7 @@ from spotrun.train.device import (
     detect_capabilities,
     parse_cpuinfo,
 )
-from spotrun.train.device_record import DEVICE_FILE, DeviceWatch, read_record
+from spotrun.train.device_record import DeviceWatch, read_record
 from spotrun.train.methods.auto import resolve_methods
 
 # /proc/cpuinfo as these CPUs print it (one processor shown; flags cut to the ones that matter

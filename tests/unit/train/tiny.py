@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 
+from spotrun.core.rundir import METRICS_FILE
 from spotrun.train.build import seed_everything
-from spotrun.train.callbacks import METRICS_FILE, Callback, MetricsFile
+from spotrun.train.callbacks import Callback, MetricsFile
 from spotrun.train.data.memory import TensorBatches
 from spotrun.train.events import Event
 from spotrun.train.methods import build_methods

@@ -1,4 +1,5 @@
-"""Reading a run's metrics.jsonl as it grows (the trainer appends one object per evaluation)."""
+"""Reading a run's metrics.jsonl, whole or as it grows (the trainer appends one object per
+evaluation; spotrun.train.callbacks.MetricsFile writes it)."""
 
 from __future__ import annotations
 

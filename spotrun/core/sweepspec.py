@@ -1,0 +1,72 @@
+"""What a sweep was asked for: the recipe, the search space, and how to run its trials.
+
+The typed record stored with the sweep (the ledger's sweeps table keeps it as JSON and hands it
+back as this model); spotrun.sweep.spec parses the command's words into it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from spotrun.core.config import NAME_PATTERN, CloudName, StrictModel
+
+EarlyStop = Literal["asha", "none"]
+
+
+class Range(StrictModel):
+    """A numeric range to sample from: integers when the recipe key is an integer."""
+
+    low: float
+    high: float
+    log: bool = False
+    integer: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if not (math.isfinite(self.low) and math.isfinite(self.high)) or self.low >= self.high:
+            raise ValueError("a range needs LOW < HIGH, both finite numbers")
+        if self.log and self.low <= 0:
+            raise ValueError("a log range needs LOW > 0")
+        return self
+
+    def describe(self) -> str:
+        low, high = (int(self.low), int(self.high)) if self.integer else (self.low, self.high)
+        return f"{low}:{high}" + (":log" if self.log else "")
+
+
+class SweepSpec(StrictModel):
+    """Everything `spotrun sweep` was asked for, validated; stored with the sweep."""
+
+    recipe: str
+    overrides: list[str] = Field(default_factory=list, description="--set for every trial")
+    grid: dict[str, list[str]] = Field(default_factory=dict)
+    space: dict[str, Range] = Field(default_factory=dict)
+    random: int | None = Field(None, ge=1, description="trials drawn at random from the space")
+    seed: int = 0
+    max_parallel: int = Field(ge=1)
+    gpus_per_trial: int = Field(0, ge=0)
+    resources: dict[str, Any] = Field(default_factory=dict, description="launch resource flags")
+    cloud: CloudName = "local"
+    max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
+    early_stop: EarlyStop = "none"
+    grace_epochs: int = Field(1, ge=1, description="ASHA: epochs every trial gets")
+    reduction_factor: int = Field(3, ge=2, description="ASHA: keep 1 in this many per rung")
+    metric: str = "test_acc"
+    mode: Literal["max", "min"] = "max"
+    name: str | None = None
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="every trial's job environment: --env and the trackers' variables",
+    )
+
+    @model_validator(mode="after")
+    def _name_is_safe(self) -> SweepSpec:
+        if self.name is not None and not NAME_PATTERN.match(self.name):
+            raise ValueError(
+                "a sweep name is 1-63 characters of a-z, 0-9, '-' and '_', starting with a "
+                "letter or digit"
+            )
+        return self

@@ -1,0 +1,252 @@
+"""Preparing a launch: everything a run, your own command or a sweep's trial needs checked, and
+its offers chosen, before anything exists (nothing is created here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from spotrun.cloud import get_provider
+from spotrun.cloud.base import Offer, Provider
+from spotrun.cloud.capabilities import ChecksLaunches
+from spotrun.control import budget_guard
+from spotrun.core.config import (
+    CloudName,
+    LaunchSpec,
+    Resources,
+    Settings,
+    describe_validation_error,
+)
+from spotrun.core.errors import UsageError
+from spotrun.core.jobspec import JobSpec
+from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
+from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data, parse_s3
+from spotrun.jobs import own_command as ownjob
+from spotrun.launch.plan import Plan, make_plan
+from spotrun.recipes import Recipe, check_recipe, get_recipe
+from spotrun.train.data.source import pin_data_paths
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    spec: LaunchSpec
+    recipe: Recipe | None  # None for your own command
+    plan: Plan
+    provider: Provider | None = None  # the provider that planned it (reused by a dry run)
+
+
+def prepare_launch(
+    settings: Settings,
+    recipe_name: str,
+    *,
+    overrides: list[str] | None = None,
+    cloud: CloudName | None = None,
+    gpus: int | None = None,
+    name: str | None = None,
+    max_cost_usd: float | None = None,
+    max_hours: float | None = None,
+    resources: dict[str, Any] | None = None,
+    envs: dict[str, str] | None = None,
+) -> LaunchPlan:
+    """Validate everything a launch needs and choose offers; nothing is created. `envs`: the
+    trainer's environment (--env and the trackers' variables, spotrun.core.tracker_env)."""
+    if gpus is not None and gpus < 0:  # 0: the run needs no GPU (as in a task file)
+        raise UsageError(
+            f"--gpus must be 0 or more, got {gpus}",
+            hint="leave it out to use the recipe's own GPU count; 0 asks for no GPU",
+        )
+    check_nodes(settings, (resources or {}).get("nodes"))
+    # The job runs in its run folder: a relative data path must mean what it meant here.
+    overrides = pin_data_paths(overrides or [])
+    recipe = get_recipe(recipe_name, overrides, data_here=False)
+    check_multi_node(recipe, (resources or {}).get("nodes"), "it")
+    check_recipe(recipe)  # its data, now that the rest is known to fit
+    update: dict[str, Any] = dict(resources or {})
+    if gpus is not None:
+        update["gpus"] = gpus
+    try:
+        merged = Resources.model_validate({**recipe.resources.model_dump(), **update})
+        spec = LaunchSpec(
+            recipe=recipe.name,
+            overrides=list(overrides or []),
+            resources=merged,
+            name=name,
+            cloud=cloud or settings.default_cloud,
+            max_cost_usd=max_cost_usd if max_cost_usd is not None else settings.max_cost_usd,
+            max_hours=max_hours,
+            env=dict(envs or {}),
+        )
+    except ValidationError as exc:
+        raise UsageError(describe_validation_error(exc)) from exc
+    if merged.nodes > 1 and not recipe.multi_node:  # the recipe's own resources ask more
+        raise UsageError(f"recipe {recipe.name} declares itself single-node; drop --nodes")
+    check_remote_data(recipe.data, spec.cloud, settings, merged.region)
+    provider = get_provider(spec.cloud, settings)
+    plan = make_plan(merged, provider.offers(merged))
+    check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
+    return LaunchPlan(spec, recipe, plan, provider)
+
+
+def check_multi_node(recipe: Recipe, nodes: object, what: str) -> None:
+    """A recipe marked multi_node = false never runs on several nodes (`what` names who would)."""
+    if isinstance(nodes, int) and nodes > 1 and not recipe.multi_node:
+        raise UsageError(
+            f"recipe {recipe.name} declares itself single-node (multi_node = false); "
+            f"{what} cannot run on {nodes} nodes",
+            hint="drop --nodes",
+        )
+
+
+def check_nodes(settings: Settings, nodes: object) -> None:
+    """--nodes: a whole number from 1 to aws.max_nodes (a typo must not order a fleet)."""
+    if nodes is None:
+        return
+    if not isinstance(nodes, int) or nodes < 1:
+        raise UsageError(
+            f"--nodes must be a whole number of at least 1, got {nodes}",
+            hint="leave it out to run on one instance",
+        )
+    limit = settings.aws.max_nodes
+    if nodes > limit:
+        raise UsageError(
+            f"--nodes {nodes} is more than the {limit} instances one run may have",
+            hint="raise aws.max_nodes in config.toml if you mean it (and the account's "
+            "vCPU quota allows it)",
+        )
+
+
+def prepare_job_launch(
+    settings: Settings,
+    job: JobSpec,
+    *,
+    label: str = "cmd",
+    cloud: CloudName | None = None,
+    name: str | None = None,
+    max_cost_usd: float | None = None,
+    max_hours: float | None = None,
+    resources: dict[str, Any] | None = None,
+) -> LaunchPlan:
+    """Like prepare_launch, for your own command.
+
+    spotrun.jobs.own_command builds and checks `job`.
+    """
+    check_nodes(settings, (resources or {}).get("nodes"))
+    merged = ownjob.resources_for(dict(resources or {}))
+    try:
+        spec = LaunchSpec(
+            recipe=label,
+            resources=merged,
+            name=name,
+            cloud=cloud or settings.default_cloud,
+            max_cost_usd=max_cost_usd if max_cost_usd is not None else settings.max_cost_usd,
+            max_hours=max_hours,
+            job=job,
+        )
+    except ValidationError as exc:
+        raise UsageError(describe_validation_error(exc)) from exc
+    if job.data is not None:
+        check_job_data(job.data, spec.cloud, settings, merged.region)
+    provider = get_provider(spec.cloud, settings)
+    plan = make_plan(merged, provider.offers(merged))
+    check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
+    return LaunchPlan(spec, None, plan, provider)
+
+
+def check_launchable(
+    settings: Settings,
+    provider: Provider,
+    wanted: Resources,
+    offer: Offer,
+    max_cost_usd: float | None,
+) -> None:
+    """The checks every launch (a run, your own command, a sweep's trial) passes once its
+    offer is chosen and before anything exists: the cap affords it, the account's quota holds
+    its nodes at once, and what the cloud will need (its image, its bucket, ...) is there."""
+    if max_cost_usd is not None:
+        budget_guard.check_affordable(
+            max_cost_usd, offer, wanted.nodes, settings.budget_stop_margin_s
+        )
+    check_cluster_quota(provider, offer, wanted.nodes)
+    if isinstance(provider, ChecksLaunches):
+        provider.preflight(wanted)
+
+
+def check_cluster_quota(provider: Provider, offer: Offer, nodes: int) -> None:
+    """N nodes at once must fit the account's quota (clouds that can tell)."""
+    if nodes > 1 and isinstance(provider, ChecksLaunches):
+        provider.check_cluster_quota(offer, nodes)
+
+
+def dry_run(settings: Settings, prepared: LaunchPlan) -> list[str]:
+    """Ask the cloud whether a launch of `prepared` would be allowed; creates nothing.
+
+    Returns the operations that passed. Only clouds with a permission check (AWS's DryRun) can.
+    """
+    provider = prepared.provider or get_provider(prepared.spec.cloud, settings)
+    if not isinstance(provider, ChecksLaunches):
+        raise UsageError(f"--dry-run needs a cloud that can check permissions; not {provider.name}")
+    return list(provider.dry_run(prepared.plan.chosen))
+
+
+def check_remote_data(
+    data: str, cloud: CloudName, settings: Settings, region: str | None = None
+) -> None:
+    """Refuse, before anything exists, remote data (s3://, snapshot:) that cannot be staged."""
+    if not is_remote(data):
+        return
+    spec = parse_data(data)
+    if isinstance(spec, S3Data):
+        check_s3_data(data)
+    elif isinstance(spec, SnapshotData):
+        if cloud != "aws":
+            raise UsageError(
+                f"data {spec.uri} is an EBS snapshot: only --cloud aws can attach it",
+                hint="launch with --cloud aws, or copy the data set here and give its path",
+            )
+        # why: boto3 only for a launch that names a snapshot
+        from spotrun.cloud.aws.volumes import check_snapshot
+
+        check_snapshot(spec.snapshot_id, region or settings.aws.region, settings.aws)
+
+
+def check_job_data(
+    data: str, cloud: CloudName, settings: Settings, region: str | None = None
+) -> None:
+    """A task's `data`, refused before anything exists: remote data as for a recipe; a local
+    path must exist, and only the local cloud sees this machine's files."""
+    if is_remote(data):
+        check_remote_data(data, cloud, settings, region)
+        return
+    if not Path(data).exists():
+        raise UsageError(
+            f"data {data} does not exist",
+            hint="give an existing folder, an s3://BUCKET/PREFIX or a snapshot:snap-... id",
+        )
+    if cloud != "local":
+        raise UsageError(
+            f"data {data} is a path on this machine: the {cloud} cloud's instances cannot see it",
+            hint=f"push it first (spotrun data push {data} s3://BUCKET/PREFIX) and give that",
+        )
+
+
+def check_s3_data(text: str) -> str:
+    """At launch: the S3 data set exists and is readable; what it is, in words."""
+    # why: boto3 only for a launch whose data is on S3
+    from spotrun.cloud.aws.datasets import S3Store
+
+    source = parse_s3(text)
+    store = S3Store(source.bucket)
+    store.check_bucket()
+    raw = store.read(source.key(MANIFEST_NAME))
+    if raw is not None:
+        manifest = read_manifest(raw, f"{source.uri}/{MANIFEST_NAME}")
+        return f"{len(manifest.shards)} shards, {manifest.size:,} bytes, {manifest.files:,} files"
+    for _ in store.list(source.list_prefix):
+        return "a folder tree (no manifest: staged file by file)"
+    raise UsageError(
+        f"data {source.uri}: nothing is stored under that prefix",
+        hint=f"push the data set first: spotrun data push FOLDER {source.uri}",
+    )
