@@ -162,13 +162,15 @@ def main() -> None:
         "--modes", default="one,per-run", help="which sides to measure (per-run: 1 process/run)"
     )
     args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the lab's hosts and the round's controller are ended
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     modes = [m for m in ("one", "per-run") if m in args.modes.split(",")]
     print(cpu_line())
     print(f"load average at start: {os.getloadavg()[0]:.2f}; {args.runs} runs per round")
     results: dict[str, list[Round]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="sr-bench-", dir="/tmp") as scratch:
         root = Path(scratch)
-        with Lab(root / "lab", bucket=False, host_nice=19) as lab:
+        with Lab(root / "lab", bucket=False, host_nice=19, spot_pool=None) as lab:
             for i in range(args.repeats):
                 order = modes if i % 2 == 0 else modes[::-1]
                 for mode in order:
