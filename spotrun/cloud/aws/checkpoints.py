@@ -40,7 +40,8 @@ def run_prefix(run_id: str) -> str:
     return f"runs/{run_id}/"
 
 
-def _client(region: str) -> Any:
+def s3_client(region: str) -> Any:
+    """An S3 client for the instance's own calls (its instance profile's credentials)."""
     config = Config(region_name=region, retries={"mode": "standard", "total_max_attempts": 8})
     return boto3.session.Session().client("s3", config=config)
 
@@ -260,7 +261,7 @@ def main(argv: list[str]) -> int:
     if args.op == "fetch":
         try:
             fetched = fetch_checkpoint(
-                _client(args.region),
+                s3_client(args.region),
                 args.bucket,
                 args.run_id,
                 args.run_dir,
@@ -273,7 +274,7 @@ def main(argv: list[str]) -> int:
         print(fetched.to_json(), flush=True)
         return 0
     started = args.since if args.since is not None else time.time()
-    s3 = _client(args.region)
+    s3 = s3_client(args.region)
     while True:
         ended = _job_ended_since(args.run_dir / EXIT_FILE, started)
         try:
