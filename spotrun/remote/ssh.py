@@ -20,6 +20,7 @@ import paramiko
 
 from spotrun.cloud.base import CommandResult
 from spotrun.core.errors import RemoteError
+from spotrun.core.waiting import pause
 
 _EOF_WAIT_S = 2.0  # after the exit status, how long stragglers of output may take
 _CHUNK = 1 << 16
@@ -219,7 +220,7 @@ class SshRunner:
                     if exited_at is None:
                         channel.status_event.wait(0.01)
                     else:
-                        time.sleep(0.005)  # the status event stays set: do not spin
+                        pause(0.005)  # the status event stays set: do not spin
             code = channel.recv_exit_status()
         except (OSError, EOFError, paramiko.SSHException) as exc:
             self.close()

@@ -14,6 +14,7 @@ from spotrun.agent.wrapper import LOG_FILE
 from spotrun.control.metrics import MetricsTail
 from spotrun.core.rundir import PROGRESS_FILE
 from spotrun.core.runstates import TERMINAL, RunState
+from spotrun.core.waiting import pause
 from spotrun.store.ledger import Ledger
 
 
@@ -167,4 +168,4 @@ def follow(
         if run.is_terminal:
             yield Update("end", run.ended_at or time.time(), run.state, run.message or "")
             return
-        time.sleep(poll_s)
+        pause(poll_s)  # the run's ledger rows and files, read again

@@ -30,6 +30,7 @@ from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.core.errors import CloudError, UsageError
 from spotrun.core.rundir import CHECKPOINT_NAME, checkpoint_is_complete, is_event_file
 from spotrun.core.safe_paths import safe_join
+from spotrun.core.waiting import repeat
 
 STATE_FILE = ".store.json"
 EXIT_FILE = "exit.json"  # written by the job wrapper when the job ends
@@ -275,20 +276,24 @@ def main(argv: list[str]) -> int:
         return 0
     started = args.since if args.since is not None else time.time()
     s3 = s3_client(args.region)
-    while True:
+    failed = False
+
+    def push_once() -> bool:
+        """One push; whether to push again (--watch, until the job has ended)."""
+        nonlocal failed
         ended = _job_ended_since(args.run_dir / EXIT_FILE, started)
         try:
             result = push(s3, args.bucket, args.run_id, args.run_dir, args.region)
         except CloudError as exc:
             print(f"store: {exc.user_message()}", file=sys.stderr, flush=True)
-            if not args.watch:
-                return 1
+            failed = not args.watch
         else:
             if result.uploaded:
                 print(f"store: uploaded {', '.join(result.uploaded)}", flush=True)
-        if not args.watch or ended:
-            return 0
-        time.sleep(args.watch)
+        return bool(args.watch) and not ended and not failed
+
+    repeat(push_once, interval_s=args.watch)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
