@@ -37,7 +37,8 @@ def test_an_unanswering_instance_is_retried_until_the_bound_then_replaced(
         clock.advance(settings.aws.unreachable_s)
         run = recovery.unanswered(run, RemoteError("again"))
         assert run.state is RunState.INTERRUPTED
-        assert run.message == f"the instance did not answer for {settings.aws.unreachable_s:.0f} s"
+        why = ledger.transitions(run.id)[-1].reason
+        assert why == f"the instance did not answer for {settings.aws.unreachable_s:.0f} s"
 
 
 def test_silent_nodes_are_those_that_never_answer_within_the_bound(tmp_path: Path) -> None:
