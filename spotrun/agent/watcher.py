@@ -1,8 +1,11 @@
 """The instance's own watch: spot notices, the job's progress, the run's caps.
 
-`python -m spotrun.agent.watcher --run-dir ... --run-id ...` runs in the background on the
-instance (started with the job, its pid in watcher.pid). Every `--poll` seconds it asks the
-metadata service (IMDSv2) for `spot/instance-action` and the rebalance recommendation.
+It runs in the background on the instance (started with the job, its pid in watcher.pid),
+assembled by the cloud's entry point with the instance's own durable store and its way to end
+itself (`python -m spotrun.cloud.aws.instance_watcher ...`: S3 and EC2, with the instance
+profile's permissions); the watcher depends on those two small protocols only. Every `--poll`
+seconds it asks the metadata service (IMDSv2) for `spot/instance-action` and the rebalance
+recommendation.
 
 - On an interruption notice it writes notice.json (the controller's sync brings it home and a
   replacement is requested at once), sends SIGTERM to the job (the trainer checkpoints and
@@ -10,12 +13,12 @@ metadata service (IMDSv2) for `spot/instance-action` and the rebalance recommend
 - A rebalance recommendation is written to rebalance.json (the controller records it).
 - The job never depends on a controller being there: it runs on while it makes progress (its
   log, metrics, data staging or checkpoints move), whether or not any controller is watching.
-  The watcher ends the job and terminates its own instance (TerminateInstances with the
-  instance profile's permissions) only when the job has ended and no controller collected it
-  within `--end-grace` seconds, when the `--deadline` (max-hours / budget cap) has passed, or
-  when the job has made no progress for `--no-progress` seconds. Before terminating it uploads
-  the checkpoints and its final files and writes self-terminated.json (why, in a word the
-  controller acts on when it comes back), so nothing is left billing and nothing is lost.
+  The watcher ends the job and terminates its own instance only when the job has ended and
+  no controller collected it within `--end-grace` seconds, when the `--deadline` (max-hours /
+  budget cap) has passed, or when the job has made no progress for `--no-progress` seconds.
+  Before terminating it uploads the checkpoints and its final files and writes
+  self-terminated.json (why, in a word the controller acts on when it comes back), so nothing
+  is left billing and nothing is lost.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from spotrun.agent.imds import Imds, MetadataError
 from spotrun.agent.wrapper import signal_job, write_json_atomic
+from spotrun.core.errors import SpotrunError
 from spotrun.core.rundir import (
     CHECKPOINTS_DIR,
     EXIT_FILE,
@@ -42,7 +47,7 @@ from spotrun.core.rundir import (
     SETUP_LOG_FILE,
     STAGING_FILE,
 )
-from spotrun.core.waiting import poll_until
+from spotrun.core.waiting import poll_until, repeat
 
 log = logging.getLogger("spotrun.watcher")
 
@@ -70,6 +75,30 @@ class Ending:
     reason: str
 
 
+class RunUploader(Protocol):
+    """The instance's durable store (S3 on AWS), as the watcher uses it."""
+
+    @property
+    def where(self) -> str:
+        """The store's name in messages, e.g. s3://bucket."""
+        ...
+
+    def upload(
+        self, run_dir: Path, run_id: str, instance_id: str | None, final_files: tuple[str, ...]
+    ) -> list[str]:
+        """Push the run's new checkpoints, and `final_files` under the instance's own prefix;
+        what was uploaded. Raises SpotrunError (or OSError) when the store refuses."""
+        ...
+
+
+class SelfTerminator(Protocol):
+    """The instance's way to end its own billing (TerminateInstances on AWS)."""
+
+    def terminate(self, instance_id: str) -> None:
+        """End the instance; raises SpotrunError or MetadataError when that is refused."""
+        ...
+
+
 @dataclass(frozen=True)
 class WatchConfig:
     run_dir: Path
@@ -79,16 +108,23 @@ class WatchConfig:
     no_progress_s: float = 3600.0  # a job whose files have not moved this long is ended; 0: never
     deadline: float | None = None  # unix time: the max-hours or budget cap
     end_grace_s: float = 300.0  # after the job ends, time a controller has to collect it
-    bucket: str | None = None
-    region: str | None = None
     terminate: bool = True  # terminate the own instance (False: only report, e.g. tests)
     checkpoint_wait_s: float = 100.0  # of the 120 s notice, for the checkpoint to be written
 
 
 class Watcher:
-    def __init__(self, config: WatchConfig, imds: Imds | None = None) -> None:
+    def __init__(
+        self,
+        config: WatchConfig,
+        imds: Imds | None = None,
+        *,
+        store: RunUploader | None = None,
+        terminator: SelfTerminator | None = None,
+    ) -> None:
         self.config = config
         self.imds = imds or Imds(config.metadata_url)
+        self.store = store  # None: nowhere to upload (no bucket)
+        self.terminator = terminator  # None: the instance cannot end itself here
         self.started = time.time()
         self.instance_id: str | None = None
         self._noticed = False
@@ -121,28 +157,14 @@ class Watcher:
         return poll_until(self._job_ended, timeout_s=self.config.checkpoint_wait_s, interval_s=0.1)
 
     def upload(self) -> list[str]:
-        """Push the checkpoints and the final files to the durable store (S3)."""
-        cfg = self.config
-        if not cfg.bucket or not cfg.region:
+        """Push the checkpoints and the final files to the durable store."""
+        if self.store is None:
             return []
-        from boto3.exceptions import S3UploadFailedError
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        from spotrun.cloud.aws import checkpoints as store
-        from spotrun.core.errors import CloudError
-
+        cfg = self.config
         try:
-            s3 = store._client(cfg.region)
-            uploaded = store.push(s3, cfg.bucket, cfg.run_id, cfg.run_dir, cfg.region).uploaded
-            # Under the instance's own prefix: a later instance's files never meet these.
-            prefix = f"{store.run_prefix(cfg.run_id)}instances/{self._own_id() or 'unknown'}/"
-            for name in FINAL_FILES:
-                path = self._file(name)
-                if path.exists():
-                    s3.upload_file(str(path), cfg.bucket, prefix + name)
-                    uploaded.append(f"instances/{self._own_id()}/{name}")
-        except (CloudError, OSError, BotoCoreError, ClientError, S3UploadFailedError) as exc:
-            log.error("upload to s3://%s failed: %s: %s", cfg.bucket, type(exc).__name__, exc)
+            uploaded = self.store.upload(cfg.run_dir, cfg.run_id, self._own_id(), FINAL_FILES)
+        except (SpotrunError, OSError) as exc:
+            log.error("upload to %s failed: %s: %s", self.store.where, type(exc).__name__, exc)
             return []
         log.info("uploaded %s", ", ".join(uploaded) or "nothing new")
         return uploaded
@@ -174,18 +196,13 @@ class Watcher:
         self.record_ending(ending)
         self.upload()
         instance_id = self._own_id()
-        if not self.config.terminate or instance_id is None:
+        if not self.config.terminate or instance_id is None or self.terminator is None:
             log.warning("would terminate %s (%s); not allowed to", instance_id, reason)
             return True
-        import boto3
-        from botocore.exceptions import BotoCoreError, ClientError
-
         log.info("terminating own instance %s: %s", instance_id, reason)
         try:
-            region = self.config.region or self.imds.get("meta-data/placement/region")
-            ec2 = boto3.session.Session().client("ec2", region_name=region)
-            ec2.terminate_instances(InstanceIds=[instance_id])
-        except (BotoCoreError, ClientError, MetadataError) as exc:
+            self.terminator.terminate(instance_id)
+        except (SpotrunError, MetadataError) as exc:
             log.error("could not terminate %s (tried again next round): %s", instance_id, exc)
             return False
         return True
@@ -278,13 +295,13 @@ class Watcher:
 
     def run(self) -> int:
         log.info("watching run %s (metadata %s)", self.config.run_id, self.config.metadata_url)
-        while self.step():
-            time.sleep(self.config.poll_s)
+        repeat(self.step, interval_s=self.config.poll_s)
         return 0
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spotrun.agent.watcher")
+def argument_parser(prog: str) -> argparse.ArgumentParser:
+    """The watcher's own options; the cloud's entry point adds those of its parts."""
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--metadata-url", help="default: aws.metadata_url of this machine")
@@ -294,32 +311,23 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--deadline", type=float, default=None, help="unix time of the cap")
     parser.add_argument("--end-grace", type=float, default=300.0)
-    parser.add_argument("--bucket")
-    parser.add_argument("--region")
     parser.add_argument("--no-terminate", action="store_true")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def config_from(args: argparse.Namespace, metadata_url: str) -> WatchConfig:
+    """The WatchConfig of parsed options, with the metadata service's URL (the entry point
+    takes it from --metadata-url, or from the machine's settings); logging set up."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s watcher: %(message)s", stream=sys.stdout
     )
-    url = args.metadata_url
-    if not url:
-        from spotrun.core.config import load_settings
-
-        url = load_settings().aws.metadata_url
-    config = WatchConfig(
+    return WatchConfig(
         run_dir=args.run_dir,
         run_id=args.run_id,
-        metadata_url=url,
+        metadata_url=metadata_url,
         poll_s=args.poll,
         no_progress_s=args.no_progress,
         deadline=args.deadline,
         end_grace_s=args.end_grace,
-        bucket=args.bucket,
-        region=args.region,
         terminate=not args.no_terminate,
     )
-    return Watcher(config).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

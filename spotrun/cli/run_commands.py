@@ -13,6 +13,7 @@ from spotrun.cli.library import api
 from spotrun.cli.render import Table, err, money, out, print_json
 from spotrun.cli.ssh import require_terminal
 from spotrun.core.terminal_text import printable
+from spotrun.core.waiting import pause
 
 
 def list_runs(
@@ -185,8 +186,6 @@ def exec_(
       spotrun exec RUN --cmd "nvidia-smi"
       spotrun exec RUN --cmd "du -sh ." --detach
     """
-    import time
-
     ledger = api.open_ledger()
     started = api.exec_command(ledger, run, cmd)
     err.print(f"{started.run.name}: running in tmux window {started.window}")
@@ -200,7 +199,7 @@ def exec_(
         shown = len(output)
         if code is not None:
             raise typer.Exit(code)
-        time.sleep(0.2)
+        pause(0.2)  # the window's output, read again
 
 
 def stop(

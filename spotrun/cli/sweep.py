@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import json
 import sys
-import time
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.typer_app import SpotrunGroup, SpotrunTyper
 from spotrun.core.errors import UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
+from spotrun.core.waiting import pause
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -245,7 +245,7 @@ def _follow(ledger: Any, sweep_id: str) -> int:
                 out.print(", ".join(f"{k} {v}" for k, v in c.items() if v), markup=False)
                 _print_board(ledger, sweep)
                 return SUCCESS if sweep.state is SweepState.COMPLETED else FAILURE
-            time.sleep(0.5)
+            pause(0.5)  # the sweep's trials, looked at again
     except KeyboardInterrupt:
         view.close()
         err.print(f"\ndetached; the sweep goes on. `spotrun sweep stop {sweep_id}` stops it.")

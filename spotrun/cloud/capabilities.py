@@ -83,3 +83,40 @@ class SetsJobEnvironment(Protocol):
     """A provider that adds to a job's environment (a packed sweep trial: its GPUs)."""
 
     def job_env(self, instance: Instance) -> dict[str, str]: ...
+
+
+class FetchedCheckpoint(Protocol):
+    """What a replacement fetched from the durable store by itself."""
+
+    @property
+    def name(self) -> str | None:
+        """The checkpoint's file name (None: nothing stored was new enough and whole)."""
+        ...
+
+    @property
+    def step(self) -> int | None: ...
+
+    @property
+    def incomplete(self) -> list[str]:
+        """The stored checkpoints it found incomplete (skipped for the one before)."""
+        ...
+
+
+@runtime_checkable
+class FetchesCheckpoints(Protocol):
+    """A cloud whose replacement instances fetch the run's newest checkpoint from the durable
+    store themselves (in the region, instead of through the controller's uplink)."""
+
+    def fetch_checkpoint(
+        self, instance: Instance, runner: Runner, remote_dir: str, at_least: int
+    ) -> FetchedCheckpoint | None:
+        """Have `instance` fetch the newest whole checkpoint of step `at_least` or later;
+        None when the run has no store or the instance could not fetch."""
+        ...
+
+
+@runtime_checkable
+class Warms(Protocol):
+    """A cloud with clients worth making before a run is handed over (a prewarmed supervisor)."""
+
+    def warm(self) -> None: ...

@@ -13,13 +13,21 @@ that nobody took away.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from spotrun.agent.watcher import DEADLINE, JOB_ENDED, NO_PROGRESS
+from spotrun.control.run_instances import RunInstances
+from spotrun.control.run_sync import RunSync
+from spotrun.core.errors import SpotrunError
 from spotrun.core.rundir import EXIT_FILE, JOB_LOG_FILE, METRICS_FILE, SELF_TERMINATED_FILE
+from spotrun.core.runstates import RunState
+from spotrun.store.ledger import RunRecord
+
+log = logging.getLogger(__name__)
 
 STORED_DIR = "instances"  # RUN_DIR/instances/ID/: an instance's own stored files
 KNOWN = (JOB_ENDED, DEADLINE, NO_PROGRESS)
@@ -80,3 +88,35 @@ def adopt_files(run_dir: Path, end: AgentEnd) -> list[str]:
         os.replace(tmp, target)
         taken.append(name)
     return taken
+
+
+class AgentEnds:
+    """The controller's look for its run's agent end (the run's current instances only)."""
+
+    def __init__(self, instances: RunInstances, sync: RunSync) -> None:
+        self.instances = instances
+        self.sync = sync
+
+    def find(self, run: RunRecord, *, stored: bool) -> AgentEnd | None:
+        """The self-termination record of the run's current instance, if its agent ended it:
+        synced here, or (stored=True, for an instance that is gone) in the durable store."""
+        if run.state not in (RunState.BOOTSTRAPPING, RunState.RUNNING):
+            return None  # the agent is started while bootstrapping (before the job)
+        current = {i for i, doomed in self.instances.doomed_reasons().items() if not doomed}
+        end = find_end(run.run_dir, current)
+        if end is None and stored and not self.instances.provider.shares_filesystem:
+            self.sync.durable(run)
+            end = find_end(run.run_dir, current)
+        if end is not None and end.why == JOB_ENDED and run.state is not RunState.RUNNING:
+            return None  # no job of this instance ran yet: an older record
+        return end
+
+    def after_error(self, run: RunRecord) -> AgentEnd | None:
+        """After an error: the agent's record, if the instance's agent ended the instance."""
+        if run.state not in (RunState.BOOTSTRAPPING, RunState.RUNNING):
+            return None
+        try:
+            return self.find(run, stored=not self.instances.live())
+        except SpotrunError as exc:  # EC2 or S3 unreachable too: recovery decides
+            log.warning("could not look for the agent's record: %s", exc)
+            return None

@@ -4,12 +4,9 @@ spotrun does not coordinate the nodes itself: every node runs torchrun, which me
 in a c10d rendezvous (torch.distributed's elastic rendezvous, a TCP store) on the first node's
 private address. spotrun's part is to say who the nodes are:
 
-- the order: c10d numbers the nodes that join by sorting their addresses (`--local-addr`), so
-  spotrun orders a cluster's instances the same way. Node 0 is the first address: it hosts the
-  rendezvous, its first process is rank 0 (which writes checkpoints and metrics), and it is the
-  node spotrun syncs the run folder from. Each process checks that torchrun's GROUP_RANK is
-  the node rank spotrun gave it, so a disagreement fails loudly instead of checkpointing on
-  another node;
+- the order: c10d's, by address (spotrun.core.node_order, shared with the provider and the
+  trainer). Node 0 hosts the rendezvous, its first process is rank 0 (which writes checkpoints
+  and metrics), and it is the node spotrun syncs the run folder from;
 - processes per node: the instance's GPUs (one process on a CPU instance, with gloo);
 - the network settings for NCCL on AWS (EFA through libfabric where the type has it), which
   `aws.cluster_env` in config.toml overrides key by key.
@@ -24,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotrun.cloud.base import Instance
-from spotrun.core.errors import UsageError
+from spotrun.core.node_order import node_address
 from spotrun.core.rundir import (
     CLUSTER_LAYOUT_FILE,
     MASTER_ADDR_VAR,
@@ -42,19 +39,6 @@ EFA_ENV = {
 }
 # Without EFA, NCCL's sockets go over the VPC's network interface, never the loopback one.
 TCP_ENV = {"NCCL_SOCKET_IFNAME": "^lo,docker"}
-
-
-def node_address(instance: Instance) -> str:
-    """The address the other nodes reach this one on (inside the cloud's network)."""
-    address = instance.private_address or instance.address
-    if not address:
-        raise UsageError(f"instance {instance.id} has no address the other nodes can reach")
-    return address
-
-
-def order(instances: list[Instance]) -> list[Instance]:
-    """The cluster's nodes in torch's c10d order: by address, as text (node 0 first)."""
-    return sorted(instances, key=lambda i: (node_address(i), i.id))
 
 
 @dataclass(frozen=True)
@@ -144,16 +128,3 @@ def node_dirs(run_dir: Path) -> list[Path]:
     others = run_dir / NODES_DIR
     extra = sorted(p for p in others.iterdir() if p.is_dir()) if others.is_dir() else []
     return [run_dir, *extra]
-
-
-def check_node_rank(environ: dict[str, str] | None = None) -> None:
-    """In a training process: torchrun's node number must be the one spotrun gave the node."""
-    env = dict(os.environ if environ is None else environ)
-    given, found = env.get(NODE_RANK_VAR), env.get("GROUP_RANK")
-    if given is None or found is None or given == found:
-        return
-    raise UsageError(
-        f"torchrun made this node number {found}, but spotrun started it as node {given}: "
-        "rank 0 would not be on the node spotrun syncs checkpoints from",
-        hint="the nodes' addresses must sort in node order (spotrun.control.cluster.order)",
-    )

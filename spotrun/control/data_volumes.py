@@ -11,6 +11,7 @@ EBS storage; the provider deletes it with the run's other resources.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from spotrun.cloud.base import Instance, Provider
@@ -18,8 +19,10 @@ from spotrun.control.cache_zone import CACHE_ROLE
 from spotrun.core.config import Settings
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.rundir import CACHE_VOLUME_VAR, DATA_COPY_VAR, DATA_VOLUME_VAR
+from spotrun.datasets.manifest import BLOCK_BYTES, MANIFEST_NAME, read_manifest
 from spotrun.datasets.placement import snapshot_placement
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data
+from spotrun.recipes import get_recipe
 from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
 
 DATA_ROLE = "data"
@@ -31,8 +34,6 @@ CACHE_RESERVE_GB = 2
 
 def run_data(run: RunRecord) -> str | None:
     """The run's `data` value when it names remote data (s3://, snapshot:), else None."""
-    from spotrun.recipes import get_recipe
-
     if run.spec.job is not None:  # your own command: a task file's `data`
         data = run.spec.job.data
         return data if data is not None and is_remote(data) else None
@@ -120,8 +121,7 @@ def cache_size_gb(disk_bytes: int) -> int:
 
 def data_set_disk_bytes(spec: S3Data) -> int:
     """What the data set takes on disk once staged (its manifest's count, or the listing's)."""
-    from spotrun.cloud.aws.datasets import S3Store
-    from spotrun.datasets.manifest import BLOCK_BYTES, MANIFEST_NAME, read_manifest
+    from spotrun.cloud.aws.datasets import S3Store  # why: boto3, for s3:// data on AWS only
 
     store = S3Store(spec.bucket)
     raw = store.read(spec.key(MANIFEST_NAME))
@@ -210,6 +210,4 @@ def _instance_record(ledger: Ledger, run_id: str, instance_id: str) -> InstanceR
 
 
 def _save_details(ledger: Ledger, record: InstanceRecord, details: dict[str, Any]) -> None:
-    from dataclasses import replace
-
     ledger.upsert_instance(replace(record, details=details))

@@ -7,24 +7,27 @@ the lock, without trusting a pid that may have been reused.
 from __future__ import annotations
 
 import fcntl
-import time
 from pathlib import Path
 from typing import IO
+
+from spotrun.core.waiting import poll_until
 
 
 def _try_lock(path: Path, wait_s: float = 0.0) -> IO[str] | None:
     """The lock held open (keep the handle), or None if another process holds it."""
     fh = open(path, "a")
-    deadline = time.monotonic() + wait_s
-    while True:
+
+    def locked() -> bool:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fh
         except BlockingIOError:
-            if time.monotonic() >= deadline:
-                fh.close()
-                return None
-            time.sleep(0.05)
+            return False
+        return True
+
+    if poll_until(locked, timeout_s=wait_s, interval_s=0.05):
+        return fh
+    fh.close()
+    return None
 
 
 def lock_is_held(lock_path: Path, holder_pid: int | None) -> bool:

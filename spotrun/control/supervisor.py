@@ -1,4 +1,7 @@
-"""The run supervisor: a detached process per run that drives it to the end.
+"""The run supervisor seen from outside: its lock, starting it (`controller = "per-run"`).
+
+The supervisor is a detached process per run that drives it to the end (its entry is
+spotrun.sweep.run_supervisor; this module stays light, for `spotrun ls` to check on runs).
 
 (With `controller = "one"`, the default, one process drives every run and sweep of the home
 instead: spotrun.control.home. `spawn` and `ensure_supervised` then start that one; a run's
@@ -12,23 +15,22 @@ command after a crash (or a reboot) starts a new one, which picks the run up whe
 
 from __future__ import annotations
 
-import faulthandler
-import logging
 import os
-import signal
 import subprocess
 import sys
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from spotrun.control.home import ensure_controller, running_pid
 from spotrun.control.locks import _try_lock, lock_is_held, process_running
-from spotrun.core.errors import SpotrunError
 from spotrun.core.rundir import HOME_VAR, SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
 from spotrun.store.ledger import Ledger, RunRecord
 
 if TYPE_CHECKING:
     from spotrun.core.config import Settings
+
+# The supervisor process: it lives in the sweep layer, which resolves a run's provider (a
+# packed sweep trial's is its seat on the pack's instance; control never imports sweep code).
+MODULE = "spotrun.sweep.run_supervisor"
 
 
 # the sweep supervisor and spotlab take the lock helpers from here
@@ -37,14 +39,6 @@ __all__ = ["_try_lock", "is_supervised", "lock_is_held", "process_running", "spa
 
 def is_supervised(run: RunRecord) -> bool:
     return lock_is_held(run.run_dir / SUPERVISOR_LOCK_FILE, run.supervisor_pid)
-
-
-def load_settings() -> Settings:
-    # core.config's pydantic models cost ~100 ms that `spotrun ls` (which imports this module
-    # to check on live runs) does not need: only a supervisor's own process loads them
-    from spotrun.core.config import load_settings as load
-
-    return load()
 
 
 def spawn(settings: Settings, run: RunRecord) -> int:
@@ -56,7 +50,7 @@ def spawn(settings: Settings, run: RunRecord) -> int:
     log_fh = open(run.run_dir / SUPERVISOR_LOG_FILE, "ab")
     env = {**os.environ, HOME_VAR: str(settings.home)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "spotrun.control.supervisor", run.id],
+        [sys.executable, "-m", MODULE, run.id],
         stdin=subprocess.DEVNULL,
         stdout=log_fh,
         stderr=subprocess.STDOUT,
@@ -84,7 +78,7 @@ class Prewarmed:
             return
         env = {**os.environ, HOME_VAR: str(settings.home)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "spotrun.control.supervisor", "--prewarm", cloud],
+            [sys.executable, "-m", MODULE, "--prewarm", cloud],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -111,28 +105,6 @@ class Prewarmed:
     def cancel(self) -> None:
         if self.proc is not None and self.proc.stdin is not None and not self.proc.stdin.closed:
             self.proc.stdin.close()
-
-
-def _await_run(cloud: str) -> str | None:
-    """The prewarm half of `main`: import and connect what driving a run needs, then wait."""
-    import spotrun.control.controller  # noqa: F401  (the import is the point)
-    from spotrun.cloud import get_provider
-
-    try:
-        warm = getattr(get_provider(cloud, load_settings()), "warm", None)
-        if warm is not None:
-            warm()
-    except SpotrunError:
-        pass  # warming is only a head start; driving the run meets (and logs) the same error
-    line = sys.stdin.readline().strip()
-    if not line:
-        return None
-    run_dir = Ledger(load_settings()).get_run(line).run_dir
-    log_fd = os.open(run_dir / SUPERVISOR_LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
-    return line
 
 
 def ensure_supervised(ledger: Ledger, live_sweeps: set[str]) -> list[str]:
@@ -171,44 +143,3 @@ def _ensure_controller(ledger: Ledger, live_sweeps: set[str]) -> list[str]:
             run.id, "supervisor", f"supervisor was not running; restarted (controller pid {pid})"
         )
     return [r.id for r in runs]
-
-
-def _raise_exit(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
-
-
-def main(argv: list[str]) -> int:
-    from spotrun.control.controller import RunController
-
-    if argv[:1] == ["--prewarm"]:
-        awaited = _await_run(argv[1])
-        if awaited is None:
-            return 0
-        argv = [awaited]
-    run_id = argv[0]
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stdout,
-    )
-    settings = load_settings()
-    ledger = Ledger(settings)
-    run = ledger.get_run(run_id)
-    lock = _try_lock(run.run_dir / SUPERVISOR_LOCK_FILE, wait_s=3.0)
-    if lock is None:
-        logging.info("another supervisor holds run %s; leaving it to that one", run_id)
-        return 0
-    faulthandler.register(signal.SIGUSR2, all_threads=True)  # `kill -USR2 PID`: every stack
-    # SIGTERM/SIGHUP end the supervisor only; the run goes on and the next command restarts it.
-    signal.signal(signal.SIGTERM, _raise_exit)
-    signal.signal(signal.SIGHUP, _raise_exit)
-    ledger.set_supervisor(run_id, os.getpid())
-    logging.info("supervising run %s (pid %d) from state %s", run_id, os.getpid(), run.state)
-    final = RunController(ledger, run_id).drive()
-    logging.info("run %s ended: %s %s", run_id, final.state, final.message or "")
-    lock.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

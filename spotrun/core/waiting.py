@@ -1,4 +1,10 @@
-"""One way to wait: poll a probe with backoff until it answers or a deadline passes."""
+"""One way to wait: poll a probe with backoff until it answers or a deadline passes.
+
+Every wait in spotrun goes through here (no bare sleep loops): `wait_until` and `poll_until`
+for a wait that ends at an event or a deadline, `repeat` for a daemon's steady round, `pause`
+for a retry's fixed delay. Each takes a Clock; tests hand in a ManualClock, whose sleep moves
+its time on at once, to drive a deadline without waiting for it.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +31,24 @@ class SystemClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+class ManualClock:
+    """A clock that moves only when told, or when slept on (the sleep returns at once)."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+        self.slept: list[float] = []  # every sleep asked for, in order
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 @dataclass(frozen=True)
@@ -86,3 +110,15 @@ def poll_until(
         )
     except WaitTimeout:
         return False
+
+
+def repeat(step: Callable[[], bool], *, interval_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
+    """Run `step` every `interval_s` while it returns True: a daemon's steady round, which
+    ends by its own decision, never at a deadline."""
+    while step():
+        clock.sleep(interval_s)
+
+
+def pause(seconds: float, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    """Wait a fixed time before trying again (a step that the caller's loop repeats)."""
+    clock.sleep(seconds)

@@ -19,6 +19,7 @@ from pathlib import Path
 import paramiko
 
 from spotrun.core.errors import RemoteError
+from spotrun.core.waiting import pause
 from spotrun.remote.runner import CommandResult
 
 _EOF_WAIT_S = 2.0  # after the exit status, how long stragglers of output may take
@@ -219,7 +220,7 @@ class SshRunner:
                     if exited_at is None:
                         channel.status_event.wait(0.01)
                     else:
-                        time.sleep(0.005)  # the status event stays set: do not spin
+                        pause(0.005)  # the status event stays set: do not spin
             code = channel.recv_exit_status()
         except (OSError, EOFError, paramiko.SSHException) as exc:
             self.close()

@@ -13,6 +13,7 @@ from typing import Any
 from spotrun.core.metrics_file import MetricsTail
 from spotrun.core.rundir import JOB_LOG_FILE, METRICS_FILE, PROGRESS_FILE
 from spotrun.core.runstates import TERMINAL, RunState
+from spotrun.core.waiting import pause
 from spotrun.store.ledger import Ledger
 
 
@@ -166,4 +167,4 @@ def follow(
         if run.is_terminal:
             yield Update("end", run.ended_at or time.time(), run.state, run.message or "")
             return
-        time.sleep(poll_s)
+        pause(poll_s)  # the run's ledger rows and files, read again

@@ -149,7 +149,9 @@ def stop(ledger: Ledger, ref: str, *, timeout_s: float = 120.0) -> RunRecord:
                 "stop",
                 f"supervisor did not stop the run in {timeout_s:.0f} s; stopping it here",
             )
-    return RunController(ledger, run.id).drive()
+    from spotrun.sweep.packs import run_provider
+
+    return RunController(ledger, run.id, provider=run_provider(ledger, run)).drive()
 
 
 def _ended(ledger: Ledger, run_id: str) -> RunRecord | None:

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
+import math
 import os
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from spotrun.core.config import CloudName, Resources, Settings, describe_validat
 from spotrun.core.errors import StateError, UsageError
 from spotrun.core.rundir import SUPERVISOR_LOG_FILE
 from spotrun.core.sweepspec import SweepSpec
-from spotrun.core.waiting import WaitTimeout, wait_until
+from spotrun.core.waiting import Backoff, WaitTimeout, wait_until
 from spotrun.recipes import check_recipe, get_recipe
 from spotrun.service.prepare import check_launchable, check_multi_node, check_nodes
 from spotrun.store.ledger import Ledger
@@ -180,11 +180,13 @@ def _over(store: SweepStore, sweep_id: str) -> SweepRecord | None:
 
 def wait_for_end(ledger: Ledger, sweep_id: str, poll_s: float = 0.5) -> SweepRecord:
     store = SweepStore(ledger)
-    while True:
-        sweep = store.get(sweep_id)
-        if sweep.is_over:
-            return sweep
-        time.sleep(poll_s)
+    steady = Backoff(first_s=poll_s, factor=1.0, max_s=poll_s)
+    return wait_until(
+        lambda: _over(store, sweep_id),
+        timeout_s=math.inf,  # a sweep ends by its own plan, its budget or a stop
+        what=f"sweep {sweep_id} to end",
+        backoff=steady,
+    )
 
 
 def counts(store: SweepStore, sweep: SweepRecord) -> dict[str, int]:

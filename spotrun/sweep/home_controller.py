@@ -40,6 +40,7 @@ from spotrun.core.errors import SpotrunError, StateError
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepState, SweepStore
+from spotrun.sweep.packs import run_provider
 from spotrun.sweep.supervisor import SweepSupervisor
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,8 @@ class RunThread(threading.Thread):
             try:
                 ledger.set_supervisor(self.run_id, os.getpid())
                 log.info("driving run %s from state %s", self.run_id, run.state)
-                final = RunController(ledger, self.run_id).drive()
+                provider = run_provider(ledger, run)  # a pack trial's: its seat on the pack
+                final = RunController(ledger, self.run_id, provider=provider).drive()
                 log.info("run %s ended: %s %s", self.run_id, final.state, final.message or "")
             finally:
                 lock.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import logging
+import math
 import os
 import signal
 import sys
@@ -30,6 +31,7 @@ from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
 from spotrun.core.errors import SpotrunError, StateError
 from spotrun.core.metrics_file import MetricsTail
 from spotrun.core.rundir import METRICS_FILE, SUPERVISOR_LOCK_FILE
+from spotrun.core.waiting import Backoff, wait_until
 from spotrun.cost import budget
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger, RunRecord
@@ -65,8 +67,12 @@ class TrialThread(threading.Thread):
             run = ledger.get_run(self.run_id)
             lock = _try_lock(run.run_dir / SUPERVISOR_LOCK_FILE, wait_s=3.0)
             if lock is None:  # another process drives it; wait for its end
-                while not ledger.get_run(self.run_id).is_terminal:
-                    time.sleep(1.0)
+                wait_until(
+                    lambda: ledger.get_run(self.run_id).is_terminal,
+                    timeout_s=math.inf,  # its driver ends it
+                    what=f"run {self.run_id} to end",
+                    backoff=Backoff(first_s=1.0, factor=1.0, max_s=1.0),
+                )
                 return
             try:
                 ledger.set_supervisor(self.run_id, os.getpid())
@@ -118,20 +124,28 @@ class SweepSupervisor:
     # ---------------------------------------------------------------- main
     def drive(self) -> SweepRecord:
         self._adopt()
-        while True:
-            sweep = self.store.get(self.sweep.id)
-            if sweep.is_over:
-                return sweep
-            if sweep.stop_requested and self.ending is None:
-                self._wind_down(SweepState.STOPPED, sweep.message or "stopped by the user")
-            self._watch_metrics()
-            self._hold_budget()
-            if self.ending is None:
-                self._launch_more()
-            self.packs.close_idle(more_to_come=self.ending is None and bool(self._pending()))
-            if not self._live_trials() and (self.ending is not None or not self._pending()):
-                return self._finish()
-            time.sleep(self.poll_s)
+        return wait_until(
+            self._one_round,
+            timeout_s=math.inf,  # a sweep ends by its plan, its budget or a stop
+            what=f"sweep {self.sweep.id} to end",
+            backoff=Backoff(first_s=self.poll_s, factor=1.0, max_s=self.poll_s),
+        )
+
+    def _one_round(self) -> SweepRecord | None:
+        """One look at the sweep and its trials; the sweep once it is over."""
+        sweep = self.store.get(self.sweep.id)
+        if sweep.is_over:
+            return sweep
+        if sweep.stop_requested and self.ending is None:
+            self._wind_down(SweepState.STOPPED, sweep.message or "stopped by the user")
+        self._watch_metrics()
+        self._hold_budget()
+        if self.ending is None:
+            self._launch_more()
+        self.packs.close_idle(more_to_come=self.ending is None and bool(self._pending()))
+        if not self._live_trials() and (self.ending is not None or not self._pending()):
+            return self._finish()
+        return None
 
     def _trials(self) -> list[TrialRecord]:
         return self.store.trials(self.sweep.id)

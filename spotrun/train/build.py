@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from spotrun.core.exitcodes import CHECKPOINTED
+from spotrun.core.node_order import check_node_rank
 from spotrun.core.rundir import (
     CHECKPOINTS_DIR,
     METRICS_FILE,
@@ -185,8 +186,6 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
     it joins the process group, and only rank 0 writes files in `run_dir`.
     """
     launch = launch or LaunchEnv.from_environ()
-    from spotrun.control.cluster import check_node_rank
-
     check_node_rank()  # a multi-node run: rank 0 must be where spotrun looks for checkpoints
     joined = init_process_group(launch)
     try:

@@ -10,7 +10,7 @@ from spotlab import Lab
 from spotlab import costs as costlab
 from spotlab.fixtures import use_lab
 from spotrun.cloud.aws import AwsProvider
-from spotrun.control.controller import RunController
+from spotrun.control.cost_lines import CostLines
 from spotrun.core.config import load_settings
 from spotrun.cost.rules import AWS_METHOD
 from spotrun.service import runs as api
@@ -32,7 +32,7 @@ def _cost_lines(env: Env, lab: Lab) -> None:
 
     # EC2 refuses the price history, as to a user whose policy lacks the action.
     fault = lab.fail("DescribeSpotPriceHistory", "UnauthorizedOperation", times=None)
-    RunController(ledger, alpha.id, provider=provider).record_cost(alpha)
+    CostLines(ledger, provider).record(alpha)
     events = [e.message for e in ledger.events(alpha.id) if e.kind == "cost"]
     assert len(events) == 1 and "DescribeSpotPriceHistory" in events[0], events
     assert ledger.cost_lines(alpha.id) == []
@@ -45,7 +45,7 @@ def _cost_lines(env: Env, lab: Lab) -> None:
     for zone, history in (("us-east-1a", costlab.HISTORY_A), ("us-east-1b", costlab.HISTORY_B)):
         lab.set_spot_prices(costlab.TYPE, zone, [(at, float(p)) for at, p in history])
     lab.set_on_demand_price(costlab.TYPE, float(costlab.ON_DEMAND))
-    RunController(ledger, alpha.id, provider=AwsProvider(settings)).record_cost(alpha)
+    CostLines(ledger, AwsProvider(settings)).record(alpha)
     assert ledger.run_cost_exact(alpha.id) == costlab.EXPECTED["alpha"].total
     compute = ledger.cost_lines(alpha.id)[0]
     seconds = costlab.A[1] - costlab.A[0]

@@ -16,7 +16,7 @@ from spotlab.fixtures import use_lab
 from spotrun.cloud.aws import AwsProvider
 from spotrun.cloud.base import InstanceRequest
 from spotrun.control.controller import RunController
-from spotrun.control.recovery import Reach, Recovery
+from spotrun.control.recovery import InstanceAccess, Recovery
 from spotrun.core.config import Resources, load_settings
 from spotrun.core.errors import RemoteError
 from spotrun.core.runstates import RunState
@@ -40,7 +40,7 @@ def _request_step(env: Env) -> tuple[Ledger, RunRecord, AwsProvider]:
     run = ledger.create_run(prepared.spec, plan=prepared.plan)
     provider = AwsProvider(settings)
     controller = RunController(ledger, run.id, provider=provider)
-    return ledger, controller._request(ledger.get_run(run.id)), provider
+    return ledger, controller.request(ledger.get_run(run.id)), provider
 
 
 def _nothing_left(lab: Lab, run_id: str) -> None:
@@ -113,8 +113,8 @@ def test_an_instance_stopped_without_a_notice_is_lost_capacity_and_terminated(
     stopped_at = record.terminated_at
     assert stopped_at is not None and "UserInitiatedShutdown" in str(record.end_reason)
     assert lab.instances(run.id, states=("stopped",))  # still there, its volume billing
-    reach = Reach(job_ended=lambda i: True, sync=lambda i: None, durable=lambda: None)
-    recovery.collect(ledger.get_run(run.id), reach)
+    access = InstanceAccess(job_ended=lambda i: True, sync=lambda i: None, durable=lambda: None)
+    recovery.collect(ledger.get_run(run.id), access)
     assert [i["State"]["Name"] for i in lab.instances(run.id)] == ["terminated"]
     (record,) = ledger.instances(run.id)
     assert record.terminated_at == stopped_at and str(record.end_reason).endswith("; terminated")

@@ -41,7 +41,7 @@ def test_fetch_skips_a_torn_upload_and_never_goes_below_the_step_asked(
     s3_bucket: tuple[str, Any], tmp_path: Path
 ) -> None:
     name, client = s3_bucket
-    s3 = store._client(REGION)
+    s3 = store.s3_client(REGION)
     run_dir = tmp_path / "instance-run"
     assert store.fetch_checkpoint(s3, name, RUN_ID, run_dir, REGION, 0) == store.Fetched(
         None, None, []

@@ -16,6 +16,7 @@ from spotlab import Lab
 from spotrun.agent.imds import Imds, MetadataError
 from spotrun.agent.watcher import WatchConfig, Watcher
 from spotrun.cloud.aws import AwsProvider
+from spotrun.cloud.aws.instance_watcher import aws_watcher
 from spotrun.cloud.base import InstanceRequest
 from spotrun.core.config import Resources, load_settings
 from tests.conftest import REPO, Env
@@ -62,11 +63,9 @@ def _watcher(lab: Lab, instance_id: str, run_dir: Path, **options: object) -> Wa
         run_id="w4tcher00001",
         metadata_url=lab.imds(instance_id).url,
         poll_s=0.2,
-        bucket=lab.bucket,
-        region="us-east-1",
         **options,  # type: ignore[arg-type]
     )
-    return Watcher(config)
+    return aws_watcher(config, bucket=lab.bucket, region="us-east-1")
 
 
 def _stored(lab: Lab) -> set[str]:

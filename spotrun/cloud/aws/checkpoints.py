@@ -39,6 +39,7 @@ from spotrun.core.rundir import (
     is_event_file,
 )
 from spotrun.core.safe_paths import safe_join
+from spotrun.core.waiting import repeat
 
 # What the durable store keeps: the checkpoints, these files, and TensorBoard's event files.
 CHECKPOINTS_PREFIX = CHECKPOINTS_DIR + "/"
@@ -49,7 +50,8 @@ def run_prefix(run_id: str) -> str:
     return f"runs/{run_id}/"
 
 
-def _client(region: str) -> Any:
+def s3_client(region: str) -> Any:
+    """An S3 client for the instance's own calls (its instance profile's credentials)."""
     config = Config(region_name=region, retries={"mode": "standard", "total_max_attempts": 8})
     return boto3.session.Session().client("s3", config=config)
 
@@ -269,7 +271,7 @@ def main(argv: list[str]) -> int:
     if args.op == "fetch":
         try:
             fetched = fetch_checkpoint(
-                _client(args.region),
+                s3_client(args.region),
                 args.bucket,
                 args.run_id,
                 args.run_dir,
@@ -282,21 +284,25 @@ def main(argv: list[str]) -> int:
         print(fetched.to_json(), flush=True)
         return 0
     started = args.since if args.since is not None else time.time()
-    s3 = _client(args.region)
-    while True:
+    s3 = s3_client(args.region)
+    failed = False
+
+    def push_once() -> bool:
+        """One push; whether to push again (--watch, until the job has ended)."""
+        nonlocal failed
         ended = _job_ended_since(args.run_dir / EXIT_FILE, started)
         try:
             result = push(s3, args.bucket, args.run_id, args.run_dir, args.region)
         except CloudError as exc:
             print(f"store: {exc.user_message()}", file=sys.stderr, flush=True)
-            if not args.watch:
-                return 1
+            failed = not args.watch
         else:
             if result.uploaded:
                 print(f"store: uploaded {', '.join(result.uploaded)}", flush=True)
-        if not args.watch or ended:
-            return 0
-        time.sleep(args.watch)
+        return bool(args.watch) and not ended and not failed
+
+    repeat(push_once, interval_s=args.watch)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

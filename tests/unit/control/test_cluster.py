@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from spotrun.cloud.aws.instances import Image, run_instances_params
 from spotrun.cloud.aws.offers import InstanceType
 from spotrun.cloud.base import Instance, Offer
 from spotrun.control import cluster
-from spotrun.core.errors import UsageError
+from spotrun.core import node_order
 
 
 def _instance(iid: str, private: str, public: str | None = None) -> Instance:
@@ -45,16 +43,8 @@ OFFER = Offer(
 )
 
 
-def test_nodes_are_ordered_as_c10d_orders_them_by_address_text() -> None:
-    # c10d sorts the joining nodes' addresses as strings: "10.0.0.10" before "10.0.0.9"
-    a = _instance("i-a", "10.0.0.9", public="3.3.3.3")
-    b = _instance("i-b", "10.0.0.10", public="1.1.1.1")
-    assert [i.id for i in cluster.order([a, b])] == ["i-b", "i-a"]
-    assert cluster.node_address(a) == "10.0.0.9"  # the private one, not the public
-
-
 def test_torchrun_on_each_node_meets_at_node_0() -> None:
-    nodes = cluster.order([_instance("i-a", "10.0.0.5"), _instance("i-b", "10.0.0.7")])
+    nodes = node_order.order([_instance("i-a", "10.0.0.5"), _instance("i-b", "10.0.0.7")])
     spec = cluster.ClusterSpec("r1", nodes, procs_per_node=8, port=29400, efa=True)
     head = spec.torchrun_argv("/venv/bin/python", 0, ["-m", "spotrun", "train", "x"])
     other = spec.torchrun_argv("/venv/bin/python", 1, ["-m", "spotrun", "train", "x"])
@@ -79,13 +69,6 @@ def test_nccl_settings_are_spotruns_and_overridable() -> None:
     assert "--rdzv-conf=is_host=0" in env["SPOTRUN_TORCHRUN_ARGS"]
     plain = cluster.ClusterSpec("r1", nodes, 1, 29400, efa=False).env(0, {})
     assert "FI_PROVIDER" not in plain and plain["NCCL_SOCKET_IFNAME"] == "^lo,docker"
-
-
-def test_a_node_that_torchrun_numbered_otherwise_fails_loudly() -> None:
-    cluster.check_node_rank({"SPOTRUN_NODE_RANK": "1", "GROUP_RANK": "1"})
-    cluster.check_node_rank({})  # not a spotrun cluster: nothing to check
-    with pytest.raises(UsageError, match="torchrun made this node number 0"):
-        cluster.check_node_rank({"SPOTRUN_NODE_RANK": "1", "GROUP_RANK": "0"})
 
 
 def _params(offer: Offer, **kwargs: object) -> dict[str, object]:

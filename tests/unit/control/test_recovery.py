@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from spotrun.cloud.base import Offer
-from spotrun.control.recovery import Recovery, read_notice, truncate_metrics
+from spotrun.control.checkpoint_restore import truncate_metrics
+from spotrun.control.notices import read_notice
+from spotrun.control.recovery import Recovery
 from spotrun.core.checkpoint_files import checkpoint_is_complete, newest_complete_checkpoint
 from spotrun.core.config import LaunchSpec, load_settings
 from spotrun.core.errors import CapacityError

@@ -11,7 +11,7 @@ import pytest
 from spotlab import costs as costlab
 from spotlab.costs import EXPECTED, T0, Clock
 from spotlab.prices import ConstructedPrices, utc
-from spotrun.control.controller import RunController
+from spotrun.control.cost_lines import CostLines
 from spotrun.core.config import LaunchSpec, load_settings
 from spotrun.core.errors import NotFoundError
 from spotrun.core.runstates import RunState
@@ -201,7 +201,7 @@ def test_live_run_costs_so_far_from_the_cache(tmp_path: Path) -> None:
 
 
 class PricedCloud(ConstructedPrices):
-    """A cloud whose only part in this test is to be a price source for record_cost (with no
+    """A cloud whose only part in this test is to be a price source for the controller's CostLines (with no
     history at all). The controller's lines from EC2's prices, and a refused price request,
     are tests/e2e/test_aws_cost_lines.py, against the lab."""
 
@@ -215,7 +215,7 @@ def test_controller_records_an_event_when_prices_are_missing(
     ledger, _ = lab
     cloud = PricedCloud()  # knows no history at all
     alpha = ledger.resolve("alpha")
-    RunController(ledger, alpha.id, provider=cloud).record_cost(alpha)  # type: ignore[arg-type]
+    CostLines(ledger, cloud).record(alpha)  # type: ignore[arg-type]
     (event,) = [e for e in ledger.events(alpha.id) if e.kind == "cost"]
     assert "is empty" in event.message
     assert ledger.cost_lines(alpha.id) == []

@@ -1,0 +1,62 @@
+"""What spotrun keeps here of a run's AWS resources: SPOTRUN_HOME/aws/runs/RUN.json.
+
+The region the run's resources live in (recorded at launch: every later call goes there), the
+instances RunInstances made for it and when (EC2's filtered listings may leave a new one out
+for a while), and whether it has a cluster placement group to delete at its end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+
+class RegionRecords:
+    def __init__(self, folder: Path, default_region: str) -> None:
+        self.folder = folder
+        self.default_region = default_region
+        self._lock = threading.Lock()
+
+    def path(self, run_id: str) -> Path:
+        return self.folder / f"{run_id}.json"
+
+    def _read(self, run_id: str) -> dict[str, object]:
+        try:
+            data = json.loads(self.path(run_id).read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def region(self, run_id: str) -> str:
+        """The region the run's resources live in (recorded at launch)."""
+        region = self._read(run_id).get("region")
+        return str(region) if region is not None else self.default_region
+
+    def remember(self, run_id: str, region: str, **more: object) -> None:
+        path = self.path(run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = self._read(run_id)
+        record.update(region=region, **more)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, path)
+
+    def remember_made(self, run_id: str, ids: list[str]) -> None:
+        """The instances RunInstances made for the run, with when: EC2's filtered listings may
+        leave them out for a while (eventual consistency), so they are also asked for by id."""
+        with self._lock:
+            made = {**self.made(run_id), **{i: time.time() for i in ids}}
+            self.remember(run_id, self.region(run_id), made=made)
+
+    def made(self, run_id: str) -> dict[str, float]:
+        made = self._read(run_id).get("made", {})
+        return {str(k): float(v) for k, v in made.items()} if isinstance(made, dict) else {}
+
+    def has_placement_group(self, run_id: str) -> bool:
+        return bool(self._read(run_id).get("placement_group"))
+
+    def forget(self, run_id: str) -> None:
+        self.path(run_id).unlink(missing_ok=True)

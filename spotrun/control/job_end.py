@@ -1,0 +1,54 @@
+"""How a run's job ended, read from its run folder: the wrapper's exit record (its code, and
+the phase that ended it: setup or run) and the last lines of the job's log for the message."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from spotrun.core.rundir import EXIT_FILE, JOB_LOG_FILE
+from spotrun.core.terminal_text import printable
+from spotrun.remote.jobprep import setup_failure
+
+
+def _exit_record(run_dir: Path) -> dict[str, object]:
+    try:
+        data = json.loads((run_dir / EXIT_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def exit_code(run_dir: Path) -> int | None:
+    code = _exit_record(run_dir).get("exit_code")
+    return code if isinstance(code, int) else None
+
+
+def exit_phase(run_dir: Path) -> str | None:
+    """Which part of the job ended it: "setup" or "run" (the wrapper records it)."""
+    phase = _exit_record(run_dir).get("phase")
+    return phase if isinstance(phase, str) else None
+
+
+def write_exit(run_dir: Path, code: int) -> None:
+    """An exit record for a job that ended without writing one (its session was killed)."""
+    (run_dir / EXIT_FILE).write_text(json.dumps({"exit_code": code, "ended_at": time.time()}))
+
+
+def failure_message(run_dir: Path, code: int | None) -> str:
+    """A failed run's message: the code, and the last lines of setup's or the job's log."""
+    if code is not None and exit_phase(run_dir) == "setup":
+        return setup_failure(run_dir, code)
+    tail = log_tail(run_dir / JOB_LOG_FILE, 3)
+    what = f"job exited with code {code}" if code is not None else "job ended without an exit code"
+    return f"{what}: {tail}" if tail else what
+
+
+def log_tail(path: Path, lines: int) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    kept = [printable(line).strip() for line in text.splitlines() if printable(line).strip()]
+    return " | ".join(kept[-lines:])

@@ -1,0 +1,80 @@
+"""Spot notices as the controller reads them: notice.json and rebalance.json, synced home.
+
+The instance's agent (spotrun.agent.watcher) writes notice.json the moment EC2 announces an
+interruption, and again once it has stored the checkpoint; rebalance.json when EC2 says the
+capacity is at elevated risk. A multi-node run's other nodes report into their own folders
+(spotrun.control.cluster.node_dirs). A noticed instance is marked doomed at once, so that its
+replacement is requested while it still checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from spotrun.cloud.base import Instance
+from spotrun.control.cluster import node_dirs
+from spotrun.control.run_instances import NOTICED, RunInstances
+from spotrun.core.rundir import NOTICE_FILE, REBALANCE_FILE
+from spotrun.store.ledger import RunRecord
+
+
+@dataclass(frozen=True)
+class Notice:
+    instance_id: str
+    seen_at: float
+    action: str | None
+    stored: bool = False  # the agent has made its upload to the durable store (or tried)
+
+
+def read_notice(run_dir: Path) -> Notice | None:
+    try:
+        data = json.loads((run_dir / NOTICE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("instance_id"), str):
+        return None
+    return Notice(
+        data["instance_id"],
+        float(data.get("seen_at") or 0.0),
+        data.get("action"),
+        stored=data.get("stored_at") is not None,
+    )
+
+
+def is_spot_reclaim(reason: str | None) -> bool:
+    return bool(reason) and "Spot" in str(reason)
+
+
+class NoticeWatch:
+    """Each poll: a rebalance recommendation becomes an event (once), a spot notice of one of
+    the live instances dooms it and interrupts the run."""
+
+    def __init__(self, instances: RunInstances) -> None:
+        self.instances = instances
+        self.ledger = instances.ledger
+        self._rebalance_seen = False
+
+    def check(self, run: RunRecord, live: list[Instance]) -> str | None:
+        """The interruption reason if one of `live` reported a spot notice."""
+        if not self._rebalance_seen and (run.run_dir / REBALANCE_FILE).exists():
+            self._rebalance_seen = True
+            self.ledger.add_event(
+                run.id, "spot", "EC2 recommends rebalancing: this capacity is at elevated risk"
+            )
+        notices = [n for n in (read_notice(d) for d in node_dirs(run.run_dir)) if n is not None]
+        doomed = self.instances.doomed_ids()
+        for inst, notice in ((i, n) for n in notices for i in live):
+            if inst.id == notice.instance_id and inst.id not in doomed:
+                self.instances.mark_doomed(inst, NOTICED)
+                lag = time.time() - notice.seen_at
+                self.ledger.add_event(
+                    run.id,
+                    "spot",
+                    f"interruption notice on {inst.id} (seen {lag:.1f} s ago); "
+                    "requesting a replacement now",
+                )
+                return f"spot interruption notice on {inst.id}"
+        return None

@@ -1,0 +1,72 @@
+"""Bringing a run's files home: over the runner while its instances answer, then from the
+durable store (S3 on AWS) for what the runner could not reach.
+
+Node 0's folder is the run folder; a multi-node run's other nodes sync beside it
+(spotrun.control.cluster.local_dir). Nothing is pulled when the cloud shares this machine's
+disk (the local cloud): the job writes the run folder itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from spotrun.cloud.base import Instance, Provider
+from spotrun.cloud.capabilities import PullsStoredFiles
+from spotrun.control import cluster
+from spotrun.control.recovery import InstanceAccess
+from spotrun.core.errors import RemoteError
+from spotrun.remote.jobprep import pull_outputs
+from spotrun.remote.sync import pull_run_dir
+from spotrun.store.ledger import Ledger, RunRecord
+
+
+class RunSync:
+    def __init__(self, ledger: Ledger, provider: Provider, *, multi_node: bool) -> None:
+        self.ledger = ledger
+        self.provider = provider
+        self.multi_node = multi_node
+
+    def pull(self, run: RunRecord, instance: Instance, *, final: bool = False) -> None:
+        """Bring the run's files from the instance (nothing to do when it shares our disk)."""
+        if self.provider.shares_filesystem:
+            return
+        local = cluster.local_dir(run.run_dir, instance.id) if self.multi_node else run.run_dir
+        remote_dir = self.provider.run_dir(instance, run.id)
+        pull_run_dir(self.provider.runner(instance), remote_dir, local, final=final)
+        if run.spec.job is not None and local == run.run_dir:
+            pull_outputs(self.provider.runner(instance), run.spec.job, remote_dir, run.run_dir)
+
+    def final(self, run: RunRecord, live: list[Instance]) -> None:
+        """The last pull before teardown: over the runner, then from the durable store.
+
+        When the instance cannot be reached any more, what its uploader stored (S3 on AWS)
+        is what the run keeps; the store also fills in anything the last pull missed.
+        """
+        for inst in live[:1]:
+            try:
+                self.pull(run, inst, final=True)
+            except RemoteError as exc:
+                self.ledger.add_event(run.id, "sync", f"final sync failed: {exc.message}")
+        for inst in live[1:]:  # a multi-node run's other nodes: their logs, best effort
+            try:
+                self.pull(run, inst)
+            except RemoteError as exc:
+                self.ledger.add_event(run.id, "sync", f"last sync of {inst.id}: {exc.message}")
+        self.durable(run)
+
+    def durable(self, run: RunRecord) -> None:
+        """What the durable store holds that the run folder lacks."""
+        if isinstance(self.provider, PullsStoredFiles):
+            fetched = self.provider.pull_durable(run.id, run.run_dir)
+            if fetched:
+                self.ledger.add_event(
+                    run.id, "sync", f"{len(fetched)} file(s) from the durable store"
+                )
+
+    def access(self, run: RunRecord, job_ended: Callable[[Instance], bool]) -> InstanceAccess:
+        """How recovery reaches a replaced instance: its job's end, an SSH sync, the store."""
+        return InstanceAccess(
+            job_ended=job_ended,
+            sync=lambda inst: self.pull(run, inst),
+            durable=lambda: self.durable(run),
+        )
