@@ -12,6 +12,7 @@ from enum import Enum
 
 import typer
 
+from spotrun.cli.common import COMPLETE_VARIABLE
 from spotrun.core.controller_record import record_path
 from spotrun.core.home import LEDGER_FILE, default_home
 from spotrun.store.names import refs
@@ -33,9 +34,6 @@ def _refs(table: str, incomplete: str) -> list[tuple[str, str]]:
 
         return remote_refs(home, table, incomplete)
     return refs(home / LEDGER_FILE, table, incomplete)
-
-
-COMPLETE_VARIABLE = "_SPOTRUN_COMPLETE"  # set by the shell's completion function on Tab
 
 
 class Shell(str, Enum):

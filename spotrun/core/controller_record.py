@@ -16,8 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from spotrun.core.errors import UsageError
-
-RECORD_FILE = "remote.json"
+from spotrun.core.home import REMOTE_RECORD_FILE
 
 
 @dataclass(frozen=True)
@@ -101,7 +100,7 @@ class ControllerHost:
 
 
 def record_path(home: Path) -> Path:
-    return home / RECORD_FILE
+    return home / REMOTE_RECORD_FILE
 
 
 def load_record(home: Path) -> ControllerHost | None:
