@@ -4,6 +4,7 @@ on every help page, one error prefix, one credentials message, prefixes and did-
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,27 @@ def test_enum_options_list_their_choices() -> None:
     assert "--cloud <local|aws>" in launch_help
     cost_help = runner.invoke(app, ["cost", "-h"], prog_name="spotrun").output
     assert "--by <run|day|instance-type>" in cost_help
+    plot_help = runner.invoke(app, ["plot", "-h"], prog_name="spotrun").output
+    assert "--x <step|time|cost>" in plot_help
+    push_help = runner.invoke(app, ["data", "push", "-h"], prog_name="spotrun").output
+    assert "--tokenizer <gpt2|char|byte>" in push_help
+    # and every option with a fixed set of values, wherever it is, shows them
+    import typer.main
+
+    root = typer.main.get_command(app)
+    checked = 0
+    for path in _leaf_commands():
+        command = root
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        page = runner.invoke(app, [*path, "-h"], prog_name="spotrun").output
+        for param in command.params:
+            kind = param.type_descriptor.annotation  # type: ignore[attr-defined]
+            if isinstance(kind, type) and issubclass(kind, Enum):
+                shown = "<" + "|".join(str(choice.value) for choice in kind) + ">"
+                assert shown in page, (path, param.opts, shown)
+                checked += 1
+    assert checked >= 8  # --cloud twice, --early-stop, --mode, --by, --x, --tokenizer, SHELL
 
 
 def test_version(env: Env) -> None:
