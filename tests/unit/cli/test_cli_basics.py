@@ -17,6 +17,7 @@ from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepState, SweepStore
 from spotrun.sweep.spec import SweepSpec
 from tests.conftest import Env
+from tests.helpers import wait_for
 
 
 def _leaf_commands() -> list[list[str]]:
@@ -187,3 +188,39 @@ def test_task_file_keys_get_did_you_mean(env: Env, tmp_path: Path) -> None:
     assert "unknown key 'resources.gpu' (did you mean gpus?)" in proc.stderr
     assert "unknown key 'envz' (did you mean envs?)" in proc.stderr
     assert not env.runs()
+
+
+def test_every_command_takes_a_run_or_sweep_by_id_prefix(env: Env) -> None:
+    """Each command that names a run or a sweep resolves a unique prefix of its id (here each
+    answers about the one run or sweep, whatever it then says about its state)."""
+    launched = env.cli("launch", "--cmd", "echo hi", "--name", "pref", "-d", check=True)
+    run_id = launched.stdout.strip()
+    ledger = Ledger(load_settings(env.home))
+    store = SweepStore(ledger)
+    sweep = store.create(SweepSpec(recipe="digits-fast", max_parallel=1, name="scan"), [], {})
+    store.end(sweep.id, SweepState.COMPLETED, "done")
+    ledger.close()
+    wait_for(lambda: env.runs()[0]["state"] == "succeeded", timeout=120, what="the run's end")
+    run, swp = run_id[:5], sweep.id[:4]
+    for args, said_about in (
+        (["status", run], "pref"),
+        (["logs", run], "hi"),
+        (["cost", run], "pref"),
+        (["plot", run, "--json"], "pref"),
+        (["ssh", run, "true"], "pref"),
+        (["resume", run], "pref"),
+        (["attach", run], "pref"),
+        (["exec", run, "--cmd", "true"], "pref"),
+        (["stop", run], "pref"),
+        (["pull", run], "pref"),
+        (["sample", run], run_id),
+        (["sweep", "status", swp], "scan"),
+        (["sweep", "leaderboard", swp], "scan"),
+        (["sweep", "stop", swp], "scan"),
+        (["plot", swp, "--json"], "scan"),  # cost --sweep: test_cost_takes_a_sweep_by_...
+    ):
+        proc = env.cli(*args)
+        said = proc.stdout + proc.stderr
+        assert "no run" not in said and "no sweep" not in said, (args, said)
+        assert said_about in said, (args, said)
+    assert env.cli("rm", run, check=True).returncode == 0 and env.runs() == []
