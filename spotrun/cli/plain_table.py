@@ -15,8 +15,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
+from spotrun.cli.lazy import PIPED_WIDTH
+
 BOLD, RESET = "\x1b[1m", "\x1b[0m"  # rich's table.header style: bold
-PIPED_WIDTH = 200  # spotrun/cli/lazy.py: the stdout console is this wide when piped
 
 _PLAIN = re.compile(r"[ -~]*")  # printable ASCII: one cell per character
 # A ':' may start a rich emoji code (`:smile:`); only the two-digit fields of a time are safe

@@ -20,7 +20,8 @@ from rich._emoji_codes import EMOJI
 from rich.console import Console
 from rich.table import Table
 
-from spotrun.cli.plain_table import PIPED_WIDTH, plain_cell, plain_table
+from spotrun.cli.lazy import PIPED_WIDTH
+from spotrun.cli.plain_table import plain_cell, plain_table
 from spotrun.cli.run_list import HEADERS
 
 LS_ROW = [
