@@ -2,12 +2,16 @@
 
     PYTHONPATH=. python bench/cli_startup.py [--repeats 15] [--baseline DIR]
 
+    PYTHONPATH=. python bench/cli_startup.py --floors   # and what `ls` cannot go below
+
 `ls` reads a fresh SPOTRUN_HOME holding a few finished runs (own commands on the local cloud,
 launched first by this script). The commands run alternately, so that a change of load on a
 shared machine touches every side alike; it prints each one's median wall time and CPU time
 (user + system of the child), and the ratio to `python -c pass`. Every side runs as
 `python -m spotrun` with PYTHONPATH naming its source tree: this checkout, and with
 --baseline another one (e.g. `git archive main | tar -x -C DIR`) to compare before and after.
+--floors adds the floors under `ls`: Python importing sqlite3, and importing spotrun's ledger
+(the store and its records, which `ls` reads runs through).
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--baseline", type=Path, help="another source tree to time beside this one")
+    parser.add_argument(
+        "--floors", action="store_true", help="also time importing sqlite3 and spotrun's ledger"
+    )
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="spotrun-startup-"))
     env = {**os.environ, "SPOTRUN_HOME": str(home), "PYTHONPATH": str(REPO)}
@@ -73,6 +80,10 @@ def main() -> None:
         commands: dict[str, tuple[list[str], dict[str, str]]] = {
             "python -c pass": ([sys.executable, "-c", "pass"], env)
         }
+        if args.floors:
+            commands["import sqlite3"] = ([sys.executable, "-c", "import sqlite3"], env)
+            ledger = "import spotrun.store.ledger"
+            commands["import the ledger"] = ([sys.executable, "-c", ledger], env)
         for label, tree in trees.items():
             tree_env = {**env, "PYTHONPATH": str(tree)}
             commands[f"spotrun --help{label}"] = ([*_spotrun(), "--help"], tree_env)

@@ -7,6 +7,6 @@ if len(sys.argv) > 1 and sys.argv[1] == "agent":
 
     sys.exit(agent_main(sys.argv[2:]))
 else:
-    from spotrun.cli.main import main
+    from spotrun.cli.entry import main
 
     main()

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from enum import Enum
-from typing import Any
+from typing import Any, NoReturn
 
 # `-h` as well as `--help`, on the root and (inherited through click's context) everywhere.
 HELP_OPTIONS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 
 # Every error line spotrun prints starts with this, whatever the command.
 ERROR_PREFIX = "error: "
+
+
+def leave(code: int) -> NoReturn:
+    """End the program with `code` once what it wrote is flushed, without the interpreter
+    freeing every object of boto3 & co. one by one (seconds on a loaded machine, after the
+    answer is already on screen)."""
+    for stream in (sys.stdout, sys.stderr):
+        # a closed pipe (`spotrun ls | head`): nothing more to say to it
+        with contextlib.suppress(OSError):
+            stream.flush()
+    os._exit(code)
 
 
 def print_error(message: str) -> None:
@@ -30,8 +43,6 @@ def job_environment(env_flags: list[str], env_files: list[str] | None = None) ->
     """A job's own environment: the trackers' variables of this shell, then each --env-file,
     then --env. Says which names it carries from the shell (names only: values such as
     WANDB_API_KEY are never printed)."""
-    import os
-
     from spotrun.core.tracker_env import tracker_env
     from spotrun.jobs.own_command import parse_envs, read_env_file
 

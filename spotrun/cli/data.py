@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 
 import typer
@@ -9,6 +10,15 @@ import typer
 from spotrun.cli.library import datasets, load_settings
 from spotrun.cli.render import Table, iso_minute, out, print_json
 from spotrun.cli.typer_app import SpotrunTyper
+
+
+class Tokenizer(str, Enum):
+    """How `data push` stores a text file's tokens (help lists the choices)."""
+
+    gpt2 = "gpt2"  # GPT-2 BPE: gpt2-small-*
+    char = "char"  # shakespeare-*
+    byte = "byte"
+
 
 data_app = SpotrunTyper(
     help="Data sets in S3: push a folder as tar shards, list what was pushed.",
@@ -34,8 +44,8 @@ def data_push(
     keep_original: bool = typer.Option(
         False, "--keep-original", help="with --max-side: the originals too, under PREFIX/original"
     ),
-    tokenizer: str = typer.Option(
-        "gpt2",
+    tokenizer: Tokenizer = typer.Option(
+        Tokenizer.gpt2,
         "--tokenizer",
         help="a text file: tokenised here as gpt2 (GPT-2 BPE), char (shakespeare-*) or byte",
     ),
@@ -65,7 +75,7 @@ def data_push(
         max_side=max_side,
         quality=quality,
         keep_original=keep_original,
-        tokenizer=tokenizer,
+        tokenizer=tokenizer.value,
         val_fraction=val_fraction,
     )
     out.print(f"use it with: --set data={dest.rstrip('/')}  ({result.manifest.digest})")

@@ -13,6 +13,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
+PIPED_WIDTH = 200  # the stdout console's width when piped: tables are not folded at 80
+
 
 class LazyModule:
     """Stands for module `name`, importing it at the first attribute read.
@@ -54,7 +56,7 @@ class LazyConsole:
                 self._console = Console(stderr=True, highlight=False, soft_wrap=True)
             else:
                 # Wide when piped, so tables and log lines are not folded at 80 columns.
-                width = None if sys.stdout.isatty() else 200
+                width = None if sys.stdout.isatty() else PIPED_WIDTH
                 self._console = Console(highlight=False, soft_wrap=True, width=width)
         return self._console
 

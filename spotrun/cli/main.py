@@ -7,15 +7,13 @@ order `spotrun --help` lists them. No cloud SDKs here.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 
 import typer
 
 from spotrun.cli import remote as remote_cli
 from spotrun.cli import resume as resume_cli
-from spotrun.cli.common import HELP_OPTIONS, print_error
+from spotrun.cli.common import HELP_OPTIONS, leave, print_error
 from spotrun.cli.complete import completion, prepare_completion
 from spotrun.cli.cost import GroupBy, cost
 from spotrun.cli.data import data_app, data_ls, data_push
@@ -143,15 +141,8 @@ app.command()(sample)
 # ---------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> None:
     code = _run(argv)
-    if argv is None:
-        # The program itself: everything it wrote is committed or flushed below, so it leaves
-        # without the interpreter freeing every object of boto3 & co. one by one (seconds on a
-        # loaded machine, after the answer is already on screen).
-        for stream in (sys.stdout, sys.stderr):
-            # a closed pipe (`spotrun ls | head`): nothing more to say to it
-            with contextlib.suppress(OSError):
-                stream.flush()
-        os._exit(code)
+    if argv is None:  # the program itself: everything it wrote is committed or flushed
+        leave(code)
     sys.exit(code)
 
 

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 
 import typer
+
+
+class XAxis(str, Enum):
+    """What a curve is drawn against (help lists the choices)."""
+
+    step = "step"
+    time = "time"  # training seconds
+    cost = "cost"
 
 
 def plot(
@@ -16,7 +25,7 @@ def plot(
     metric: str | None = typer.Option(
         None, "--metric", "-m", help="what to draw (default test_acc; any logged metric)"
     ),
-    x: str = typer.Option("step", "--x", help="the x axis: step, time (training s) or cost"),
+    x: XAxis = typer.Option(XAxis.step, "--x", help="the x axis: step, time (training s) or cost"),
     output: Path = typer.Option(Path("curves.png"), "-o", "--output", metavar="FILE.png"),
     as_json: bool = typer.Option(False, "--json", help="print the points instead of drawing"),
 ) -> None:
@@ -37,7 +46,7 @@ def plot(
     if not as_json:
         curves.check_png_path(output)  # before any work: a bad path is refused at once
     ledger = open_ledger()
-    found = curves.collect(ledger, runs, metric=metric, x=x)
+    found = curves.collect(ledger, runs, metric=metric, x=x.value)
     for note in found.notes:
         err.print(note, markup=False)
     if as_json:

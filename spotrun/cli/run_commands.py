@@ -10,7 +10,8 @@ import typer
 from spotrun.cli.complete import complete_run
 from spotrun.cli.follow_view import fmt_duration, fmt_metrics
 from spotrun.cli.library import api
-from spotrun.cli.render import Table, err, money, out, print_json
+from spotrun.cli.render import err, money, out, print_json
+from spotrun.cli.run_list import show_runs
 from spotrun.cli.ssh import require_terminal
 from spotrun.core.terminal_text import printable
 from spotrun.core.waiting import pause
@@ -29,31 +30,7 @@ def list_runs(
       spotrun ls
       spotrun ls --all --json
     """
-    ledger = api.open_ledger()
-    runs = ledger.list_runs(include_all=all_)
-    rows = [api.run_summary(ledger, r) for r in runs]
-    if as_json:
-        print_json(rows)
-        return
-    if not rows:
-        out.print("no runs yet; start one with `spotrun launch digits-fast`")
-        return
-    table = Table(box=None, pad_edge=False)
-    for col in ("ID", "NAME", "RECIPE", "CLOUD", "STATE", "STARTED", "DURATION", "COST", "METRICS"):
-        table.add_column(col, no_wrap=col in ("ID", "STATE"))
-    for row in rows:
-        table.add_row(
-            row["id"],
-            row["name"],
-            row["recipe"],
-            row["cloud"],
-            row["state"],
-            (row["started"] or row["created"] or "").replace("T", " ").rstrip("Z"),
-            fmt_duration(row["duration_s"]),
-            money(row["cost_usd"]) if row["cost_usd"] is not None else "?",
-            printable(fmt_metrics(row["metrics"])),  # the job wrote these
-        )
-    out.print(table)
+    show_runs(all_, as_json)
 
 
 def status(

@@ -216,12 +216,19 @@ def _of_nodes(nodes: int) -> str:
 def _follow(ledger: Any, sweep_id: str) -> int:
     """Print each trial's changes until the sweep ends; Ctrl-C detaches."""
     from spotrun.cli.sweep_view import TrialsView
+    from spotrun.cost.bills import run_cost
     from spotrun.service import sweeps as service
     from spotrun.store.sweeps import SweepState, SweepStore
 
     store = SweepStore(ledger)
     seen: dict[int, str] = {}
-    view = TrialsView(out)  # each trial's evaluations, and a progress line for the live ones
+    run_ids: dict[int, str] = {}
+
+    def price(index: int) -> float | None:
+        found = run_cost(ledger, ledger.get_run(run_ids[index]))
+        return None if found is None else float(found)
+
+    view = TrialsView(out, price)  # each trial's evaluations; a progress line for the live ones
     try:
         while True:
             sweep = store.get(sweep_id)
@@ -236,6 +243,7 @@ def _follow(ledger: Any, sweep_id: str) -> int:
                     shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
                     view.line(f"trial {trial.index} ({shown}): {state}")
                 if run is not None:
+                    run_ids[trial.index] = run.id
                     watched.append((trial.index, run.run_dir, not run.is_terminal))
             view.poll(watched)
             if sweep.is_over:

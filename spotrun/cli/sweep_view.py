@@ -1,15 +1,23 @@
 """A foreground sweep's trials as they train: each evaluation as a line, and one progress line
-(each live trial's epoch, step, speed and ETA) under them; piped, plain lines now and then."""
+(each live trial's epoch, step, speed, ETA, accuracy and cost so far) under them; piped, plain
+lines now and then."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from spotrun.cli.follow_view import ProgressShown, fmt_duration, fmt_metrics, progress_line
+from spotrun.cli.follow_view import (
+    COST_EVERY_S,
+    ProgressShown,
+    fmt_duration,
+    fmt_metrics,
+    progress_line,
+)
 from spotrun.core.metrics_file import MetricsTail
 from spotrun.core.rundir import METRICS_FILE, PROGRESS_FILE
 from spotrun.core.terminal_text import printable
@@ -17,11 +25,16 @@ from spotrun.service.follow import ProgressWatch
 
 
 class TrialsView:
-    def __init__(self, out: Console) -> None:
+    """`price(index)`: what trial `index` has cost so far (None: not known), asked again at most
+    every COST_EVERY_S seconds per trial."""
+
+    def __init__(self, out: Console, price: Callable[[int], float | None]) -> None:
         self.shown = ProgressShown(out)
+        self._price = price
         self._tails: dict[int, MetricsTail] = {}
         self._watches: dict[int, ProgressWatch] = {}
         self._progress: dict[int, dict[str, Any]] = {}
+        self._costs: dict[int, tuple[float, float | None]] = {}  # index: (priced at, USD)
 
     def line(self, text: str) -> None:
         self.shown.line(text)
@@ -42,14 +55,22 @@ class TrialsView:
                 self._progress[index] = moved
             if not live:
                 self._progress.pop(index, None)
+                self._costs.pop(index, None)
         if self._progress:
             now = time.time()
             self.shown.progress(
                 " | ".join(
-                    f"trial {i}: {progress_line(p, None, now)}"
+                    f"trial {i}: {progress_line(p, self._cost(i), now)}"
                     for i, p in sorted(self._progress.items())
                 )
             )
+
+    def _cost(self, index: int) -> float | None:
+        priced_at, usd = self._costs.get(index, (float("-inf"), None))
+        if time.monotonic() - priced_at >= COST_EVERY_S:
+            usd = self._price(index)
+            self._costs[index] = (time.monotonic(), usd)
+        return usd
 
     def close(self) -> None:
         self.shown.close()

@@ -16,9 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from spotrun.core.errors import UsageError
+from spotrun.core.home import REMOTE_RECORD_FILE
 from spotrun.core.rundir import HOME_VAR
-
-RECORD_FILE = "remote.json"
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,7 @@ class ControllerHost:
 
 
 def record_path(home: Path) -> Path:
-    return home / RECORD_FILE
+    return home / REMOTE_RECORD_FILE
 
 
 def load_record(home: Path) -> ControllerHost | None:

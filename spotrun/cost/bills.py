@@ -17,6 +17,7 @@ from spotrun.cost import rules as cost
 from spotrun.cost.cost_lines import cost_lines
 from spotrun.cost.instance_bills import bill_instance, usage_of
 from spotrun.cost.prices import PriceBook
+from spotrun.cost.settled import settled_cost
 from spotrun.cost.shared_instances import seat_bill
 from spotrun.store.ledger import CostLine, Ledger, RunRecord
 
@@ -99,9 +100,10 @@ def run_cost(ledger: Ledger, run: RunRecord, now: float | None = None) -> Fracti
     """What the run cost, or has cost so far while it runs (priced from the ledger alone, up to
     now, with the last cached price taken to hold since the supervisor last fetched prices).
     None when it cannot be priced from what the ledger holds."""
+    settled = settled_cost(ledger, run)
+    if settled is not None:
+        return settled
     lines = ledger.cost_lines(run.id)
-    if run.is_terminal and lines:
-        return sum((line.amount for line in lines), Fraction(0))
     try:
         bill = bill_run(ledger, run, PriceBook(ledger), now=now or time.time(), offline=True)
     except PricingError:

@@ -10,11 +10,10 @@ import time
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from spotrun.control import supervisor
 from spotrun.core.home import CONFIG_FILE, default_home
-from spotrun.cost.bills import run_cost
+from spotrun.cost.settled import settled_cost
 from spotrun.store.ledger import Ledger, RunRecord
-from spotrun.sweep.revive import ensure_sweeps_supervised
+from spotrun.store.sweeps import SweepStore
 from spotrun.train.device_record import read_record
 
 if TYPE_CHECKING:
@@ -24,7 +23,12 @@ if TYPE_CHECKING:
 def open_ledger(settings: Settings | None = None, *, reconcile: bool = True) -> Ledger:
     """Open the ledger; by default also restart supervisors of live runs that lost theirs."""
     ledger = Ledger(settings) if settings is not None else _home_ledger()
-    if reconcile:
+    if reconcile and (ledger.active_runs() or SweepStore(ledger).live()):
+        # Run control (locks, processes, the controller) is imported only when something is
+        # live to check on: listing finished runs stays light (`spotrun ls`, bench/cli_startup.py)
+        from spotrun.control import supervisor
+        from spotrun.sweep.revive import ensure_sweeps_supervised
+
         live_sweeps = ensure_sweeps_supervised(ledger)  # sweeps first: they drive their trials
         supervisor.ensure_supervised(ledger, live_sweeps)
     return ledger
@@ -55,13 +59,24 @@ def run_summary(ledger: Ledger, run: RunRecord) -> dict[str, Any]:
         "started": iso(run.started_at),
         "ended": iso(run.ended_at),
         "duration_s": round(run.duration_s(), 3),
-        "cost_usd": as_float(run_cost(ledger, run)),
+        "cost_usd": as_float(_cost(ledger, run)),
         "metrics": run.last_metrics,
         "message": run.message,
         "sweep_id": run.sweep_id,
         "staging": _staging(run),
         "device": _device(run),
     }
+
+
+def _cost(ledger: Ledger, run: RunRecord) -> Fraction | None:
+    settled = settled_cost(ledger, run)
+    if settled is not None:
+        return settled
+    # a live run (or one not settled yet) is priced from its instances: the billing rules and
+    # price cache are imported only then
+    from spotrun.cost.bills import run_cost
+
+    return run_cost(ledger, run)
 
 
 def _device(run: RunRecord) -> dict[str, Any] | None:

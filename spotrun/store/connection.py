@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -119,8 +118,8 @@ def ensure_writable_home(home: Path) -> None:
         ) from exc
     # A real write, not os.access: root passes os.access on a read-only mount.
     try:
-        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=home)
-        os.close(fd)
+        probe = home / f".write-probe-{os.getpid()}-{os.urandom(4).hex()}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.unlink(probe)
     except OSError as exc:
         raise LedgerError(

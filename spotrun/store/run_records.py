@@ -4,7 +4,7 @@ frozen records (and the row mapping of a run)."""
 from __future__ import annotations
 
 import json
-import secrets
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -112,7 +112,7 @@ class RunEvent:
 
 def new_run_id() -> str:
     """12 lowercase hex characters: short enough to type a prefix of, unique in practice."""
-    return secrets.token_hex(6)
+    return os.urandom(6).hex()  # what secrets.token_hex does, without importing hmac
 
 
 def parse_fraction(text: str | None) -> Fraction | None:

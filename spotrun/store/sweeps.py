@@ -7,7 +7,7 @@ threads and the CLI read and write it side by side.
 from __future__ import annotations
 
 import json
-import secrets
+import os
 import sqlite3
 from dataclasses import dataclass
 from enum import Enum
@@ -130,7 +130,7 @@ class SweepStore:
     def create(
         self, spec: SweepSpec, trials: list[dict[str, str]], plan: dict[str, Any]
     ) -> SweepRecord:
-        sweep_id = "s" + secrets.token_hex(5)
+        sweep_id = "s" + os.urandom(5).hex()
         name = spec.name or f"{spec.recipe}-sweep-{sweep_id[1:7]}"
         sweep_dir = self.ledger.settings.home / "sweeps" / sweep_id
         now = self.ledger.clock()
@@ -259,7 +259,7 @@ class SweepStore:
 
     # ----------------------------------------------------------------- packs
     def create_pack(self, sweep_id: str, offer: Offer, slots: int) -> PackRecord:
-        pack_id = "pk" + secrets.token_hex(5)
+        pack_id = "pk" + os.urandom(5).hex()
         with self.ledger.write() as db:
             db.execute(
                 "INSERT INTO packs (id, sweep_id, offer_json, slots, state, created_at) "

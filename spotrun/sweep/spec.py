@@ -9,6 +9,7 @@ import math
 from typing import Literal
 
 from spotrun.core.errors import UsageError
+from spotrun.core.suggest import did_you_mean
 
 # What the trainer writes to metrics.jsonl at every evaluation (spotrun.train.trainer).
 LOGGED_METRICS = ("train_loss", "test_loss", "test_acc", "lr", "elapsed_s", "step", "epoch")
@@ -70,8 +71,9 @@ def parse_space(items: list[str]) -> dict[str, tuple[float, float, bool]]:
 def check_metric(metric: str, mode: str | None) -> Literal["max", "min"]:
     """The metric must be one the trainer logs; returns the mode (given or the usual one)."""
     if metric not in LOGGED_METRICS:
+        close = did_you_mean(metric, LOGGED_METRICS)
         raise UsageError(
-            f"--metric {metric}: the recipe does not log it",
+            f"--metric {metric}: the recipe does not log it" + (f"; {close}" if close else ""),
             hint=f"the trainer logs {', '.join(LOGGED_METRICS)}",
         )
     if mode is None:

@@ -121,7 +121,9 @@ def test_cli_pushes_a_text_as_byte_or_char_tokens_and_refuses_an_unknown_tokeniz
     assert chars.returncode == 0, chars.stderr
     assert f"as char tokens ({len(set(text))} characters)" in chars.stdout
     refused = cli(f"s3://{bucket}/text/words", "--tokenizer", "words")
-    assert refused.returncode != 0 and "stored as gpt2, byte or char tokens" in refused.stderr
+    # the command line names the choices (--tokenizer <gpt2|char|byte> in its help too)
+    assert refused.returncode == 2, refused.stderr
+    assert "'words' is not one of 'gpt2', 'char', 'byte'" in refused.stderr
     resized = cli(f"s3://{bucket}/text/x", "--max-side", "64")
     assert resized.returncode != 0 and "are for images" in resized.stderr
 

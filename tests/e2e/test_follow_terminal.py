@@ -77,3 +77,39 @@ def test_progress_line_on_a_terminal_and_plain_lines_when_piped(env: Env) -> Non
     text = "".join(lines)
     assert "\x1b" not in text and "\r" not in text
     assert "stopped in " in text
+
+
+TRIAL = (
+    r"trial {}: epoch \d+/400  step \d+/23  [\d,]+ img/s  ETA \S+  (acc [\d.]+%  )?\$0\.00 so far"
+)
+BOTH_TRIALS = re.compile(TRIAL.format(0) + r" \| " + TRIAL.format(1))
+
+
+def test_a_foreground_sweeps_trials_share_one_progress_line_on_a_terminal(env: Env) -> None:
+    names = ("SPOTRUN_HOME", "TMUX_TMPDIR", "PYTHONPATH")
+    exports = " ".join(f"{k}={shlex.quote(env.vars[k])}" for k in names)
+    sweep = (
+        f"{shlex.quote(sys.executable)} -m spotrun sweep digits-fast --grid lr=0.1,0.2 "
+        "--set epochs=400 --set threads=1 --max-parallel 2 --name tvs"
+    )
+    command = f"cd {shlex.quote(str(REPO))} && env -u TMUX {exports} {sweep}; sleep 600"
+    started = env.tmux("-L", "view", "new-session", "-d", "-s", "view", "-x", "250", "-y", "40")
+    assert started.returncode == 0, started.stderr
+    try:
+        env.tmux("-L", "view", "send-keys", "-t", "view", command, "Enter")
+        # each live trial's epoch, step, speed, ETA and cost so far, side by side on one line
+        pane = wait_for(
+            lambda: _pane_showing(env, BOTH_TRIALS),
+            timeout=300,
+            what="both trials on the progress line",
+        )
+        assert "trial 0 (lr=0.1): running" in pane and "trial 1 (lr=0.2): running" in pane
+        assert env.cli("sweep", "stop", "tvs", timeout=120).returncode == 0
+        ended = wait_for(
+            lambda: _pane_showing(env, re.compile("sweep stopped")),
+            timeout=120,
+            what="the sweep's end in the pane",
+        )
+        assert not re.search(r"img/s  ETA", ended)  # the live line went away with the sweep
+    finally:
+        env.tmux("-L", "view", "kill-server")

@@ -4,6 +4,7 @@ terminal, and curves synced back from the instance."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from spotlab import Lab
 from spotrun.core.config import load_settings
 from spotrun.store.ledger import Ledger
-from tests.conftest import Env
+from tests.conftest import REPO, Env
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
@@ -140,3 +141,49 @@ def test_ssh_and_attach_without_terminal_on_the_local_cloud(env: Env) -> None:
         assert "spotrun-near" not in (env.home / "ssh_config").read_text()
     finally:
         env.cli("stop", "near", timeout=180)
+
+
+def test_ssh_and_attach_in_a_terminal_on_the_local_cloud(env: Env) -> None:
+    """In a real terminal (a tmux pane): `spotrun ssh RUN` is an interactive shell in the
+    run's folder, and `spotrun attach RUN` puts the pane into the job's tmux session until
+    Ctrl-b d detaches it."""
+    run_id = env.cli("launch", "digits-fast", "-d", "--name", "here", *LONG, check=True)
+    run_id_text = run_id.stdout.strip()
+    session = f"spotrun-{run_id_text}"
+    run_dir = (env.home / "runs" / run_id_text).resolve()
+    wait_for(lambda: _state(env, run_id_text) == "running", timeout=90, what="the job to start")
+    names = ("SPOTRUN_HOME", "TMUX_TMPDIR", "PYTHONPATH")
+    exports = " ".join(f"{k}={shlex.quote(env.vars[k])}" for k in names)
+    spotrun = (
+        f"cd {shlex.quote(str(REPO))} && env {exports} {shlex.quote(sys.executable)} -m spotrun"
+    )
+
+    def pane() -> str:
+        return env.tmux("-L", "term", "capture-pane", "-p", "-J", "-t", "term").stdout
+
+    def clients() -> list[str]:
+        listed = env.tmux("list-clients", "-t", f"={session}", "-F", "#{client_tty}")
+        return listed.stdout.split() if listed.returncode == 0 else []
+
+    started = env.tmux("-L", "term", "new-session", "-d", "-s", "term", "-x", "220", "-y", "50")
+    assert started.returncode == 0, started.stderr
+    try:
+        env.tmux("-L", "term", "send-keys", "-t", "term", f"{spotrun} ssh here", "Enter")
+        wait_for(lambda: "a shell in its folder" in pane(), timeout=60, what="the shell's note")
+        env.tmux("-L", "term", "send-keys", "-t", "term", 'echo "in:$(pwd -P)"', "Enter")
+        wait_for(lambda: f"in:{run_dir}" in pane(), timeout=60, what="the shell in the run folder")
+        env.tmux("-L", "term", "send-keys", "-t", "term", "exit", "Enter")
+
+        assert clients() == []
+        env.tmux("-L", "term", "send-keys", "-t", "term", f"{spotrun} attach here", "Enter")
+        wait_for(clients, timeout=60, what="the pane attached to the job's session")
+        env.tmux("-L", "term", "send-keys", "-t", "term", "C-b", "d")
+        wait_for(
+            lambda: f"[detached (from session {session})]" in pane(),
+            timeout=60,
+            what="the detach",
+        )
+        assert clients() == [] and _state(env, run_id_text) == "running"  # the job goes on
+    finally:
+        env.tmux("-L", "term", "kill-server")
+        env.cli("stop", "here", timeout=180)

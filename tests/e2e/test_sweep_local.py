@@ -63,6 +63,11 @@ def test_bad_input_on_the_command_line_exits_2_and_launches_nothing(env: Env) ->
     assert proc.returncode == 2 and "--max-parallel must be at least 1" in proc.stderr
     proc = env.cli("sweep", "nosuch-recipe", "--grid", "lr=0.1")
     assert proc.returncode != 0 and "unknown recipe" in proc.stderr
+    # every word a user types gets a did-you-mean: --grid keys and --metric too
+    proc = env.cli("sweep", "digits-fast", "--grid", "lrr=0.1,0.2")
+    assert proc.returncode == 2 and "did you mean lr?" in proc.stderr, proc.stderr
+    proc = env.cli("sweep", "digits-fast", "--grid", "lr=0.1", "--metric", "test_ac")
+    assert proc.returncode == 2 and "did you mean test_acc" in proc.stderr, proc.stderr
     assert _counts(env) == (0, 0) and env.sessions() == []
 
 

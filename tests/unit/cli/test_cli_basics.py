@@ -4,6 +4,7 @@ on every help page, one error prefix, one credentials message, prefixes and did-
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from spotrun.core.sweepspec import SweepSpec
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepState, SweepStore
 from tests.conftest import Env
+from tests.helpers import wait_for
 
 
 def _leaf_commands() -> list[list[str]]:
@@ -64,6 +66,27 @@ def test_enum_options_list_their_choices() -> None:
     assert "--cloud <local|aws>" in launch_help
     cost_help = runner.invoke(app, ["cost", "-h"], prog_name="spotrun").output
     assert "--by <run|day|instance-type>" in cost_help
+    plot_help = runner.invoke(app, ["plot", "-h"], prog_name="spotrun").output
+    assert "--x <step|time|cost>" in plot_help
+    push_help = runner.invoke(app, ["data", "push", "-h"], prog_name="spotrun").output
+    assert "--tokenizer <gpt2|char|byte>" in push_help
+    # and every option with a fixed set of values, wherever it is, shows them
+    import typer.main
+
+    root = typer.main.get_command(app)
+    checked = 0
+    for path in _leaf_commands():
+        command = root
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        page = runner.invoke(app, [*path, "-h"], prog_name="spotrun").output
+        for param in command.params:
+            kind = param.type_descriptor.annotation  # type: ignore[attr-defined]
+            if isinstance(kind, type) and issubclass(kind, Enum):
+                shown = "<" + "|".join(str(choice.value) for choice in kind) + ">"
+                assert shown in page, (path, param.opts, shown)
+                checked += 1
+    assert checked >= 8  # --cloud twice, --early-stop, --mode, --by, --x, --tokenizer, SHELL
 
 
 def test_version(env: Env) -> None:
@@ -165,3 +188,39 @@ def test_task_file_keys_get_did_you_mean(env: Env, tmp_path: Path) -> None:
     assert "unknown key 'resources.gpu' (did you mean gpus?)" in proc.stderr
     assert "unknown key 'envz' (did you mean envs?)" in proc.stderr
     assert not env.runs()
+
+
+def test_every_command_takes_a_run_or_sweep_by_id_prefix(env: Env) -> None:
+    """Each command that names a run or a sweep resolves a unique prefix of its id (here each
+    answers about the one run or sweep, whatever it then says about its state)."""
+    launched = env.cli("launch", "--cmd", "echo hi", "--name", "pref", "-d", check=True)
+    run_id = launched.stdout.strip()
+    ledger = Ledger(load_settings(env.home))
+    store = SweepStore(ledger)
+    sweep = store.create(SweepSpec(recipe="digits-fast", max_parallel=1, name="scan"), [], {})
+    store.end(sweep.id, SweepState.COMPLETED, "done")
+    ledger.close()
+    wait_for(lambda: env.runs()[0]["state"] == "succeeded", timeout=120, what="the run's end")
+    run, swp = run_id[:5], sweep.id[:4]
+    for args, said_about in (
+        (["status", run], "pref"),
+        (["logs", run], "hi"),
+        (["cost", run], "pref"),
+        (["plot", run, "--json"], "pref"),
+        (["ssh", run, "true"], "pref"),
+        (["resume", run], "pref"),
+        (["attach", run], "pref"),
+        (["exec", run, "--cmd", "true"], "pref"),
+        (["stop", run], "pref"),
+        (["pull", run], "pref"),
+        (["sample", run], run_id),
+        (["sweep", "status", swp], "scan"),
+        (["sweep", "leaderboard", swp], "scan"),
+        (["sweep", "stop", swp], "scan"),
+        (["plot", swp, "--json"], "scan"),  # cost --sweep: test_cost_takes_a_sweep_by_...
+    ):
+        proc = env.cli(*args)
+        said = proc.stdout + proc.stderr
+        assert "no run" not in said and "no sweep" not in said, (args, said)
+        assert said_about in said, (args, said)
+    assert env.cli("rm", run, check=True).returncode == 0 and env.runs() == []

@@ -13,13 +13,17 @@ import sys
 
 from tests.conftest import REPO, Env
 
-# The CLI as a user runs it, then the names of the loaded modules that matter, as JSON.
+# The CLI as a user runs it (spotrun/cli/entry.py's way in, then the full CLI), then the names
+# of the loaded modules that matter, as JSON.
 PROBE = """
 import json, sys
-from spotrun.cli.main import _run
-code = _run(sys.argv[1:])
+from spotrun.cli.entry import quick_answer
+code = quick_answer(sys.argv[1:])
+if code is None:
+    from spotrun.cli.main import _run
+    code = _run(sys.argv[1:])
 heavy = ("torch", "boto3", "botocore", "paramiko", "libtmux", "pydantic", "rich", "yaml",
-         "numpy", "optuna", "matplotlib")
+         "numpy", "optuna", "matplotlib", "typer", "click")
 loaded = sorted({m.split(".")[0] for m in sys.modules} & set(heavy))
 ours = sorted(m for m in sys.modules if m.startswith("spotrun."))
 print(json.dumps({"code": code, "loaded": loaded, "ours": ours}))
@@ -44,29 +48,69 @@ def test_help_imports_no_sdk_no_library(env: Env) -> None:
     for args in (["--help"], ["-h"]):
         found = _loaded(env, *args)
         assert found["code"] == 0
-        # typer and the CLI's own modules only: no SDKs, no pydantic models, no rich
+        # the stored page (spotrun/cli/help_snapshot.py): not even typer or the command modules
         assert found["loaded"] == [], (args, found["loaded"])
-        assert not [m for m in found["ours"] if m.startswith("spotrun.service")], args
+        assert found["ours"] == sorted(QUICK_HELP), (args, found["ours"])
     for args in (["launch", "--help"], ["sweep", "run", "-h"], ["cost", "-h"]):
         found = _loaded(env, *args)
         assert found["code"] == 0
-        # nothing of weight: typer's unset --help flag would cost a pydantic TypeAdapter, and
+        # typer only: typer's unset --help flag would cost a pydantic TypeAdapter, and
         # spotrun's commands give it a default (spotrun/cli/typer_app.py)
-        assert found["loaded"] == [], (args, found["loaded"])
+        assert found["loaded"] == ["click", "typer"] or found["loaded"] == ["typer"], (
+            args,
+            found["loaded"],
+        )
         assert not [m for m in found["ours"] if m.startswith("spotrun.service")], args
+
+
+# what a plain `spotrun --help` loads of spotrun: the way in and the stored page
+QUICK_HELP = {
+    "spotrun.cli",
+    "spotrun.cli.common",
+    "spotrun.cli.entry",
+    "spotrun.cli.help_snapshot",
+    "spotrun.core",
+    "spotrun.core.errors",
+    "spotrun.core.home",
+    "spotrun.core.rundir",  # names only: SPOTRUN_HOME's, the completion variable's
+}
 
 
 def test_ls_reads_the_ledger_without_the_launch_machinery(env: Env) -> None:
     env.cli("launch", "--cmd", "true", "--name", "probe", check=True, timeout=300)
     found = _loaded(env, "ls")
     assert found["code"] == 0
-    for heavy in ("torch", "boto3", "botocore", "paramiko", "libtmux", "numpy", "optuna"):
-        assert heavy not in found["loaded"], heavy
-    for module in ("spotrun.service.runs", "spotrun.recipes", "spotrun.launch", "spotrun.remote"):
+    # no typer (spotrun/cli/entry.py), no rich (spotrun/cli/plain_table.py), no config.toml
+    # and nothing live: no settings to read, so no pydantic models either
+    assert found["loaded"] == [], found["loaded"]
+    for module in (
+        "spotrun.service.runs",
+        "spotrun.recipes",
+        "spotrun.launch",
+        "spotrun.remote",
+        "spotrun.cli.main",
+        "spotrun.core.config",
+        # nothing live: no run control, and finished runs' costs are their settled lines
+        "spotrun.control",
+        "spotrun.sweep",
+        "spotrun.cost.bills",
+        "spotrun.cost.rules",
+    ):
         assert not [m for m in found["ours"] if m.startswith(module)], module
-    # no config.toml and nothing live: no settings to read, so no pydantic models either
-    assert "pydantic" not in found["loaded"]
-    assert "spotrun.core.config" not in found["ours"]
+    # anything but the plain forms (here ls's help) is the full CLI's, through typer
+    assert "typer" in _loaded(env, "ls", "-h")["loaded"]
+
+
+def test_ls_checks_on_live_runs(env: Env) -> None:
+    """With a run live, ls loads run control, which restarts a lost controller (that it does:
+    tests/e2e/test_controller_away.py), and the billing rules that price the run so far."""
+    launched = env.cli("launch", "--cmd", "sleep 600", "--name", "live", "-d", timeout=300)
+    assert launched.returncode == 0, launched.stderr
+    found = _loaded(env, "ls")
+    assert found["code"] == 0 and found["loaded"] == ["pydantic"], found["loaded"]  # settings
+    for module in ("spotrun.control.supervisor", "spotrun.sweep.revive", "spotrun.cost.bills"):
+        assert module in found["ours"], module
+    env.cli("stop", "live", check=True, timeout=300)
 
 
 def test_ls_still_checks_a_config_file_that_exists(env: Env) -> None:

@@ -1,0 +1,65 @@
+"""The `spotrun` program's way in: the answers that need no typer, then the full CLI.
+
+`spotrun --help` and `spotrun ls` are what a user types most and should answer at once, but
+typer, click and the command modules alone cost ~50 ms of CPU. So a plain `--help`/`-h` is
+printed from its stored page (spotrun/cli/help_snapshot.py) and a plain `ls [-a|--all]
+[--json]` runs `ls`'s own body (spotrun/cli/run_list.py) with the same error handling as
+spotrun/cli/main.py. Anything else, and both of these when this home's controller lives on
+another host or this is a controller instance (remote.json, idle-stop.json), goes through
+spotrun/cli/main.py as before.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from spotrun.cli.common import leave, print_error
+from spotrun.core.errors import SpotrunError
+from spotrun.core.home import IDLE_STOP_FILE, REMOTE_RECORD_FILE, default_home
+from spotrun.core.rundir import COMPLETE_VAR
+
+LS_FLAGS = frozenset({"-a", "--all", "--json"})
+
+
+def main() -> None:
+    code = quick_answer(sys.argv[1:])
+    if code is None:
+        from spotrun.cli.main import main as full_cli
+
+        full_cli()
+    else:
+        leave(code)
+
+
+def quick_answer(args: list[str]) -> int | None:
+    """The exit code of a command answered here, or None for the full CLI."""
+    is_help = args in (["--help"], ["-h"])
+    is_ls = bool(args) and args[0] == "ls" and set(args[1:]) <= LS_FLAGS
+    if not (is_help or is_ls) or os.environ.get(COMPLETE_VAR) or _home_is_special():
+        return None
+    if is_help:
+        from spotrun.cli.help_snapshot import stored_help
+
+        page = stored_help()
+        if page is None:
+            return None
+        sys.stdout.write(page)
+        return 0
+    from spotrun.cli.run_list import show_runs
+
+    try:
+        show_runs(all_=bool({"-a", "--all"} & set(args)), as_json="--json" in args)
+    except SpotrunError as exc:
+        print_error(exc.user_message())
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def _home_is_special() -> bool:
+    """Whether the full CLI must see the command: a controller on another host carries out
+    the run commands, and a controller instance notes every command as a use."""
+    home = default_home()
+    return (home / REMOTE_RECORD_FILE).exists() or (home / IDLE_STOP_FILE).exists()
