@@ -114,6 +114,7 @@ class Scenario:
         self.started = time.monotonic()
         self.acts: list[str] = []  # what the scenario did, when: shown when a wait times out
         self.ended_mid_run: list[str] = []  # stopped instances spotrun terminated mid-run
+        self.drops = 0  # times every SSH connection to the instance was cut
 
     # ---------------------------------------------------------------- look
     def ledger(self) -> Ledger:
@@ -264,7 +265,10 @@ class Scenario:
             log = self.env.home / "controller.log"
         before = log.stat().st_size if log.exists() else 0
         os.kill(pid, signal.SIGUSR2)
-        time.sleep(1.0)
+        try:  # the dump's lines reaching the log, not a guess at how long they take
+            wait_for(lambda: log.exists() and log.stat().st_size > before, 10, "its stacks")
+        except AssertionError:
+            return f"supervisor {pid} is alive; it wrote no stacks to {log.name}"
         with log.open() as fh:
             fh.seek(before)
             return f"supervisor {pid} is alive; its stacks:\n{fh.read()}"
@@ -326,22 +330,28 @@ class Scenario:
                     self._act(f"tore the stored {obj['Key'][len(prefix) :]}")
         return newest.name
 
-    def drop_ssh(self, instance_id: str) -> int:
-        """Kill the host's per-connection sshd processes: every SSH connection drops."""
+    def ssh_connections(self, instance_id: str) -> list[int]:
+        """The host's per-connection sshd processes (one per SSH connection to it)."""
         host = self.lab.host(instance_id)
         proc = getattr(host, "_proc", None)
         if proc is None:
-            return 0
-        sshd = _children(proc.pid)
+            return []
+        return [
+            pid
+            for listener in _children(proc.pid)
+            for pid in _children(listener)
+            if _cmdline(pid).startswith("sshd:")
+        ]
+
+    def drop_ssh(self, instance_id: str) -> int:
+        """Kill the host's per-connection sshd processes: every SSH connection drops."""
         dropped = 0
-        for listener in sshd:
-            for pid in _children(listener):
-                if _cmdline(pid).startswith("sshd:"):
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                        dropped += 1
-                    except ProcessLookupError:
-                        continue
+        for pid in self.ssh_connections(instance_id):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                dropped += 1
+            except ProcessLookupError:
+                continue
         return dropped
 
     def supervisor_pid(self) -> int | None:
@@ -604,13 +614,26 @@ def notice_while_provisioning(s: Scenario) -> None:
 
 
 def ssh_dropped_while_syncing(s: Scenario) -> None:
-    """Every SSH connection to the instance is cut, six times, while the run syncs."""
+    """Every SSH connection to the instance is cut, six times, while the run syncs: each time
+    once spotrun has connected again."""
     s.launch()
     inst = s.live_instance()
     s.wait_epoch(1)
-    for _ in range(6):
+    dropped: set[int] = set()
+
+    def connected_again() -> bool:
+        new = set(s.ssh_connections(inst)) - dropped
+        return bool(new) or s.state() != "running"
+
+    for n in range(6):
+        s._wait(connected_again, 120, f"spotrun to connect again ({n} dropped)")
+        if s.state() != "running":
+            break  # training ended first (a fast machine): the final sync met the drops
+        connections = s.ssh_connections(inst)
+        dropped.update(connections)
         s.drop_ssh(inst)
-        time.sleep(0.4)
+        s.drops += 1
+        s._act(f"dropped {len(connections)} SSH connection(s)")
 
 
 def supervisor_killed(s: Scenario, seed: int = 7) -> None:
