@@ -330,8 +330,9 @@ class Scenario:
                     self._act(f"tore the stored {obj['Key'][len(prefix) :]}")
         return newest.name
 
-    def ssh_connections(self, instance_id: str) -> list[int]:
-        """The host's per-connection sshd processes (one per SSH connection to it)."""
+    def ssh_connections(self, instance_id: str, *, established: bool = False) -> list[int]:
+        """The host's per-connection sshd processes (one per SSH connection to it);
+        `established`: only those past authentication ("sshd: root@notty")."""
         host = self.lab.host(instance_id)
         proc = getattr(host, "_proc", None)
         if proc is None:
@@ -340,7 +341,7 @@ class Scenario:
             pid
             for listener in _children(proc.pid)
             for pid in _children(listener)
-            if _cmdline(pid).startswith("sshd:")
+            if _cmdline(pid).startswith("sshd:") and (not established or "@" in _cmdline(pid))
         ]
 
     def drop_ssh(self, instance_id: str) -> int:
@@ -615,14 +616,19 @@ def notice_while_provisioning(s: Scenario) -> None:
 
 def ssh_dropped_while_syncing(s: Scenario) -> None:
     """Every SSH connection to the instance is cut, six times, while the run syncs: each time
-    once spotrun has connected again."""
+    once spotrun has connected again. Cuts, not silence: the instance answers every new
+    connection, so it is not taken for unreachable (aws.unreachable_s at its default here;
+    cut on every connection for that long, it would be replaced)."""
+    s.lab.write_config(s.env.home, **{**FAST, "unreachable_s": 60.0})
     s.launch()
     inst = s.live_instance()
     s.wait_epoch(1)
     dropped: set[int] = set()
 
     def connected_again() -> bool:
-        new = set(s.ssh_connections(inst)) - dropped
+        # a connection spotrun made and uses, not one still in its handshake (cutting those
+        # again and again is an instance that does not answer, which is replaced)
+        new = set(s.ssh_connections(inst, established=True)) - dropped
         return bool(new) or s.state() != "running"
 
     for n in range(6):

@@ -133,6 +133,30 @@ def test_newest_checkpoint_damaged_after_a_reclaim(
     assert any("incomplete" in e or "restored" in e for e in out.events), out.events
 
 
+def test_reclaimed_without_notice(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
+    """EC2 takes the instance back mid-training with no notice (its host dies mid-epoch): the
+    run resumes on new capacity from the newest checkpoint, losing at most one interval."""
+    out = _run("reclaimed without notice", spot_env, lab, reference)
+    assert out.instances == 2 and len(out.to_request_s) == 1, str(out)
+    (lost,) = out.lost_steps
+    assert lost <= EPOCH, str(out)  # a checkpoint every epoch
+
+
+def test_notice_while_provisioning(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
+    """The notice comes before any job ran on the instance: the replacement trains it all."""
+    out = _run("notice while provisioning", spot_env, lab, reference)
+    assert out.instances == 2 and out.lost_steps == [], str(out)
+    assert len(out.to_request_s) == 1, str(out)
+
+
+def test_ssh_dropped_while_syncing(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
+    """Every SSH connection is cut, again each time spotrun has connected anew: the run syncs
+    on over new connections, on the same instance, and ends whole."""
+    scenario, out = _scenario("SSH dropped while syncing", spot_env, lab, reference)
+    assert scenario.drops >= 1, scenario.acts
+    assert out.instances == 1 and out.to_request_s == [] and out.lost_steps == [], str(out)
+
+
 def test_supervisor_killed_at_ten_random_points(
     spot_env: Env, lab: Lab, reference: dict[str, Any]
 ) -> None:
