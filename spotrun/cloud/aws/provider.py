@@ -102,6 +102,19 @@ class AwsProvider:
             made = {**self._made(run_id), **{i: time.time() for i in ids}}
             self._remember_region(run_id, self.run_region(run_id), made=made)
 
+    def _expiry(self, run_id: str, token: str, max_hours: float | None) -> float:
+        """The spotrun:expires moment of a RunInstances, the same for every repeat of it (a
+        restarted supervisor's): EC2 refuses a token repeated with other tags."""
+        with self._lock:
+            try:
+                known = dict(json.loads(self._run_record(run_id).read_text()).get("expires", {}))
+            except (OSError, ValueError, AttributeError):
+                known = {}
+            if token not in known:
+                known[token] = network.expiry(max_hours, self.aws.expires_after_hours)
+                self._remember_region(run_id, self.run_region(run_id), expires=known)
+            return float(known[token])
+
     def _made(self, run_id: str) -> dict[str, float]:
         try:
             made = json.loads(self._run_record(run_id).read_text()).get("made", {})
@@ -182,11 +195,9 @@ class AwsProvider:
         if offer.zone not in subnets:
             raise UsageError(f"spotrun has no subnet in {offer.zone}")
         subnet = subnets[offer.zone]
-        tags = network.run_tags(
-            request.run_id,
-            self.settings.owner,
-            network.expiry(request.max_hours, self.aws.expires_after_hours),
-        )
+        token = ec2i.client_token(request.run_id, offer, len(known))
+        expires = self._expiry(request.run_id, token, request.max_hours)
+        tags = network.run_tags(request.run_id, self.settings.owner, expires)
         with ThreadPoolExecutor(max_workers=2) as pool:  # two independent round trips
             key_job = pool.submit(
                 network.ensure_key_pair, self.clients, region, self.keys_dir, request.run_id, tags
@@ -214,7 +225,7 @@ class AwsProvider:
             key_name=key_name,
             disk_gb=request.disk_gb or self.aws.root_volume_gb,
             tags=tags,
-            token=ec2i.client_token(request.run_id, offer, len(known)),
+            token=token,
             public_address=self.aws.ssh_address == "public",
             instance_profile=self.aws.instance_profile,
             placement_group=group_name,
