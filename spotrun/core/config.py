@@ -136,6 +136,18 @@ class AwsSettings(StrictModel):
         "before the whole cluster moves",
     )
 
+    def without_credentials(self) -> str | None:
+        """What a run's instances cannot do without an instance profile (EC2 then gives them
+        no credentials at all), said at launch; None with one."""
+        if self.instance_profile:
+            return None
+        stored = f"store checkpoints in s3://{self.bucket}, " if self.bucket else ""
+        return (
+            "no aws.instance_profile: the instance gets no AWS credentials, so it cannot "
+            f"{stored}end itself when the controller is away, or read s3:// data; a "
+            "replacement resumes only from what was synced here"
+        )
+
 
 class Settings(StrictModel):
     home: Path

@@ -244,6 +244,27 @@ def test_a_repeat_ec2_does_not_list_yet_gets_the_same_instance_by_its_token(
     assert lab.front.consistency.repeats == 1
 
 
+def test_without_an_instance_profile_the_run_trains_and_says_what_its_instance_cannot(
+    aws_env: Env, lab: Lab
+) -> None:
+    """No aws.instance_profile: EC2 gives the instance no credentials (the lab's IMDS has no
+    iam/ folder then). The run trains and syncs over SSH; its instance stores nothing in S3,
+    makes no AWS call at all, and the launch says so instead of leaving it to be found."""
+    env = aws_env
+    lab.write_config(env.home, instance_profile=None)
+    launched = env.cli("launch", "digits-fast", "--cloud", "aws", "--set", "epochs=1", timeout=600)
+    assert launched.returncode == 0, launched.stderr
+    (run,) = env.runs()
+    assert run["state"] == "succeeded", run
+    events = [e["message"] for e in _status(env, run["id"])["events"]]
+    assert any(e.startswith("no aws.instance_profile") and lab.bucket in e for e in events), events
+    assert "no aws.instance_profile" in launched.stdout + launched.stderr
+    assert list((env.home / "runs" / run["id"] / "checkpoints").glob("ckpt-*.pt"))  # synced
+    stored = lab.s3.list_objects_v2(Bucket=lab.bucket, Prefix=f"runs/{run['id']}/")
+    assert stored.get("KeyCount") == 0
+    assert lab.front.iam.denied == []  # unsigned: the instance had nothing to sign with
+
+
 def _supervisor_pid(env: Env, run_id: str) -> int:
     import sqlite3
 
