@@ -11,8 +11,10 @@ identity by access key id (the user's keys, each instance's role session); expli
 else some Allow must match action and resource, with Action/NotAction and Resource wildcards,
 the StringLike/StringEquals condition operators on aws:ResourceTag/<key> (the tags of the EC2
 resource named in the request: TerminateInstances, StopInstances, StartInstances and the
-Delete* calls), the ${ec2:InstanceID} policy variable of a role session, and
-iam:PassRole on RunInstances with an instance profile. Errors are the services' own: EC2's
+Delete* calls), the ${ec2:InstanceID} policy variable of a role session,
+iam:PassRole on RunInstances with an instance profile, and ec2:CreateTags for a call that tags
+what it creates (TagSpecification: EC2 User Guide, "Grant permission to tag Amazon EC2
+resources during creation"). Errors are the services' own: EC2's
 UnauthorizedOperation (403), S3's AccessDenied (403), the JSON services' AccessDeniedException
 and AuthFailure / InvalidAccessKeyId for keys IAM does not know. Not modelled: signatures are
 not verified (a key id names its identity), permission boundaries, SCPs, session policies,
@@ -75,6 +77,7 @@ class Ask:
     resources: tuple[Resource, ...]
     passes_role: str | None = None  # the role ARN a RunInstances hands to its instance
     head: bool = False  # a HEAD request: errors carry no body
+    tags_on_create: bool = False  # TagSpecification given: ec2:CreateTags is needed too
 
 
 class Iam:
@@ -125,6 +128,8 @@ class Iam:
                 return self._deny(identity, ask, ask.action, resource.arn)
         if ask.passes_role and not allowed(identity, "iam:PassRole", Resource(ask.passes_role)):
             return self._deny(identity, ask, "iam:PassRole", ask.passes_role)
+        if ask.tags_on_create and not allowed(identity, "ec2:CreateTags", Resource("*")):
+            return self._deny(identity, ask, "ec2:CreateTags", "*")
         return None
 
     def _deny(
@@ -170,7 +175,8 @@ class Iam:
             )
             if profile:
                 passes_role = self.profiles.get(profile, f"arn:aws:iam::{ACCOUNT}:role/{profile}")
-        return Ask(key_id, service, action, resources, passes_role)
+        tagging = service == "ec2" and any(k.startswith("TagSpecification.") for k in params)
+        return Ask(key_id, service, action, resources, passes_role, tags_on_create=tagging)
 
     def _ec2_resources(self, name: str, params: dict[str, str]) -> tuple[Resource, ...]:
         param, kind = EC2_RESOURCES[name]
