@@ -66,7 +66,9 @@ class AwsSettings(StrictModel):
     )
     subnet_id: str | None = None
     subnet_ids: list[str] = Field(
-        default_factory=list, description="subnets to launch in (one per zone); [] = default VPC"
+        default_factory=list,
+        description="subnets to launch in (one per zone; a launch uses its region's); "
+        "[] = the region's default VPC",
     )
     instance_profile: str | None = Field(None, description="IAM instance profile name")
     controller_instance_profile: str | None = Field(
