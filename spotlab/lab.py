@@ -37,7 +37,7 @@ from spotlab.front import CHECKIP_PATH, AwsFront, Fault, Hold
 from spotlab.hosts import HOST_HOME, Host, HostSpec
 from spotlab.iam import Identity
 from spotlab.imds import ROLE, Imds, role_credentials
-from spotlab.interruptions import EC2_NOTICE_S, ENDED_AS, notice_document
+from spotlab.interruptions import ENDED_AS, notice_before, notice_document
 from spotlab.regions import (
     OTHER_REGION,
     OTHER_ZONES,
@@ -579,13 +579,14 @@ class Lab:
         self, instance_id: str, notice_s: float | None = None, action: str | None = None
     ) -> None:
         """A spot interruption: the notice in IMDS now, EC2 acting on it after `notice_s` (the
-        two minutes scaled by time_scale unless given). `action`: what EC2 does, by default
-        what the instance's request asked (InstanceInterruptionBehavior; terminate)."""
-        if notice_s is None:
-            notice_s = EC2_NOTICE_S * self.time_scale
+        two minutes scaled by time_scale unless given; none for hibernation, which EC2 begins
+        at once). `action`: what EC2 does, by default what the instance's request asked
+        (InstanceInterruptionBehavior; terminate)."""
         if action is None:
             spot = self.front.spot_requests.get(instance_id)
             action = spot.behaviour if spot is not None else "terminate"
+        if notice_s is None:
+            notice_s = notice_before(action) * self.time_scale
         document = notice_document(action, time.time() + notice_s)
         imds = self._imds.get(instance_id)
         if imds is not None:

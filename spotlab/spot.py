@@ -108,6 +108,9 @@ class Scenario:
         self.run_id = ""
         self.fault_times: list[float] = []
         self.steps_at_fault: list[int] = []  # the newest step synced here when each came
+        # the newest checkpoint's step kept anywhere but the instance (here, or the durable
+        # store) when each fault came: a resume must start there or later
+        self.stored_at_fault: list[int] = []
         self.states_at_fault: list[str] = []  # the run's state in the ledger when each came
         # instance id -> the environments of the processes on its host (taken mid-training)
         self.host_environments: dict[str, list[dict[str, str]]] = {}
@@ -143,6 +146,12 @@ class Scenario:
         host = self.lab.wait_for_host(instance_id, 60)  # EC2 says running before its host is up
         return host.path(f"/root/.spotrun/runs/{self.run_id}")
 
+    def host_job_log(self, instance_id: str) -> str:
+        """job.log as the instance itself wrote it (kept after its host ended): what it did
+        after the last sync too."""
+        path = self.lab.host(instance_id).path(f"/root/.spotrun/runs/{self.run_id}/job.log")
+        return path.read_text() if path.exists() else ""
+
     def wait_host_epoch(self, instance_id: str, epoch: int) -> None:
         """Epoch `epoch` evaluated on the instance: no sync lag, so a fault lands right there."""
         run_dir = self.host_run_dir(instance_id)
@@ -174,10 +183,22 @@ class Scenario:
     def _fault(self) -> None:
         step = int(self._last_metrics().get("step", 0))
         state = self.state()
-        self._act(f"fault at synced step {step}, run {state}")
+        stored = self.newest_stored_step()
+        self._act(f"fault at synced step {step} (stored {stored}), run {state}")
         self.fault_times.append(time.time())
         self.steps_at_fault.append(step)
         self.states_at_fault.append(state)
+        self.stored_at_fault.append(stored)
+
+    def newest_stored_step(self) -> int:
+        """The step of the newest checkpoint here or in the durable store (0: none)."""
+        names = [p.name for p in (self.run_dir / "checkpoints").glob("ckpt-*.pt")]
+        if self.lab.bucket and self.run_id:
+            prefix = f"runs/{self.run_id}/checkpoints/"
+            listed = self.lab.s3.list_objects_v2(Bucket=self.lab.bucket, Prefix=prefix)
+            names += [o["Key"][len(prefix) :] for o in listed.get("Contents", [])]
+        steps = [int(n[5:14]) for n in names if n.startswith("ckpt-") and n.endswith(".pt")]
+        return max(steps, default=0)
 
     def record_host_environments(self, instance_id: str) -> None:
         """What every process on the instance has in its environment (the job's included)."""
@@ -281,6 +302,8 @@ class Scenario:
         self, instance_id: str, notice_s: float = NOTICE_S, action: str | None = None
     ) -> None:
         self._fault()
+        if action == "hibernate":  # EC2 gives hibernation the notice but no time before it
+            notice_s = 0.0
         self.lab.interrupt(instance_id, notice_s=notice_s, action=action)
 
     def ec2_state(self, instance_id: str) -> str:
@@ -480,6 +503,16 @@ def private_key_modes(home: Path) -> dict[str, int]:
     return modes
 
 
+def resumed_steps(log: str) -> list[int]:
+    """The step each resume in job.log started from ("resumed at epoch E step S")."""
+    return [int(x.rsplit(" ", 1)[-1]) for x in log.splitlines() if x.startswith("resumed at epoch")]
+
+
+def checkpointed_steps(log: str) -> list[int]:
+    """The step of each checkpoint the trainer made on a stop ("...: checkpointing at step S")."""
+    return [int(x.rsplit(" ", 1)[-1]) for x in log.splitlines() if "checkpointing at step" in x]
+
+
 def lost_steps(log: str, steps_at_fault: list[int]) -> list[int]:
     """Per resume in job.log: steps trained before the stop that the resume did not keep.
 
@@ -549,9 +582,10 @@ def notice_at_two_points(s: Scenario) -> None:
 def rebalance_then_stop_and_hibernate(s: Scenario) -> None:
     """A rebalance recommendation (recorded; the run goes on where it is), then notices at two
     points of training whose instances EC2 stops and then hibernates (what it does for a
-    request asking that): each is terminated by spotrun, and the run resumes on new capacity
-    from the notice's checkpoint. The second replacement first meets no capacity for the same
-    offer and EC2 throttling on the way."""
+    request asking that; hibernation begins with the notice, stop two minutes after it): each
+    is terminated by spotrun, and the run resumes on new capacity, after the stop from the
+    notice's checkpoint. The second replacement first meets no capacity for the same offer and
+    EC2 throttling on the way."""
     s.launch()
     first = s.live_instance()
     s.wait_host_epoch(first, 1)
@@ -571,10 +605,12 @@ def rebalance_then_stop_and_hibernate(s: Scenario) -> None:
 
 
 def reclaim_without_notice(s: Scenario) -> None:
-    """EC2 takes the instance back with no notice (the host dies mid-epoch)."""
+    """EC2 takes the instance back with no notice (the host dies mid-epoch), once a
+    checkpoint has left it (synced here or stored in S3)."""
     s.launch()
     old = s.live_instance()
     s.wait_epoch(2)
+    s._wait(s.newest_stored_step, 120, "a checkpoint off the instance")
     s.reclaim(old)
     s.wait_running_on_new(old)
 
