@@ -102,18 +102,26 @@ def test_detached_run_ls_logs_stop(env: Env) -> None:
     )
 
     follower = env.popen("logs", "-f", "long-one")
-    # It follows once it has printed the log so far: stop the run only then.
+    # It follows once it has printed the log so far: stop the run only then. (One reader for
+    # all of its output: communicate() would miss what a readline() had buffered.)
     stream = follower.stdout
     assert stream is not None
-    first: list[str] = []
-    reader = threading.Thread(target=lambda: first.append(stream.readline()), daemon=True)
+    lines: list[str] = []
+    printed = threading.Event()
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line)
+            printed.set()
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    reader.join(timeout=120)
-    assert first and first[0], "logs -f printed nothing"
+    assert printed.wait(timeout=120), "logs -f printed nothing"
     stopped = env.cli("stop", run_id[:6])
     assert stopped.returncode == 0, stopped.stderr
-    rest, _ = follower.communicate(timeout=60)  # -f returns by itself once the run has ended
-    out = first[0] + rest
+    follower.wait(timeout=60)  # -f returns by itself once the run has ended
+    reader.join(timeout=60)
+    out = "".join(lines)
     assert "training digits-fast" in out and "epoch 1/400" in out
 
     run = _run(env, run_id)
