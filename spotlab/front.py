@@ -216,9 +216,10 @@ class SpotPrices:
     def active(self) -> bool:
         return bool(self.series)
 
-    def answer(self, params: dict[str, str]) -> bytes:
+    def answer(self, params: dict[str, str], region: str) -> bytes:
+        """EC2's answer in `region`: the histories of its zones only."""
         with self._lock:
-            self.calls.append(dict(params))
+            self.calls.append({**params, "Region": region})
             types = {v for k, v in params.items() if k.startswith("InstanceType.")}
             zone = params.get("AvailabilityZone")
             start = _parse_time(params.get("StartTime"))
@@ -226,6 +227,8 @@ class SpotPrices:
             rows: list[tuple[float, str, str, float]] = []
             for (itype, izone), points in self.series.items():
                 if (types and itype not in types) or (zone and izone != zone):
+                    continue
+                if izone[:-1] != region:  # us-west-2a is us-west-2's
                     continue
                 in_force = [p for p in points if start is not None and p[0] <= start]
                 window = [p for p in points if (start is None or p[0] > start) and p[0] <= end]
@@ -314,7 +317,8 @@ class Quotas:
 
 
 class PlacementGroups:
-    """EC2's placement group calls, which moto lacks: groups by name, with strategy and tags."""
+    """EC2's placement group calls, which moto lacks: groups by name (each in its region), with
+    strategy and tags."""
 
     def __init__(self) -> None:
         self.groups: dict[str, dict[str, object]] = {}
@@ -324,7 +328,11 @@ class PlacementGroups:
     def _error(self, code: str, message: str) -> tuple[int, bytes]:
         return Fault("", code, message=message).render({})
 
-    def answer(self, action: str, params: dict[str, str]) -> tuple[int, bytes]:
+    def known(self, name: str, region: str) -> bool:
+        group = self.groups.get(name)
+        return group is not None and group["region"] == region
+
+    def answer(self, action: str, params: dict[str, str], region: str) -> tuple[int, bytes]:
         name = params.get("GroupName", "")
         with self._lock:
             if action == "CreatePlacementGroup":
@@ -340,10 +348,11 @@ class PlacementGroups:
                     "strategy": params.get("Strategy", "cluster"),
                     "tags": tags,
                     "id": f"pg-{uuid.uuid4().hex[:17]}",
+                    "region": region,
                 }
                 return 200, self._xml(action, self._item(name, "placementGroup"))
             if action == "DeletePlacementGroup":
-                if name not in self.groups:
+                if not self.known(name, region):
                     return self._error(
                         "InvalidPlacementGroup.Unknown", f"The placement group '{name}' is unknown"
                     )
@@ -358,7 +367,7 @@ class PlacementGroups:
             items = "".join(
                 self._item(n, "item")
                 for n, g in self.groups.items()
-                if all(g["tags"].get(k) == v for k, v in wanted.items())  # type: ignore[union-attr]
+                if g["region"] == region and all(g["tags"].get(k) == v for k, v in wanted.items())  # type: ignore[union-attr]
             )
             return 200, self._xml(action, f"<placementGroupSet>{items}</placementGroupSet>")
 
@@ -424,7 +433,7 @@ class AwsFront:
         self.holds = Holds()  # calls held until the test releases them
         self.consistency = Consistency()  # the lab sets its windows
         # IAM on every signed request (spotlab/iam.py); the lab adds identities and tag lookups
-        self.iam = Iam(tags_of=lambda kind, resource_id: None)
+        self.iam = Iam(tags_of=lambda region, kind, resource_id: None)
         front = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -493,10 +502,12 @@ class AwsFront:
                 status, payload = fault.render(params)
                 return status, [("Content-Type", "text/xml")], payload
             if action.endswith("PlacementGroup") or action == "DescribePlacementGroups":
-                status, payload = self.placement.answer(action, params)
+                region = _region_of(headers.get("Authorization", ""))
+                status, payload = self.placement.answer(action, params, region)
                 return status, [("Content-Type", "text/xml")], payload
             group = params.get("Placement.GroupName")
-            if action == "RunInstances" and group and group not in self.placement.groups:
+            region = _region_of(headers.get("Authorization", ""))
+            if action == "RunInstances" and group and not self.placement.known(group, region):
                 status, payload = self.placement._error(
                     "InvalidPlacementGroup.Unknown", f"The placement group '{group}' is unknown"
                 )
@@ -504,7 +515,8 @@ class AwsFront:
             if action == "RunInstances" and params.get("DryRun") != "true":
                 self.run_requests.append(params)
             if action == "DescribeSpotPriceHistory" and self.spot_prices.active:
-                return 200, [("Content-Type", "text/xml")], self.spot_prices.answer(params)
+                region = _region_of(headers.get("Authorization", ""))
+                return 200, [("Content-Type", "text/xml")], self.spot_prices.answer(params, region)
             hold = self.holds.take(action) if params.get("DryRun") != "true" else None
             if hold is not None:
                 hold.arrived.set()
@@ -595,6 +607,14 @@ class AwsFront:
             return response.status, kept, payload
         finally:
             conn.close()
+
+
+def _region_of(authorization: str) -> str:
+    """The region a SigV4 request is signed for (its credential scope)."""
+    if "Credential=" not in authorization:
+        return ""
+    scope = authorization.split("Credential=", 1)[1].split(",", 1)[0].split("/")
+    return scope[2] if len(scope) > 2 else ""
 
 
 def _service_of(authorization: str) -> str:

@@ -11,8 +11,10 @@ identity by access key id (the user's keys, each instance's role session); expli
 else some Allow must match action and resource, with Action/NotAction and Resource wildcards,
 the StringLike/StringEquals condition operators on aws:ResourceTag/<key> (the tags of the EC2
 resource named in the request: TerminateInstances, StopInstances, StartInstances and the
-Delete* calls), the ${ec2:InstanceID} policy variable of a role session, and
-iam:PassRole on RunInstances with an instance profile. Errors are the services' own: EC2's
+Delete* calls), the ${ec2:InstanceID} policy variable of a role session,
+iam:PassRole on RunInstances with an instance profile, and ec2:CreateTags for a call that tags
+what it creates (TagSpecification: EC2 User Guide, "Grant permission to tag Amazon EC2
+resources during creation"). Errors are the services' own: EC2's
 UnauthorizedOperation (403), S3's AccessDenied (403), the JSON services' AccessDeniedException
 and AuthFailure / InvalidAccessKeyId for keys IAM does not know. Not modelled: signatures are
 not verified (a key id names its identity), permission boundaries, SCPs, session policies,
@@ -32,7 +34,6 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from xml.sax.saxutils import escape, unescape
 
 ACCOUNT = "123456789012"
-REGION = "us-east-1"
 
 # The EC2 actions whose resources a policy may name (and carry tags): the parameter naming
 # them, and the ARN's resource type. Other EC2 actions are authorized against "*".
@@ -47,9 +48,10 @@ EC2_RESOURCES = {
     "DeletePlacementGroup": ("GroupName", "placement-group"),
 }
 
-# (resource type, id) -> that resource's tags, or None when EC2 has no such resource (the call
-# then goes on, and EC2's NotFound answers it). The lab asks moto, or the front's placement groups.
-TagLookup = Callable[[str, str], "dict[str, str] | None"]
+# (region, resource type, id) -> that resource's tags, or None when EC2 has no such resource
+# there (the call then goes on, and EC2's NotFound answers it). The lab asks moto, or the
+# front's placement groups.
+TagLookup = Callable[[str, str, str], "dict[str, str] | None"]
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,13 @@ class Ask:
     """One request as IAM sees it: who, which service protocol, the action, its resources."""
 
     key_id: str
+    region: str  # the one the request is signed for
     service: str
     action: str  # "ec2:TerminateInstances"
     resources: tuple[Resource, ...]
     passes_role: str | None = None  # the role ARN a RunInstances hands to its instance
     head: bool = False  # a HEAD request: errors carry no body
+    tags_on_create: bool = False  # TagSpecification given: ec2:CreateTags is needed too
 
 
 class Iam:
@@ -125,6 +129,8 @@ class Iam:
                 return self._deny(identity, ask, ask.action, resource.arn)
         if ask.passes_role and not allowed(identity, "iam:PassRole", Resource(ask.passes_role)):
             return self._deny(identity, ask, "iam:PassRole", ask.passes_role)
+        if ask.tags_on_create and not allowed(identity, "ec2:CreateTags", Resource("*")):
+            return self._deny(identity, ask, "ec2:CreateTags", "*")
         return None
 
     def _deny(
@@ -143,7 +149,7 @@ class Iam:
         scope = _credential_scope(headers, query)
         if scope is None:
             return None  # unsigned (checkip, the lab's own pages): not an AWS call
-        key_id, service = scope
+        key_id, region, service = scope
         target = headers.get("X-Amz-Target", "")
         if service == "s3":
             action, arn = _s3_action(method, parts.path, query)
@@ -152,9 +158,10 @@ class Iam:
                 keys = re.findall(r"<Key>(.*?)</Key>", body.decode(errors="replace"), flags=re.S)
                 arns = [arn[:-1] + unescape(key) for key in keys] or arns
             named = tuple(Resource(a) for a in arns)
-            return Ask(key_id, service, action, named, head=method == "HEAD")
+            return Ask(key_id, region, service, action, named, head=method == "HEAD")
         if target:  # JSON protocol: "AmazonSSM.GetParameter"
-            return Ask(key_id, service, f"{service}:{target.split('.')[-1]}", (Resource("*"),))
+            action = f"{service}:{target.split('.')[-1]}"
+            return Ask(key_id, region, service, action, (Resource("*"),))
         params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
         params.update(query)
         name = params.get("Action", "")
@@ -162,7 +169,7 @@ class Iam:
         resources: tuple[Resource, ...] = (Resource("*"),)
         passes_role = None
         if service == "ec2" and name in EC2_RESOURCES:
-            resources = self._ec2_resources(name, params)
+            resources = self._ec2_resources(region, name, params)
         if service == "ec2" and name == "RunInstances":  # DryRun checks PassRole too
             profile = (
                 params.get("IamInstanceProfile.Name")
@@ -170,18 +177,21 @@ class Iam:
             )
             if profile:
                 passes_role = self.profiles.get(profile, f"arn:aws:iam::{ACCOUNT}:role/{profile}")
-        return Ask(key_id, service, action, resources, passes_role)
+        tagging = service == "ec2" and any(k.startswith("TagSpecification.") for k in params)
+        return Ask(key_id, region, service, action, resources, passes_role, tags_on_create=tagging)
 
-    def _ec2_resources(self, name: str, params: dict[str, str]) -> tuple[Resource, ...]:
+    def _ec2_resources(
+        self, region: str, name: str, params: dict[str, str]
+    ) -> tuple[Resource, ...]:
         param, kind = EC2_RESOURCES[name]
         ids = [v for k, v in params.items() if k == param or re.fullmatch(rf"{param}\.\d+", k)]
         if name == "DeleteKeyPair" and not ids and params.get("KeyPairId"):
             ids = [params["KeyPairId"]]
         found = []
         for resource_id in ids:
-            tags = self.tags_of(kind, resource_id)
+            tags = self.tags_of(region, kind, resource_id)
             if tags is not None:  # unknown ids: EC2's NotFound is the answer, not IAM's
-                found.append(Resource(f"arn:aws:ec2:{REGION}:{ACCOUNT}:{kind}/{resource_id}", tags))
+                found.append(Resource(f"arn:aws:ec2:{region}:{ACCOUNT}:{kind}/{resource_id}", tags))
         return tuple(found)
 
 
@@ -255,8 +265,10 @@ def _conditions_hold(conditions: dict[str, Any], resource: Resource) -> bool:
 
 
 # ---------------------------------------------------------------------- requests
-def _credential_scope(headers: dict[str, str], query: dict[str, str]) -> tuple[str, str] | None:
-    """(access key id, service) from a SigV4 Authorization header or a presigned URL."""
+def _credential_scope(
+    headers: dict[str, str], query: dict[str, str]
+) -> tuple[str, str, str] | None:
+    """(access key id, region, service) from a SigV4 Authorization header or a presigned URL."""
     authorization = headers.get("Authorization", "")
     if "Credential=" in authorization:
         scope = authorization.split("Credential=", 1)[1].split(",", 1)[0]
@@ -265,7 +277,7 @@ def _credential_scope(headers: dict[str, str], query: dict[str, str]) -> tuple[s
     else:
         return None
     parts = scope.split("/")
-    return (parts[0], parts[3]) if len(parts) > 3 else None
+    return (parts[0], parts[2], parts[3]) if len(parts) > 3 else None
 
 
 def _bucket_of(arn: str) -> str:

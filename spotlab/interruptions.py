@@ -2,7 +2,7 @@
 
 Follows the EC2 User Guide's "Spot Instance interruption notices" (the instance-action
 document: {"action": "terminate" | "stop" | "hibernate", "time": "...Z"}, two minutes before
-EC2 acts) and "Behavior of Spot Instance interruptions" (what EC2 does is what the request
+EC2 stops or terminates; hibernation gets the notice but no two minutes, it begins at once) and "Behavior of Spot Instance interruptions" (what EC2 does is what the request
 asked: InstanceInterruptionBehavior, terminate by default), and the API reference's
 StateReason codes (Server.SpotInstanceTermination for a terminated instance,
 Server.SpotInstanceShutdown for a stopped or hibernated one).
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-EC2_NOTICE_S = 120.0  # EC2's notice: two minutes before it acts
+EC2_NOTICE_S = 120.0  # EC2's notice: two minutes before it stops or terminates
 ACTIONS = ("terminate", "stop", "hibernate")
 # StateReason (code, message) per action once EC2 has acted
 ENDED_AS = {
@@ -60,6 +60,11 @@ def requested(params: dict[str, str]) -> SpotRequest | None:
 
 def made_ids(answer: bytes) -> list[str]:
     return [x.decode() for x in re.findall(rb"<instanceId>(i-[0-9a-f]+)</instanceId>", answer)]
+
+
+def notice_before(action: str) -> float:
+    """EC2 seconds from the notice to EC2 acting: two minutes, none for hibernation."""
+    return 0.0 if action == "hibernate" else EC2_NOTICE_S
 
 
 def notice_document(action: str, when: float) -> str:

@@ -1,11 +1,11 @@
 """The lab: an AWS account on loopback whose instances are real SSH hosts.
 
 moto in server mode plays EC2, S3, SSM and STS; boto3 is unchanged and reaches it through
-AWS_ENDPOINT_URL (via the lab's front, see front.py). The lab makes a VPC of its own,
-127.A.B.0/22 with one /24 subnet per zone, so instances get private addresses 127.A.x.N, and a
-watcher pairs every instance of that VPC with a real sshd host on its address (hosts.py): the
-host starts when the instance appears and is killed, with all its processes, when the
-instance is terminated. Each host has an IMDSv2 endpoint (imds.py).
+AWS_ENDPOINT_URL (via the lab's front, see front.py). The lab makes a VPC of its own in each of
+two regions (regions.py), 127.A.B.0/22 with one /24 subnet per zone, so instances get private
+addresses 127.A.x.N, and a watcher pairs every instance of those VPCs with a real sshd host on
+its address (hosts.py): the host starts when the instance has booted and is killed, with all
+its processes, when the instance is terminated. Each host has an IMDSv2 endpoint (imds.py).
 
 Servers listen on 127.0.0.0/8 only; no network namespaces are made.
 """
@@ -16,7 +16,6 @@ import contextlib
 import json
 import logging
 import os
-import random
 import secrets
 import socket
 import sys
@@ -24,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,11 +37,22 @@ from spotlab.front import CHECKIP_PATH, AwsFront, Fault, Hold
 from spotlab.hosts import HOST_HOME, Host, HostSpec
 from spotlab.iam import Identity
 from spotlab.imds import ROLE, Imds, role_credentials
-from spotlab.interruptions import EC2_NOTICE_S, ENDED_AS, notice_document
+from spotlab.interruptions import ENDED_AS, notice_before, notice_document
+from spotlab.regions import (
+    OTHER_REGION,
+    OTHER_ZONES,
+    REGION,
+    REGIONS,
+    ZONES,
+    LabNetwork,
+    draw_block,
+    make_network,
+    region_of_zone,
+)
 from spotrun.cloud.aws.policy import controller_stop_policy, instance_policy, user_policy
 
-REGION = "us-east-1"
-ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+__all__ = ["OTHER_REGION", "OTHER_ZONES", "REGION", "ZONES", "Lab", "LabNetwork", "MotoServer"]
+
 ACCOUNT = "123456789012"  # moto's
 USER = "spotrun-lab-user"  # the IAM user spotrun acts as (its keys: FAKE_CREDENTIALS)
 INSTANCE_PROFILE = "spotrun-lab-profile"  # holds ROLE, whose policy is the README's
@@ -58,6 +67,17 @@ FAKE_CREDENTIALS = {
     "AWS_SESSION_TOKEN": "lab-user-session-Tk7Ww2Qe9Rr4Yu1Ii8Oo3Pp6Aa5Ss0Dd",
 }
 
+# EC2's own waits, unscaled, for a bench that wants them (Lab(**EC2_WAITS)): ids unknown for
+# a couple of seconds after RunInstances, pending for tens of seconds, SSH after the OS boots
+# (EC2 publishes no figures; these are typical of a GPU instance), the notice's full two
+# minutes. The lab's defaults are these scaled down for tests.
+EC2_WAITS: dict[str, float] = {
+    "not_found_s": 2.0,
+    "pending_s": 15.0,
+    "boot_s": 30.0,
+    "time_scale": 1.0,
+}
+
 # Spot prices the lab starts with (USD/h, per zone a, b, c): a small, realistic market.
 DEFAULT_SPOT_PRICES: dict[str, tuple[float, float, float]] = {
     "c6i.large": (0.0312, 0.0334, 0.0298),
@@ -69,6 +89,10 @@ DEFAULT_SPOT_PRICES: dict[str, tuple[float, float, float]] = {
     "p3.2xlarge": (0.9180, 0.9480, 0.9335),
     "p4d.24xlarge": (11.8101, 12.4030, 11.9020),
 }
+# The other region's market: a little dearer (per zone a, b), so each region has its own.
+OTHER_SPOT_PRICES: dict[str, tuple[float, float]] = {
+    t: (round(p[0] * 1.07, 4), round(p[1] * 1.09, 4)) for t, p in DEFAULT_SPOT_PRICES.items()
+}
 
 
 def image_paths() -> tuple[str, ...]:
@@ -79,15 +103,6 @@ def image_paths() -> tuple[str, ...]:
         if str(Path(p).resolve()).startswith((HOST_HOME + "/", "/tmp/"))
     }
     return tuple(sorted(found))
-
-
-def _xdist_worker() -> tuple[int, int]:
-    """(this worker's index, how many workers) under pytest-xdist; (0, 1) otherwise."""
-    name = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...
-    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    if not name.startswith("gw") or not count.isdigit() or int(count) < 1:
-        return 0, 1
-    return int(name[2:]) % int(count), int(count)
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -109,7 +124,7 @@ class MotoServer:
         host, port = self.server.get_host_and_port()
         self.host, self.port = str(host), int(port)
         self.url = f"http://{self.host}:{self.port}"
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[tuple[str, str], Any] = {}
 
     @classmethod
     def shared(cls) -> MotoServer:
@@ -118,31 +133,25 @@ class MotoServer:
                 cls._shared = cls()
             return cls._shared
 
-    def client(self, service: str) -> Any:
+    def client(self, service: str, region: str = REGION) -> Any:
         """A client straight to moto (made once: botocore takes a good part of a second)."""
         with self._lock:
-            if service not in self._clients:
+            if (service, region) not in self._clients:
                 config = Config(
-                    region_name=REGION, retries={"mode": "standard", "total_max_attempts": 3}
+                    region_name=region, retries={"mode": "standard", "total_max_attempts": 3}
                 )
                 session = boto3.session.Session(
-                    aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+                    aws_access_key_id="testing", aws_secret_access_key="testing", region_name=region
                 )
-                self._clients[service] = session.client(  # type: ignore[call-overload]
+                self._clients[(service, region)] = session.client(  # type: ignore[call-overload]
                     service, endpoint_url=self.url, config=config
                 )
-            return self._clients[service]
-
-
-@dataclass(frozen=True)
-class LabNetwork:
-    vpc_id: str
-    cidr: str
-    subnets: dict[str, str]  # zone -> subnet id
+            return self._clients[(service, region)]
 
 
 class Lab:
-    """An EC2 region on loopback. Use as a context manager, or through the `lab` fixture.
+    """Two EC2 regions on loopback (the home one, REGION, is spotrun's). Use as a context
+    manager, or through the `lab` fixture.
 
     boot: "ssh" (a real sshd answers on each instance), "silent" (the port accepts and never
     sends a banner, as a hung boot), "none" (nothing listens).
@@ -156,7 +165,7 @@ class Lab:
         bucket: bool = True,
         default_prices: bool = True,
         host_nice: int = 0,
-        boot_s: float = 0.0,
+        boot_s: float = 1.0,
         moto: MotoServer | None = None,
         not_found_s: float = 0.5,
         pending_s: float = 0.5,
@@ -171,7 +180,9 @@ class Lab:
         self.time_scale = time_scale
         self.boot = boot
         self.host_nice = host_nice
-        self.boot_s = boot_s  # seconds from "running" in EC2 to the host answering SSH
+        # Seconds from "running" in EC2 (after pending_s) to the host answering SSH: nothing
+        # listens on the instance's address before, as on EC2 while it boots (20-60 s there)
+        self.boot_s = boot_s
         self._first_seen: dict[str, float] = {}
         self.moto = moto or MotoServer.shared()
         self.id = secrets.token_hex(3)
@@ -196,8 +207,11 @@ class Lab:
         self.front.consistency.tokens = client_tokens
         self.bucket = f"spotrun-lab-{self.id}" if bucket else None
         self.default_prices = default_prices
-        self.network: LabNetwork | None = None
-        self.image_id = ""
+        self.network: LabNetwork | None = None  # the home region's
+        self.networks: dict[str, LabNetwork] = {}  # region -> its network
+        self.image_id = ""  # the home region's
+        self.image_ids: dict[str, str] = {}  # region -> the image registered there
+        self._regions: dict[str, str] = {}  # instance id -> its region
         self.image_parameter = f"/spotrun-lab/{self.id}/ami-id"
         self.errors: list[str] = []  # what went wrong inside the watcher thread
         # (type, zone) -> how many spot instances EC2 can fill there (None: any number)
@@ -218,25 +232,34 @@ class Lab:
     def start(self) -> Lab:
         self.root.mkdir(parents=True, exist_ok=True)
         self.front.start()
-        self.network = self._make_network()
+        a, b = draw_block()
+        for n, region in enumerate(REGIONS):
+            self.networks[region] = make_network(self.client("ec2", region), region, a, b + 4 * n)
+            image = self.client("ec2", region).register_image(
+                Name=f"spotrun-lab-{self.id}",
+                Architecture="x86_64",
+                RootDeviceName="/dev/sda1",
+                VirtualizationType="hvm",
+                BlockDeviceMappings=[{"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": 8}}],
+            )
+            self.image_ids[region] = image["ImageId"]
+            # one parameter name in every region, as AWS's public image parameters are
+            self.client("ssm", region).put_parameter(
+                Name=self.image_parameter, Value=image["ImageId"], Type="String"
+            )
+        self.network, self.image_id = self.networks[REGION], self.image_ids[REGION]
         self.ssh_port = free_port(self._address(1))
         self.imds_port = free_port(self._address(1))
         self.rendezvous_port = free_port()
-        image = self.ec2.register_image(
-            Name=f"spotrun-lab-{self.id}",
-            Architecture="x86_64",
-            RootDeviceName="/dev/sda1",
-            VirtualizationType="hvm",
-            BlockDeviceMappings=[{"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": 8}}],
-        )
-        self.image_id = image["ImageId"]
-        self.ssm.put_parameter(Name=self.image_parameter, Value=self.image_id, Type="String")
         if self.bucket:
             self.s3.create_bucket(Bucket=self.bucket)
         if self.default_prices:
             start = time.time() - 6 * 3600
             for instance_type, prices in DEFAULT_SPOT_PRICES.items():
                 for zone, price in zip(ZONES, prices):
+                    self.set_spot_prices(instance_type, zone, [(start, price)])
+            for instance_type, other in OTHER_SPOT_PRICES.items():
+                for zone, price in zip(OTHER_ZONES, other):
                     self.set_spot_prices(instance_type, zone, [(start, price)])
         self._make_identities()
         self._watcher = threading.Thread(target=self._watch, name=f"lab-{self.id}", daemon=True)
@@ -296,11 +319,22 @@ class Lab:
 
         return read
 
+    def client(self, service: str, region: str = REGION) -> Any:
+        """A boto3 client straight to moto in `region` (no faults, no IAM), for assertions."""
+        return self.moto.client(service, region)
+
+    def region_of(self, instance_id: str) -> str:
+        """The region an instance of the lab's lives in."""
+        if instance_id not in self._regions:
+            self.instances()  # learns every instance's region
+        return self._regions.get(instance_id, REGION)
+
     def _has_profile(self, instance_id: str) -> bool:
         if instance_id in self.front.instance_profiles:
             return True
+        ec2 = self.client("ec2", self.region_of(instance_id))
         try:
-            found = self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+            found = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
         except ClientError:
             return False
         return any(i.get("IamInstanceProfile") for r in found for i in r["Instances"])
@@ -327,7 +361,8 @@ class Lab:
     def _profile_of(self, instance_id: str) -> str | None:
         if instance_id in self.front.instance_profiles:
             return self.front.instance_profiles[instance_id]
-        found = self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        ec2 = self.client("ec2", self.region_of(instance_id))
+        found = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
         for item in (i for r in found for i in r["Instances"]):
             arn = str((item.get("IamInstanceProfile") or {}).get("Arn", ""))
             return arn.rsplit("/", 1)[-1] or None
@@ -340,11 +375,14 @@ class Lab:
             return False
         return True
 
-    def _tags_of(self, kind: str, resource_id: str) -> dict[str, str] | None:
-        """An EC2 resource's tags as moto (or the front, for placement groups) holds them."""
+    def _tags_of(self, region: str, kind: str, resource_id: str) -> dict[str, str] | None:
+        """An EC2 resource's tags in `region` as moto (or the front, for placement groups)
+        holds them."""
         if kind == "placement-group":
             group = self.front.placement.groups.get(resource_id)
-            return dict(group["tags"]) if group else None  # type: ignore[call-overload]
+            if group is None or group["region"] != region:
+                return None
+            return dict(group["tags"])  # type: ignore[call-overload]
         calls: dict[str, tuple[str, dict[str, Any], str]] = {
             "instance": ("describe_instances", {"InstanceIds": [resource_id]}, "Reservations"),
             "volume": ("describe_volumes", {"VolumeIds": [resource_id]}, "Volumes"),
@@ -362,7 +400,7 @@ class Lab:
         }
         method, args, field_name = calls[kind]
         try:
-            found = getattr(self.ec2, method)(**args)[field_name]
+            found = getattr(self.client("ec2", region), method)(**args)[field_name]
         except ClientError:
             return None  # EC2 knows no such resource
         if kind == "instance":
@@ -370,24 +408,6 @@ class Lab:
         if not found:
             return None
         return {t["Key"]: t["Value"] for t in found[0].get("Tags", [])}
-
-    def _make_network(self) -> LabNetwork:
-        # A /22 of 127/8 of our own (labs side by side never share addresses), a /24 per zone
-        # (moto does not hand a terminated instance's address out again: room for many).
-        # Under pytest-xdist each worker takes its own second octets, so two workers' labs
-        # never draw the same /22.
-        worker, workers = _xdist_worker()
-        a = random.choice([n for n in range(16, 251) if n % workers == worker])
-        b = 4 * random.randint(1, 62)
-        cidr = f"127.{a}.{b}.0/22"
-        vpc_id = self.ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
-        subnets = {}
-        for i, zone in enumerate(ZONES):
-            subnet = self.ec2.create_subnet(
-                VpcId=vpc_id, CidrBlock=f"127.{a}.{b + i}.0/24", AvailabilityZone=zone
-            )
-            subnets[zone] = subnet["Subnet"]["SubnetId"]
-        return LabNetwork(vpc_id, cidr, subnets)
 
     def _address(self, host: int) -> str:
         assert self.network is not None
@@ -411,7 +431,9 @@ class Lab:
         aws: dict[str, Any] = {
             "region": REGION,
             "image_ssm_parameter": self.image_parameter,
-            "subnet_ids": [self.network.subnets[z] for z in ZONES],
+            # both regions' subnets: a launch uses those of its region
+            "subnet_ids": [n.subnets[z] for n in self.networks.values() for z in n.subnets],
+            "regions": list(REGIONS),  # where gc looks
             "ssh_address": "private",
             # Asked only with ssh_address = "public": the front answers as checkip would.
             "caller_ip_url": self.front.url + CHECKIP_PATH,
@@ -489,7 +511,7 @@ class Lab:
         assert self.network is not None
         match = {}
         if zone is not None:
-            match["SubnetId"] = self.network.subnets[zone]
+            match["SubnetId"] = self.networks[region_of_zone(zone)].subnets[zone]
         if instance_type is not None:
             match["InstanceType"] = instance_type
         return self.front.faults.add(
@@ -513,15 +535,21 @@ class Lab:
     def instances(
         self, run_id: str | None = None, states: tuple[str, ...] | None = None
     ) -> list[dict[str, Any]]:
-        """The lab VPC's instances as EC2 describes them (optionally one run's)."""
-        assert self.network is not None
-        filters = [{"Name": "vpc-id", "Values": [self.network.vpc_id]}]
-        if run_id:
-            filters.append({"Name": "tag:spotrun:run-id", "Values": [run_id]})
-        if states:
-            filters.append({"Name": "instance-state-name", "Values": list(states)})
-        reservations = self.ec2.describe_instances(Filters=filters)["Reservations"]
-        return [i for r in reservations for i in r["Instances"]]
+        """The lab VPCs' instances as EC2 describes them (optionally one run's), the home
+        region's first."""
+        found = []
+        for region, network in self.networks.items():
+            filters = [{"Name": "vpc-id", "Values": [network.vpc_id]}]
+            if run_id:
+                filters.append({"Name": "tag:spotrun:run-id", "Values": [run_id]})
+            if states:
+                filters.append({"Name": "instance-state-name", "Values": list(states)})
+            ec2 = self.client("ec2", region)
+            reservations = ec2.describe_instances(Filters=filters)["Reservations"]
+            for item in (i for r in reservations for i in r["Instances"]):
+                self._regions[item["InstanceId"]] = region
+                found.append(item)
+        return found
 
     def host(self, instance_id: str) -> Host:
         """The host of a live instance (or of an ended one, for a look at its files)."""
@@ -551,13 +579,14 @@ class Lab:
         self, instance_id: str, notice_s: float | None = None, action: str | None = None
     ) -> None:
         """A spot interruption: the notice in IMDS now, EC2 acting on it after `notice_s` (the
-        two minutes scaled by time_scale unless given). `action`: what EC2 does, by default
-        what the instance's request asked (InstanceInterruptionBehavior; terminate)."""
-        if notice_s is None:
-            notice_s = EC2_NOTICE_S * self.time_scale
+        two minutes scaled by time_scale unless given; none for hibernation, which EC2 begins
+        at once). `action`: what EC2 does, by default what the instance's request asked
+        (InstanceInterruptionBehavior; terminate)."""
         if action is None:
             spot = self.front.spot_requests.get(instance_id)
             action = spot.behaviour if spot is not None else "terminate"
+        if notice_s is None:
+            notice_s = notice_before(action) * self.time_scale
         document = notice_document(action, time.time() + notice_s)
         imds = self._imds.get(instance_id)
         if imds is not None:
@@ -574,7 +603,7 @@ class Lab:
         from moto.ec2.models.instances import StateReason
 
         code, message = ENDED_AS[action]
-        backend = ec2_backends[ACCOUNT][REGION]
+        backend = ec2_backends[ACCOUNT][self.region_of(instance_id)]
         instance = backend.get_instance(instance_id)
         if action == "terminate":
             backend.terminate_instances([instance_id])
@@ -592,9 +621,8 @@ class Lab:
         self.spot_pools.sizes[(instance_type, zone)] = count
 
     def _zone_of_subnet(self, subnet_id: str) -> str | None:
-        if self.network is None:
-            return None
-        return next((z for z, s in self.network.subnets.items() if s == subnet_id), None)
+        zones = (z for n in self.networks.values() for z, s in n.subnets.items() if s == subnet_id)
+        return next(zones, None)
 
     def _live_spot(self, instance_type: str, zone: str) -> int:
         return sum(
@@ -618,7 +646,8 @@ class Lab:
         made = re.findall(rb"<instanceId>(i-[0-9a-f]+)</instanceId>", answer)
         for raw in made:
             instance_id = raw.decode()
-            (item,) = self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0][
+            ec2 = self.client("ec2", self.region_of(instance_id))
+            (item,) = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0][
                 "Instances"
             ]
             key = (item["InstanceType"], item["Placement"]["AvailabilityZone"])
@@ -641,7 +670,7 @@ class Lab:
         from moto.ec2.models import ec2_backends
         from moto.ec2.models.instances import StateReason
 
-        backend = ec2_backends[ACCOUNT][REGION]
+        backend = ec2_backends[ACCOUNT][self.region_of(instance_id)]
         instance = backend.get_instance(instance_id)
         backend.terminate_instances([instance_id])
         stamp = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S GMT")
@@ -689,11 +718,13 @@ class Lab:
                     self._end_host(instance_id)
 
     def _booted(self, instance_id: str) -> bool:
-        """Whether the instance's boot time has passed (at once unless the lab has boot_s)."""
-        if self.boot_s <= 0:
+        """Whether the instance has booted: pending, then running for boot_s."""
+        boot_s = self.boot_s + self.front.consistency.pending_s
+        if boot_s <= 0:
             return True
-        seen = self._first_seen.setdefault(instance_id, time.monotonic())
-        left = seen + self.boot_s - time.monotonic()
+        born = self.front.consistency.born.get(instance_id)  # when RunInstances made it
+        seen = self._first_seen.setdefault(instance_id, time.monotonic() if born is None else born)
+        left = seen + boot_s - time.monotonic()
         if left > 0:
             timer = threading.Timer(left, self._changed.set)
             timer.daemon = True
@@ -705,9 +736,12 @@ class Lab:
         """Boot the instance's host; `again`: the host it had before a stop, booted again."""
         instance_id = item["InstanceId"]
         address = item["PrivateIpAddress"]
+        region = region_of_zone(item["Placement"]["AvailabilityZone"])
         key = None
         if item.get("KeyName"):
-            pairs = self.ec2.describe_key_pairs(KeyNames=[item["KeyName"]], IncludePublicKey=True)
+            pairs = self.client("ec2", region).describe_key_pairs(
+                KeyNames=[item["KeyName"]], IncludePublicKey=True
+            )
             key = pairs["KeyPairs"][0].get("PublicKey")
         imds = None
         if self.boot != "none":
@@ -717,12 +751,12 @@ class Lab:
                 instance_id=instance_id,
                 instance_type=item["InstanceType"],
                 zone=item["Placement"]["AvailabilityZone"],
-                region=REGION,
+                region=region,
                 ami_id=item["ImageId"],
                 credentials=self._credentials_reader(instance_id),
             )
             self._imds[instance_id] = imds
-        env = {"AWS_ENDPOINT_URL": self.front.url, "AWS_DEFAULT_REGION": REGION}
+        env = {"AWS_ENDPOINT_URL": self.front.url, "AWS_DEFAULT_REGION": region}
         if imds is not None:
             env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = imds.url + "/"
         spec = HostSpec(
@@ -757,8 +791,10 @@ class Lab:
             self._watcher.join(timeout=10)
         with self._sync_lock:
             live = [i["InstanceId"] for i in self.instances(states=("pending", "running"))]
-            if live:
-                self.ec2.terminate_instances(InstanceIds=live)
+            for region in self.networks:
+                ids = [i for i in live if self._regions.get(i) == region]
+                if ids:
+                    self.client("ec2", region).terminate_instances(InstanceIds=ids)
             for instance_id in list(self.hosts):
                 self._end_host(instance_id)
         self.front.stop()

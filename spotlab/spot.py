@@ -108,12 +108,16 @@ class Scenario:
         self.run_id = ""
         self.fault_times: list[float] = []
         self.steps_at_fault: list[int] = []  # the newest step synced here when each came
+        # the newest checkpoint's step kept anywhere but the instance (here, or the durable
+        # store) when each fault came: a resume must start there or later
+        self.stored_at_fault: list[int] = []
         self.states_at_fault: list[str] = []  # the run's state in the ledger when each came
         # instance id -> the environments of the processes on its host (taken mid-training)
         self.host_environments: dict[str, list[dict[str, str]]] = {}
         self.started = time.monotonic()
         self.acts: list[str] = []  # what the scenario did, when: shown when a wait times out
         self.ended_mid_run: list[str] = []  # stopped instances spotrun terminated mid-run
+        self.drops = 0  # times every SSH connection to the instance was cut
 
     # ---------------------------------------------------------------- look
     def ledger(self) -> Ledger:
@@ -141,6 +145,12 @@ class Scenario:
         """The run folder on the instance itself (what has not been synced here yet too)."""
         host = self.lab.wait_for_host(instance_id, 60)  # EC2 says running before its host is up
         return host.path(f"/root/.spotrun/runs/{self.run_id}")
+
+    def host_job_log(self, instance_id: str) -> str:
+        """job.log as the instance itself wrote it (kept after its host ended): what it did
+        after the last sync too."""
+        path = self.lab.host(instance_id).path(f"/root/.spotrun/runs/{self.run_id}/job.log")
+        return path.read_text() if path.exists() else ""
 
     def wait_host_epoch(self, instance_id: str, epoch: int) -> None:
         """Epoch `epoch` evaluated on the instance: no sync lag, so a fault lands right there."""
@@ -173,10 +183,22 @@ class Scenario:
     def _fault(self) -> None:
         step = int(self._last_metrics().get("step", 0))
         state = self.state()
-        self._act(f"fault at synced step {step}, run {state}")
+        stored = self.newest_stored_step()
+        self._act(f"fault at synced step {step} (stored {stored}), run {state}")
         self.fault_times.append(time.time())
         self.steps_at_fault.append(step)
         self.states_at_fault.append(state)
+        self.stored_at_fault.append(stored)
+
+    def newest_stored_step(self) -> int:
+        """The step of the newest checkpoint here or in the durable store (0: none)."""
+        names = [p.name for p in (self.run_dir / "checkpoints").glob("ckpt-*.pt")]
+        if self.lab.bucket and self.run_id:
+            prefix = f"runs/{self.run_id}/checkpoints/"
+            listed = self.lab.s3.list_objects_v2(Bucket=self.lab.bucket, Prefix=prefix)
+            names += [o["Key"][len(prefix) :] for o in listed.get("Contents", [])]
+        steps = [int(n[5:14]) for n in names if n.startswith("ckpt-") and n.endswith(".pt")]
+        return max(steps, default=0)
 
     def record_host_environments(self, instance_id: str) -> None:
         """What every process on the instance has in its environment (the job's included)."""
@@ -264,7 +286,10 @@ class Scenario:
             log = self.env.home / "controller.log"
         before = log.stat().st_size if log.exists() else 0
         os.kill(pid, signal.SIGUSR2)
-        time.sleep(1.0)
+        try:  # the dump's lines reaching the log, not a guess at how long they take
+            wait_for(lambda: log.exists() and log.stat().st_size > before, 10, "its stacks")
+        except AssertionError:
+            return f"supervisor {pid} is alive; it wrote no stacks to {log.name}"
         with log.open() as fh:
             fh.seek(before)
             return f"supervisor {pid} is alive; its stacks:\n{fh.read()}"
@@ -277,6 +302,8 @@ class Scenario:
         self, instance_id: str, notice_s: float = NOTICE_S, action: str | None = None
     ) -> None:
         self._fault()
+        if action == "hibernate":  # EC2 gives hibernation the notice but no time before it
+            notice_s = 0.0
         self.lab.interrupt(instance_id, notice_s=notice_s, action=action)
 
     def ec2_state(self, instance_id: str) -> str:
@@ -326,22 +353,29 @@ class Scenario:
                     self._act(f"tore the stored {obj['Key'][len(prefix) :]}")
         return newest.name
 
-    def drop_ssh(self, instance_id: str) -> int:
-        """Kill the host's per-connection sshd processes: every SSH connection drops."""
+    def ssh_connections(self, instance_id: str, *, established: bool = False) -> list[int]:
+        """The host's per-connection sshd processes (one per SSH connection to it);
+        `established`: only those past authentication ("sshd: root@notty")."""
         host = self.lab.host(instance_id)
         proc = getattr(host, "_proc", None)
         if proc is None:
-            return 0
-        sshd = _children(proc.pid)
+            return []
+        return [
+            pid
+            for listener in _children(proc.pid)
+            for pid in _children(listener)
+            if _cmdline(pid).startswith("sshd:") and (not established or "@" in _cmdline(pid))
+        ]
+
+    def drop_ssh(self, instance_id: str) -> int:
+        """Kill the host's per-connection sshd processes: every SSH connection drops."""
         dropped = 0
-        for listener in sshd:
-            for pid in _children(listener):
-                if _cmdline(pid).startswith("sshd:"):
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                        dropped += 1
-                    except ProcessLookupError:
-                        continue
+        for pid in self.ssh_connections(instance_id):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                dropped += 1
+            except ProcessLookupError:
+                continue
         return dropped
 
     def supervisor_pid(self) -> int | None:
@@ -469,6 +503,16 @@ def private_key_modes(home: Path) -> dict[str, int]:
     return modes
 
 
+def resumed_steps(log: str) -> list[int]:
+    """The step each resume in job.log started from ("resumed at epoch E step S")."""
+    return [int(x.rsplit(" ", 1)[-1]) for x in log.splitlines() if x.startswith("resumed at epoch")]
+
+
+def checkpointed_steps(log: str) -> list[int]:
+    """The step of each checkpoint the trainer made on a stop ("...: checkpointing at step S")."""
+    return [int(x.rsplit(" ", 1)[-1]) for x in log.splitlines() if "checkpointing at step" in x]
+
+
 def lost_steps(log: str, steps_at_fault: list[int]) -> list[int]:
     """Per resume in job.log: steps trained before the stop that the resume did not keep.
 
@@ -538,9 +582,10 @@ def notice_at_two_points(s: Scenario) -> None:
 def rebalance_then_stop_and_hibernate(s: Scenario) -> None:
     """A rebalance recommendation (recorded; the run goes on where it is), then notices at two
     points of training whose instances EC2 stops and then hibernates (what it does for a
-    request asking that): each is terminated by spotrun, and the run resumes on new capacity
-    from the notice's checkpoint. The second replacement first meets no capacity for the same
-    offer and EC2 throttling on the way."""
+    request asking that; hibernation begins with the notice, stop two minutes after it): each
+    is terminated by spotrun, and the run resumes on new capacity, after the stop from the
+    notice's checkpoint. The second replacement first meets no capacity for the same offer and
+    EC2 throttling on the way."""
     s.launch()
     first = s.live_instance()
     s.wait_host_epoch(first, 1)
@@ -560,10 +605,12 @@ def rebalance_then_stop_and_hibernate(s: Scenario) -> None:
 
 
 def reclaim_without_notice(s: Scenario) -> None:
-    """EC2 takes the instance back with no notice (the host dies mid-epoch)."""
+    """EC2 takes the instance back with no notice (the host dies mid-epoch), once a
+    checkpoint has left it (synced here or stored in S3)."""
     s.launch()
     old = s.live_instance()
     s.wait_epoch(2)
+    s._wait(s.newest_stored_step, 120, "a checkpoint off the instance")
     s.reclaim(old)
     s.wait_running_on_new(old)
 
@@ -604,13 +651,31 @@ def notice_while_provisioning(s: Scenario) -> None:
 
 
 def ssh_dropped_while_syncing(s: Scenario) -> None:
-    """Every SSH connection to the instance is cut, six times, while the run syncs."""
+    """Every SSH connection to the instance is cut, six times, while the run syncs: each time
+    once spotrun has connected again. Cuts, not silence: the instance answers every new
+    connection, so it is not taken for unreachable (aws.unreachable_s at its default here;
+    cut on every connection for that long, it would be replaced)."""
+    s.lab.write_config(s.env.home, **{**FAST, "unreachable_s": 60.0})
     s.launch()
     inst = s.live_instance()
     s.wait_epoch(1)
-    for _ in range(6):
+    dropped: set[int] = set()
+
+    def connected_again() -> bool:
+        # a connection spotrun made and uses, not one still in its handshake (cutting those
+        # again and again is an instance that does not answer, which is replaced)
+        new = set(s.ssh_connections(inst, established=True)) - dropped
+        return bool(new) or s.state() != "running"
+
+    for n in range(6):
+        s._wait(connected_again, 120, f"spotrun to connect again ({n} dropped)")
+        if s.state() != "running":
+            break  # training ended first (a fast machine): the final sync met the drops
+        connections = s.ssh_connections(inst)
+        dropped.update(connections)
         s.drop_ssh(inst)
-        time.sleep(0.4)
+        s.drops += 1
+        s._act(f"dropped {len(connections)} SSH connection(s)")
 
 
 def supervisor_killed(s: Scenario, seed: int = 7) -> None:
@@ -696,7 +761,7 @@ def notice_while_booting(s: Scenario) -> None:
     """The notice comes while the instance boots: EC2 says running, its SSH does not answer
     yet (no agent is there to see the notice), and EC2 takes it back."""
     s.lab.write_config(s.env.home, **{**FAST, **LONG_SSH_TIMEOUT})
-    s.lab.boot_s = 6.0  # from "running" in EC2 to SSH answering
+    usual, s.lab.boot_s = s.lab.boot_s, 6.0  # from "running" in EC2 to SSH answering
     s.launch()
     first = s.live_instance()
     s._wait(lambda: s.state() == "provisioning", 60, "spotrun waiting for SSH")
@@ -704,7 +769,7 @@ def notice_while_booting(s: Scenario) -> None:
         raise AssertionError(f"{first} booted before its notice")
     s.notice(first, notice_s=0.5)
     s._wait(lambda: not s.lab.instances(s.run_id, states=("running",)), 60, f"{first} reclaimed")
-    s.lab.boot_s = 0.0  # the replacement boots at once
+    s.lab.boot_s = usual  # the replacement boots as the lab's instances do
     s.wait_running_on_new(first)
 
 

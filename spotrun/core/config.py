@@ -67,7 +67,9 @@ class AwsSettings(StrictModel):
     )
     subnet_id: str | None = None
     subnet_ids: list[str] = Field(
-        default_factory=list, description="subnets to launch in (one per zone); [] = default VPC"
+        default_factory=list,
+        description="subnets to launch in (one per zone; a launch uses its region's); "
+        "[] = the region's default VPC",
     )
     instance_profile: str | None = Field(None, description="IAM instance profile name")
     controller_instance_profile: str | None = Field(
@@ -136,6 +138,18 @@ class AwsSettings(StrictModel):
         description="how long a lost node's replacement is sought in the cluster's zone "
         "before the whole cluster moves",
     )
+
+    def without_credentials(self) -> str | None:
+        """What a run's instances cannot do without an instance profile (EC2 then gives them
+        no credentials at all), said at launch; None with one."""
+        if self.instance_profile:
+            return None
+        stored = f"store checkpoints in s3://{self.bucket}, " if self.bucket else ""
+        return (
+            "no aws.instance_profile: the instance gets no AWS credentials, so it cannot "
+            f"{stored}end itself when the controller is away, or read s3:// data; a "
+            "replacement resumes only from what was synced here"
+        )
 
 
 class Settings(StrictModel):

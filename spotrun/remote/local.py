@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -11,19 +14,24 @@ from spotrun.remote.runner import CommandResult
 
 class LocalRunner:
     def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
+        # A session of its own, so that a timeout ends the command's children too: one left
+        # holding its output open would keep communicate() waiting for it.
+        proc = subprocess.Popen(
+            ["bash", "-c", command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            proc = subprocess.run(
-                ["bash", "-c", command],
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired as exc:
-            return CommandResult(
-                command, 124, _text(exc.stdout), _text(exc.stderr) + "\n(timed out)"
-            )
-        return CommandResult(command, proc.returncode, proc.stdout, proc.stderr)
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):  # all ended meanwhile
+                os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            return CommandResult(command, 124, stdout, stderr + "\n(timed out)")
+        return CommandResult(command, proc.returncode, stdout, stderr)
 
     def put(self, local: Path, remote: str) -> None:
         _copy(local, Path(remote))
@@ -41,9 +49,3 @@ def _copy(src: Path, dst: Path) -> None:
         shutil.copytree(src, dst, dirs_exist_ok=True)
     else:
         shutil.copy2(src, dst)
-
-
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data.decode(errors="replace") if isinstance(data, bytes) else data

@@ -160,7 +160,10 @@ class SshRunner:
             raise RemoteError(f"{self.where} refused the run's SSH key: {exc}") from exc
         except (OSError, EOFError, paramiko.SSHException) as exc:
             client.close()
-            raise RemoteError(f"cannot connect to {self.where}: {exc}") from exc
+            # some (EOFError: the host closed it mid-handshake) say nothing: name the kind
+            raise RemoteError(
+                f"cannot connect to {self.where}: {exc or type(exc).__name__}"
+            ) from exc
         return client
 
     def connect(self) -> None:

@@ -97,6 +97,9 @@ def launch(
     """Record the run and hand it to a new supervisor (or to `prewarmed`); returns at once."""
     run = ledger.create_run(prepared.spec, plan=prepared.plan)
     ledger.add_event(run.id, "plan", prepared.plan.reason)
+    lacking = ledger.settings.aws.without_credentials() if run.spec.cloud == "aws" else None
+    if lacking:
+        ledger.add_event(run.id, "plan", lacking)
     pid = prewarmed.hand(run) if prewarmed else supervisor.spawn(ledger.settings, run)
     ledger.set_supervisor(run.id, pid)
     return ledger.get_run(run.id)

@@ -220,6 +220,9 @@ class SweepSupervisor:
             run.id, "sweep", f"trial {trial.index} of sweep {self.sweep.name}: {shown}"
         )
         self.ledger.add_event(run.id, "plan", self.plan.reason)
+        lacking = self.ledger.settings.aws.without_credentials() if spec.cloud == "aws" else None
+        if lacking:
+            self.ledger.add_event(run.id, "plan", lacking)
         self.tails[run.id] = MetricsTail(run.run_dir / METRICS_FILE)
         self._start_thread(run)
         self.event(f"launched trial {trial.index} ({shown}) as run {run.id}")

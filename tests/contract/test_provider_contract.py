@@ -3,7 +3,7 @@ the lab (moto's EC2 API + real sshd hosts). What the controller relies on, and n
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +17,7 @@ from spotrun.cloud.base import Instance, InstanceRequest, Provider
 from spotrun.cloud.local import LocalProvider
 from spotrun.core.config import Resources, Settings, load_settings
 from spotrun.remote.job import JobDriver
+from spotrun.remote.runner import CommandResult
 from spotrun.store.ledger import new_run_id
 from tests.conftest import Env
 from tests.helpers import wait_for
@@ -77,9 +78,17 @@ def test_a_ready_instance_runs_commands_files_and_jobs(case: Case, tmp_path: Pat
     try:
         result = runner.run("echo out; echo err >&2; exit 3")
         assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
-        started = time.monotonic()
-        assert runner.run("sleep 5", timeout_s=0.5).exit_code == 124
-        assert time.monotonic() - started < 4
+        # Cut short at the timeout, the command's children too: a runner that waited for
+        # the command (or for a child holding its output open) would not answer for 600 s.
+        answers: list[CommandResult] = []
+        call = threading.Thread(
+            target=lambda: answers.append(runner.run("sleep 600; echo late", timeout_s=0.5)),
+            daemon=True,
+        )
+        call.start()
+        call.join(timeout=120)
+        assert not call.is_alive(), "run() waited past its timeout"
+        assert answers[0].exit_code == 124 and "late" not in answers[0].stdout
 
         remote_dir = provider.run_dir(instance, run_id)
         source = tmp_path / "sent.bin"

@@ -1,5 +1,6 @@
-"""The controller's cost lines priced through the AWS provider from the lab's EC2: a refused
-DescribeSpotPriceHistory (EC2's own error, injected by the lab) is an event and an error row;
+"""The controller's cost lines priced through the AWS provider from the lab's EC2: a history
+EC2 answers empty (the lab's market began hours ago, the runs are from 2025) and a refused
+DescribeSpotPriceHistory (EC2's own error, injected by the lab) are each an event and no line;
 the lab's price histories then give the exact lines. (spotlab/costs.py builds the runs.)"""
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ def _cost_lines(env: Env, lab: Lab) -> None:
     provider = AwsProvider(settings)
     alpha = ledger.resolve("alpha")
 
+    # EC2 has no price for gamma's span (us-east-1b, in 2025): never priced as zero, an event.
+    gamma = ledger.resolve("gamma")
+    CostLines(ledger, provider).record(gamma)
+    events = [e.message for e in ledger.events(gamma.id) if e.kind == "cost"]
+    assert len(events) == 1 and "is empty" in events[0], events
+    assert ledger.cost_lines(gamma.id) == []
+
     # EC2 refuses the price history, as to a user whose policy lacks the action.
     fault = lab.fail("DescribeSpotPriceHistory", "UnauthorizedOperation", times=None)
     CostLines(ledger, provider).record(alpha)
@@ -42,8 +50,7 @@ def _cost_lines(env: Env, lab: Lab) -> None:
 
     # EC2 answers again, with the histories and the on-demand price of the runs' type.
     lab.front.faults.clear()
-    for zone, history in (("us-east-1a", costlab.HISTORY_A), ("us-east-1b", costlab.HISTORY_B)):
-        lab.set_spot_prices(costlab.TYPE, zone, [(at, float(p)) for at, p in history])
+    lab.set_spot_prices(costlab.TYPE, "us-east-1a", [(at, float(p)) for at, p in costlab.HISTORY_A])
     lab.set_on_demand_price(costlab.TYPE, float(costlab.ON_DEMAND))
     CostLines(ledger, AwsProvider(settings)).record(alpha)
     assert ledger.run_cost_exact(alpha.id) == costlab.EXPECTED["alpha"].total

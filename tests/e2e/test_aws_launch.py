@@ -8,11 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from spotlab import Lab
+from spotlab.fixtures import use_lab
 from spotrun.core.config import load_settings
 from spotrun.store.ledger import Ledger
 from tests.conftest import Env
@@ -180,33 +182,87 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     assert not (env.home / "ssh" / run_id).exists() and not run_dir.exists()
 
 
-def test_repeat_after_a_crash_makes_no_second_instance(aws_env: Env, lab: Lab) -> None:
-    """The supervisor dies after EC2 made the instance but before it heard back; the next
-    spotrun command restarts it, and the run goes on with that same one instance."""
-    env = aws_env
-    lab.delay_response("RunInstances", 4.0)
+def _crash_after_ec2_made_it(env: Env, lab: Lab) -> str:
+    """Launch; EC2 makes the instance and its answer is held (the supervisor has not heard of
+    it) while the supervisor is SIGKILLed; then any command restarts the supervisor."""
+    held = lab.hold("RunInstances", forwarded=True)
     run_id = env.cli(
         "launch", "digits-fast", "--cloud", "aws", "-d", "--set", "epochs=1", check=True
     ).stdout.strip()
-    wait_for(
-        lambda: lab.instances(run_id), timeout=30, interval=0.05, what="EC2 to make the instance"
-    )
-    pid = _supervisor_pid(env, run_id)
+    wait_for(lambda: held.wait_arrived(0.1), timeout=60, what="the supervisor's RunInstances")
+    wait_for(lambda: lab.instances(run_id), timeout=30, what="EC2 to make the instance")
     assert _state(env, run_id) == "requested"
-    os.kill(pid, signal.SIGKILL)
-
+    os.kill(_supervisor_pid(env, run_id), signal.SIGKILL)
+    held.release()  # the answer goes to a dead process
     env.cli("ls", check=True)  # any command notices the dead supervisor and starts another
+    return run_id
+
+
+def _goes_on_with_the_one_instance(env: Env, lab: Lab, run_id: str) -> None:
     wait_for(
         lambda: _state(env, run_id) in ("running", "syncing", "succeeded", "failed"),
         timeout=60,
         what="the restarted supervisor to start the job",
     )
-    assert _state(env, run_id) != "failed"
+    status = _status(env, run_id)
+    assert _state(env, run_id) != "failed", [
+        status["message"],
+        *[e["message"] for e in status["events"]],
+    ]
     (item,) = lab.instances(run_id)  # the instance made before the crash, and no other
     assert item["State"]["Name"] == "running"
-    assert lab.front.actions.count("RunInstances") == 1
     events = [e["message"] for e in _status(env, run_id)["events"]]
     assert any("supervisor was not running" in e for e in events)
+
+
+def test_repeat_after_a_crash_makes_no_second_instance(aws_env: Env, lab: Lab) -> None:
+    """The supervisor dies after EC2 made the instance but before it heard back; the next
+    spotrun command restarts it, finds the instance by its tag, and the run goes on with it."""
+    run_id = _crash_after_ec2_made_it(aws_env, lab)
+    _goes_on_with_the_one_instance(aws_env, lab, run_id)
+    assert lab.front.actions.count("RunInstances") == 1
+
+
+def test_a_repeat_ec2_does_not_list_yet_gets_the_same_instance_by_its_token(
+    env: Env, make_lab: Callable[..., Lab]
+) -> None:
+    """As above, but EC2's listing has not caught up when the restarted supervisor looks
+    (eventual consistency): it asks RunInstances again, with the same ClientToken, and EC2
+    answers with the first call's instance instead of making a second."""
+    lab = make_lab(not_found_s=3600.0)  # EC2 catches up only when the test says so
+    with use_lab(env, lab):
+        run_id = _crash_after_ec2_made_it(env, lab)
+        wait_for(
+            lambda: lab.front.consistency.repeats,
+            timeout=60,
+            what="the restarted supervisor's RunInstances with the first call's token",
+        )
+        lab.front.consistency.not_found_s = 0.0  # EC2 knows the instance now
+        _goes_on_with_the_one_instance(env, lab, run_id)
+    tokens = [r["ClientToken"] for r in lab.front.run_requests]
+    assert len(tokens) == 2 and tokens[0] == tokens[1], lab.front.run_requests
+    assert lab.front.consistency.repeats == 1
+
+
+def test_without_an_instance_profile_the_run_trains_and_says_what_its_instance_cannot(
+    aws_env: Env, lab: Lab
+) -> None:
+    """No aws.instance_profile: EC2 gives the instance no credentials (the lab's IMDS has no
+    iam/ folder then). The run trains and syncs over SSH; its instance stores nothing in S3,
+    makes no AWS call at all, and the launch says so instead of leaving it to be found."""
+    env = aws_env
+    lab.write_config(env.home, instance_profile=None)
+    launched = env.cli("launch", "digits-fast", "--cloud", "aws", "--set", "epochs=1", timeout=600)
+    assert launched.returncode == 0, launched.stderr
+    (run,) = env.runs()
+    assert run["state"] == "succeeded", run
+    events = [e["message"] for e in _status(env, run["id"])["events"]]
+    assert any(e.startswith("no aws.instance_profile") and lab.bucket in e for e in events), events
+    assert "no aws.instance_profile" in launched.stdout + launched.stderr
+    assert list((env.home / "runs" / run["id"] / "checkpoints").glob("ckpt-*.pt"))  # synced
+    stored = lab.s3.list_objects_v2(Bucket=lab.bucket, Prefix=f"runs/{run['id']}/")
+    assert stored.get("KeyCount") == 0
+    assert lab.front.iam.denied == []  # unsigned: the instance had nothing to sign with
 
 
 def _supervisor_pid(env: Env, run_id: str) -> int:

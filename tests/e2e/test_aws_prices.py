@@ -58,8 +58,10 @@ def test_lifetimes_come_from_ec2(aws_env: Env, lab: Lab) -> None:
     (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1b"))
     before = time.time()
     (kept,) = provider.launch(InstanceRequest("life00000001", offer))
+    after = time.time()
     (taken,) = provider.launch(InstanceRequest("life00000002", offer))
-    assert kept.launched_at is not None and abs(kept.launched_at - before) < 5
+    # EC2's LaunchTime, in whole seconds: within the call, whatever the call took
+    assert kept.launched_at is not None and int(before) <= kept.launched_at <= after
     assert kept.ended_at is None and kept.state_reason is None
 
     (ended,) = provider.terminate("life00000001")

@@ -56,17 +56,13 @@ def _scenario(env: Env, lab: Lab) -> None:
     wait_for(lambda: not host.alive, timeout=30, what="the stopped instance's host to go down")
 
     # the next command starts it, says so in one line, and answers
-    started = time.monotonic()
     listed = env.cli("ls", "--json", timeout=300)
-    woke_s = time.monotonic() - started
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == []
     said = [line for line in listed.stderr.splitlines() if "was stopped" in line]
     assert said == [f"controller instance {instance_id} was stopped (idle); starting it, ~1 min"], (
         listed.stderr
     )
-    print(f"ls started the stopped instance and answered in {woke_s:.1f} s")
-    assert woke_s < 60, woke_s
     after = load_record(env.home)
     assert after is not None and len(after.stopped_spans) == 1, after
     stopped_at, started_at = after.stopped_spans[0]

@@ -1,5 +1,6 @@
-"""`spotrun cost` end to end: the real CLI over a real ledger of runs with instances and price
-histories we construct (spotlab/costs.py), primed through a price source we construct."""
+"""`spotrun cost` end to end: the real CLI over a real ledger of past runs (spotlab/costs.py
+builds them through the Ledger API: they are from 2025), whose prices the CLI fetches itself
+from the lab's EC2 (DescribeSpotPriceHistory) and Pricing API, as the README's IAM user."""
 
 from __future__ import annotations
 
@@ -7,40 +8,49 @@ import csv
 import io
 import json
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from spotlab import Lab
 from spotlab import costs as costlab
 from spotlab.costs import EXPECTED
-from spotrun.core.config import load_settings
+from spotlab.fixtures import use_lab
 from spotrun.cost.amounts import format_usd, to_cents
 from spotrun.cost.reports import TARGET_METHOD
 from spotrun.cost.rules import AWS_METHOD, LOCAL_METHOD
-from spotrun.service import runs as api
-from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def lab(env: Env) -> Env:
-    costlab.build(env.home)
-    source = costlab.price_source()
-    with Ledger(load_settings(env.home)) as ledger:
-        # Fetch every history once through the constructed source; the CLI then reads the
-        # ledger's cache and needs no cloud at all.
-        assert not api.cost_report(ledger, sources=lambda name: source).errors
-    return env
+def priced(env: Env, lab: Lab) -> Iterator[Env]:
+    """The runs in the ledger, their price histories and on-demand price in the lab."""
+    for zone, history in (("us-east-1a", costlab.HISTORY_A), ("us-east-1b", costlab.HISTORY_B)):
+        lab.set_spot_prices(costlab.TYPE, zone, [(at, float(p)) for at, p in history])
+    lab.set_on_demand_price(costlab.TYPE, float(costlab.ON_DEMAND))
+    # root_volume_gb: the volume the runs are billed for (their records list none)
+    with use_lab(env, lab, root_volume_gb=costlab.ROOT_GB):
+        costlab.build(env.home)
+        yield env
 
 
 def cents(amount: object) -> float:
     return float(to_cents(amount))  # type: ignore[arg-type]
 
 
-def test_table_states_amounts_to_the_cent_and_the_method_once(lab: Env) -> None:
-    proc = lab.cli("cost", check=True)
+def test_table_states_amounts_to_the_cent_and_the_method_once(priced: Env, lab: Lab) -> None:
+    proc = priced.cli("cost", check=True)
+    # The CLI asked the lab's EC2 for the histories of both zones, and the Pricing API ...
+    asked = {c.get("AvailabilityZone") for c in lab.front.spot_prices.calls}
+    assert {"us-east-1a", "us-east-1b"} <= asked, lab.front.spot_prices.calls
+    assert lab.front.on_demand.calls >= 1
+    # ... once: the next report reads the ledger's price cache.
+    calls = len(lab.front.spot_prices.calls)
+    assert priced.cli("cost", check=True).stdout == proc.stdout
+    assert len(lab.front.spot_prices.calls) == calls
     lines = proc.stdout.splitlines()
     for name, want in EXPECTED.items():
         (line,) = [row for row in lines if row.startswith(name + " ")]
@@ -60,8 +70,8 @@ def test_table_states_amounts_to_the_cent_and_the_method_once(lab: Env) -> None:
         assert proc.stdout.count(f"method: {method}") == 1
 
 
-def test_json_and_csv_rows(lab: Env) -> None:
-    rows = {r["name"]: r for r in json.loads(lab.cli("cost", "--json", check=True).stdout)}
+def test_json_and_csv_rows(priced: Env) -> None:
+    rows = {r["name"]: r for r in json.loads(priced.cli("cost", "--json", check=True).stdout)}
     for name, want in EXPECTED.items():
         row = rows[name]
         assert row["cost_usd"] == cents(want.total)
@@ -76,15 +86,15 @@ def test_json_and_csv_rows(lab: Env) -> None:
     assert alpha["saving_pct"] == round(float(saving), 1)
     assert rows["home"]["saving_pct"] is None and rows["home"]["cost_usd"] == 0.0
 
-    table = list(csv.DictReader(io.StringIO(lab.cli("cost", "--csv", check=True).stdout)))
+    table = list(csv.DictReader(io.StringIO(priced.cli("cost", "--csv", check=True).stdout)))
     assert [r["name"] for r in table] == list(rows)
     for r in table:
         assert float(r["cost_usd"]) == rows[r["name"]]["cost_usd"]
 
-    sweep = json.loads(lab.cli("cost", "--sweep", "sw1", "--json", check=True).stdout)
+    sweep = json.loads(priced.cli("cost", "--sweep", "sw1", "--json", check=True).stdout)
     assert [r["name"] for r in sweep] == ["beta", "gamma"]
     days = list(
-        csv.DictReader(io.StringIO(lab.cli("cost", "--by", "day", "--csv", check=True).stdout))
+        csv.DictReader(io.StringIO(priced.cli("cost", "--by", "day", "--csv", check=True).stdout))
     )
     assert [d["day"] for d in days] == ["2025-03-10", "2025-03-11"]
     aws_total = sum(
@@ -93,7 +103,7 @@ def test_json_and_csv_rows(lab: Env) -> None:
     assert float(days[0]["cost_usd"]) == cents(aws_total)
 
     # ls and status show the recorded cost
-    listed = {r["name"]: r for r in lab.runs()}
+    listed = {r["name"]: r for r in priced.runs()}
     assert listed["alpha"]["cost_usd"] == round(float(EXPECTED["alpha"].total), 6)
 
 
@@ -122,23 +132,23 @@ def _png_size_and_colours(path: Path) -> tuple[int, int, int]:
     return width, height, len(colours)
 
 
-def test_plot_writes_a_real_png(lab: Env, tmp_path: Path) -> None:
+def test_plot_writes_a_real_png(priced: Env, tmp_path: Path) -> None:
     out = tmp_path / "cost.png"
-    proc = lab.cli("cost", "--plot", str(out), check=True)
+    proc = priced.cli("cost", "--plot", str(out), check=True)
     assert f"wrote {out}" in proc.stderr
     width, height, colours = _png_size_and_colours(out)
     assert (width, height) == (1100, 715)  # 10 x 6.5 inches at 110 dpi
     assert colours > 20
 
 
-def test_bad_input_is_refused_before_any_work(lab: Env, tmp_path: Path) -> None:
-    both = lab.cli("cost", "--json", "--csv")
+def test_bad_input_is_refused_before_any_work(priced: Env, tmp_path: Path) -> None:
+    both = priced.cli("cost", "--json", "--csv")
     assert both.returncode == 2 and "choose one" in both.stderr
-    jpg = lab.cli("cost", "--plot", str(tmp_path / "x.jpg"))
+    jpg = priced.cli("cost", "--plot", str(tmp_path / "x.jpg"))
     assert jpg.returncode == 2 and "ending in .png" in jpg.stderr
     assert not (tmp_path / "x.jpg").exists()
-    assert lab.cli("cost", "--sweep", "nope").returncode == 2
-    since = lab.cli("cost", "--since", "yesterday-ish")
+    assert priced.cli("cost", "--sweep", "nope").returncode == 2
+    since = priced.cli("cost", "--since", "yesterday-ish")
     assert since.returncode == 2 and "not a date" in since.stderr
-    mixed = lab.cli("cost", "alpha", "--sweep", "sw1")
+    mixed = priced.cli("cost", "alpha", "--sweep", "sw1")
     assert mixed.returncode == 2 and "not both" in mixed.stderr

@@ -88,7 +88,7 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
         )
         status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
     events = [e["message"] for e in status["events"]]
-    assert status["state"] == "succeeded", events
+    assert status["state"] == "succeeded", "\n".join([status["message"] or "", *events])
 
     # The partial fill: both of its instances ended at once, the next zone taken.
     partial = [

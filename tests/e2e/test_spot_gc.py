@@ -81,7 +81,9 @@ def test_gc_lists_then_removes_only_orphans(aws_env: Env, lab: Lab) -> None:
         "placement-group",
     }
     assert live.id not in {o.run_id for o in report.orphans}
-    assert all(report.removed[o] is None for o in ours), report.removed
+    assert all(report.removed[o] is None for o in ours), [
+        (o.kind, o.region, report.removed[o]) for o in ours if report.removed[o]
+    ]
 
     assert not lab.instances("0rphan000001", states=("pending", "running"))
     assert not lab.ec2.describe_volumes(

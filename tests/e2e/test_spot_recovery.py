@@ -81,17 +81,28 @@ def test_rebalance_then_notices_that_stop_and_hibernate(
     spot_env: Env, lab: Lab, reference: dict[str, Any]
 ) -> None:
     """A rebalance recommendation is recorded and the run stays where it is; then notices at
-    two points of training, after which EC2 stops, then hibernates, the instance: spotrun
-    terminates each (stopped, its volumes bill) while the run goes on, and resumes from the
-    notice's checkpoint. The second replacement first meets no capacity for the same offer
-    (then takes the next one) and EC2 throttling on the way. No secret is written anywhere,
-    and no AWS credentials reach the instances."""
+    two points of training, after which EC2 stops (two minutes later), then hibernates (at
+    once: EC2 gives hibernation no two minutes), the instance: spotrun terminates each
+    (stopped, its volumes bill) while the run goes on, and resumes, after the stop from the
+    notice's checkpoint, after the hibernation from the newest one stored. The second
+    replacement first meets no capacity for the same offer (then takes the next one) and EC2
+    throttling on the way. No secret is written anywhere, and no AWS credentials reach the
+    instances."""
     name = "rebalance; 2 notices that stop, hibernate; capacity error + throttling on 2nd"
     scenario, out = _scenario(name, spot_env, lab, reference)
     assert out.instances == 3, str(out)
-    assert out.lost_steps == [0, 0], str(out)  # the notice's checkpoint is where it goes on
     ended = scenario.ended_mid_run  # the stopped ones, terminated by spotrun mid-run
     assert len(set(ended)) == 2, scenario.acts
+    (third,) = {i["InstanceId"] for i in lab.instances(scenario.run_id)} - set(ended)
+    # Read on the instances themselves: a hibernated one ends before its last lines sync.
+    logs = [scenario.host_job_log(i) for i in (*ended, third)]
+    # The stop: two minutes' notice, so the job checkpointed and the next one went on there.
+    (at_notice,) = spotlab.checkpointed_steps(logs[0])
+    assert spotlab.resumed_steps(logs[1]) == [at_notice], logs[1]
+    # The hibernation: no time to checkpoint; it went on from the newest checkpoint stored
+    # (here or in S3) when EC2 acted, or a newer one.
+    resumed = spotlab.resumed_steps(logs[2])[-1]  # its own (the log it was given comes first)
+    assert resumed >= scenario.stored_at_fault[1] >= at_notice, (resumed, scenario.acts)
     assert sum("recommends rebalancing" in e for e in out.events) == 1, out.events
     stopped = [e for e in out.events if "volumes bill until" in e]
     assert len(stopped) == 2 and all(i in e for i, e in zip(ended, stopped)), out.events
@@ -99,11 +110,11 @@ def test_rebalance_then_notices_that_stop_and_hibernate(
         records = {r.id: r for r in ledger.instances(scenario.run_id)}
         for instance_id in ended:  # its end is EC2's stop: compute billed up to it
             assert "Server.SpotInstanceShutdown" in str(records[instance_id].end_reason)
-    # Both replacements were asked for on the notice, not on the loss that followed it.
+    # The stop's replacement was asked for on the notice, not on the loss that followed it.
     noticed = [e for e in out.events if "requesting a replacement now" in e]
-    assert len(out.to_request_s) == 2 and len(noticed) == 2, str(out)
+    assert len(out.to_request_s) == 2 and ended[0] in noticed[0], str(out)
     assert any("InsufficientInstanceCapacity" in e for e in out.events), str(out)
-    # The replacements fetched the noticed instance's checkpoint from S3 themselves.
+    # The replacements fetched the newest stored checkpoint from S3 themselves.
     restored = [e for e in out.events if e.startswith("resume: restored")]
     assert len(restored) == 2 and all("from the durable store" in e for e in restored), restored
 
@@ -131,6 +142,33 @@ def test_newest_checkpoint_damaged_after_a_reclaim(
     (lost,) = out.lost_steps
     assert 0 < lost <= 2 * EPOCH, str(out)  # resumed from the checkpoint before the torn one
     assert any("incomplete" in e or "restored" in e for e in out.events), out.events
+
+
+def test_reclaimed_without_notice(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
+    """EC2 takes the instance back mid-training with no notice (its host dies mid-epoch): the
+    run resumes on new capacity from the newest checkpoint that left the instance before
+    (synced here or stored in S3), or a newer one. What the instance trained after that dies
+    with it: how much depends on how far the copies lag the trainer, which load changes."""
+    scenario, out = _scenario("reclaimed without notice", spot_env, lab, reference)
+    assert out.instances == 2 and len(out.to_request_s) == 1, str(out)
+    (resumed,) = spotlab.resumed_steps(out.log)
+    (stored,) = scenario.stored_at_fault
+    assert stored > 0 and resumed >= stored, (stored, str(out))
+
+
+def test_notice_while_provisioning(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
+    """The notice comes before any job ran on the instance: the replacement trains it all."""
+    out = _run("notice while provisioning", spot_env, lab, reference)
+    assert out.instances == 2 and out.lost_steps == [], str(out)
+    assert len(out.to_request_s) == 1, str(out)
+
+
+def test_ssh_dropped_while_syncing(spot_env: Env, lab: Lab, reference: dict[str, Any]) -> None:
+    """Every SSH connection is cut, again each time spotrun has connected anew: the run syncs
+    on over new connections, on the same instance, and ends whole."""
+    scenario, out = _scenario("SSH dropped while syncing", spot_env, lab, reference)
+    assert scenario.drops >= 1, scenario.acts
+    assert out.instances == 1 and out.to_request_s == [] and out.lost_steps == [], str(out)
 
 
 def test_supervisor_killed_at_ten_random_points(

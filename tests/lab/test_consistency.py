@@ -101,6 +101,9 @@ def test_provider_sees_its_fresh_instances_and_waits_for_ec2(
         # count=2 runs the all-or-nothing check, which describes the new ids at once
         launched = provider.launch(InstanceRequest("labfresh0001", offer, count=2))
         assert lab.front.consistency.not_found_answers >= 1  # EC2 did not know them yet
+        # Tags ride on RunInstances (TagSpecifications): no CreateTags on a fresh id, which
+        # EC2 would answer NotFound as the first test shows.
+        assert "CreateTags" not in lab.front.actions
         seen = provider.describe("labfresh0001")  # EC2's filtered listing still leaves them out
         assert sorted(i.id for i in seen) == sorted(i.id for i in launched)
         assert all(i.is_live and i.run_id == "labfresh0001" for i in seen)

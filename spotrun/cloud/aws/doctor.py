@@ -13,8 +13,10 @@ from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+from spotrun.cloud.aws import instances as ec2i
+from spotrun.cloud.aws import network as ec2_network
 from spotrun.cloud.aws.checkpoints import check_bucket
-from spotrun.cloud.aws.errors import error_code
+from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.cloud.aws.policy import INSTANCE_ACTIONS
 from spotrun.cloud.aws.quotas import quota_code, vcpu_quota
 from spotrun.cloud.base import Offer
@@ -109,12 +111,14 @@ class Doctor:
             )
         return Check("region", "ok", f"{self.region} ({status})")
 
+    # image and network are asked of AWS here, never read from the launch's ten-minute cache:
+    # that may hold what other credentials could see
     def image(self) -> Check:
-        image = self.provider.image(self.region)
+        image = ec2i.resolve_image(self.provider.clients, self.region)
         return Check("image", "ok", f"{image.id} ({image.architecture}, from {image.source})")
 
     def network(self) -> Check:
-        subnets = self.provider.subnets(self.region)
+        subnets = ec2_network.launch_subnets(self.provider.clients, self.region)
         zones = ", ".join(sorted(subnets))
         return Check("network", "ok", f"{len(subnets)} subnets, in {zones}")
 
@@ -133,13 +137,32 @@ class Doctor:
             "spot offers",
             "ok",
             f"{len(priced)} for {_wanted(self.resources)}; cheapest {self.offer.instance_type} "
-            f"${self.offer.spot_usd_per_hour:.4f}/h in {self.offer.zone}",
+            f"${self.offer.spot_usd_per_hour:.4f}/h in {self.offer.zone}; on-demand prices "
+            f"from {self.provider.on_demand_source}",
         )
 
     def launch_permissions(self) -> Check:
         assert self.offer is not None
-        allowed = self.provider.dry_run(self.offer)
+        allowed = self.provider.dry_run(self.offer) + self._reads_a_launch_needs()
         return Check("launch permissions", "ok", "DryRun allows " + ", ".join(allowed))
+
+    def _reads_a_launch_needs(self) -> list[str]:
+        """The describe calls a launch makes on what it creates (its instances, key pair and
+        security group), asked with DryRun (moto answers some as if asked for real)."""
+        ec2 = self._client("ec2")
+        calls: dict[str, Callable[[], object]] = {
+            "DescribeInstances": lambda: ec2.describe_instances(DryRun=True, MaxResults=5),
+            "DescribeKeyPairs": lambda: ec2.describe_key_pairs(DryRun=True),
+            "DescribeSecurityGroups": lambda: ec2.describe_security_groups(DryRun=True),
+        }
+        for operation, call in calls.items():
+            with aws_call("ec2", operation, self.region):
+                try:
+                    call()
+                except ClientError as exc:
+                    if error_code(exc) != "DryRunOperation":
+                        raise
+        return list(calls)
 
     def quota(self) -> Check:
         assert self.offer is not None
@@ -172,8 +195,23 @@ class Doctor:
                 "create a bucket and set aws.bucket in config.toml",
             )
         # the launch's own preflight check (a UsageError with what to do when it fails)
-        check_bucket(self._client("s3"), bucket, self.region)
-        return Check("bucket", "ok", f"s3://{bucket} is usable")
+        s3 = self._client("s3")
+        check_bucket(s3, bucket, self.region)
+        # s3:GetObject on runs/* (resume, pull): a key that is not there answers 404 when it
+        # may be read and 403 when not; nothing is written
+        try:
+            s3.head_object(Bucket=bucket, Key="runs/spotrun-doctor/none")
+        except ClientError as exc:
+            if error_code(exc) in ("403", "AccessDenied"):
+                return Check(
+                    "bucket",
+                    "fail",
+                    f"s3://{bucket}/runs/* cannot be read: AWS refused s3:GetObject",
+                    f"grant s3:GetObject on arn:aws:s3:::{bucket}/runs/* ({README_POLICY})",
+                )
+            if error_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+                raise
+        return Check("bucket", "ok", f"s3://{bucket} is usable (listed, runs/* readable)")
 
     def instance_profile(self) -> Check:
         profile = self.aws.instance_profile

@@ -60,20 +60,20 @@ class Subnet:
 
 
 def launch_subnets(clients: AwsClients, region: str) -> dict[str, Subnet]:
-    """One subnet per zone spotrun may launch in: the configured ones, else the default VPC's."""
+    """One subnet per zone spotrun may launch in: the configured ones of `region` (the list
+    may name subnets of several regions), else the region's default VPC's."""
     settings = clients.settings
     ids = list(settings.subnet_ids) or ([settings.subnet_id] if settings.subnet_id else [])
     ec2 = clients.client("ec2", region)
     with aws_call("ec2", "DescribeSubnets", region):
         if ids:
-            try:
-                found = ec2.describe_subnets(SubnetIds=ids)["Subnets"]
-            except ClientError as exc:
-                if error_code(exc).startswith("InvalidSubnet"):
-                    raise UsageError(
-                        f"aws.subnet_ids names a subnet that {region} does not have: {ids}"
-                    ) from exc
-                raise
+            # by filter: ids of other regions are left out, not an error
+            found = ec2.describe_subnets(Filters=[{"Name": "subnet-id", "Values": ids}])["Subnets"]
+            if not found:
+                raise UsageError(
+                    f"{region} does not have any of the subnets aws.subnet_ids names: {ids}",
+                    hint=f"add subnets of {region} to aws.subnet_ids, or launch in another region",
+                )
         else:
             found = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])[
                 "Subnets"

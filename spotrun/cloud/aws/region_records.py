@@ -2,7 +2,8 @@
 
 The region the run's resources live in (recorded at launch: every later call goes there), the
 instances RunInstances made for it and when (EC2's filtered listings may leave a new one out
-for a while), and whether it has a cluster placement group to delete at its end.
+for a while), the spotrun:expires tag each ClientToken was sent with, and whether it has a
+cluster placement group to delete at its end.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -50,6 +52,17 @@ class RegionRecords:
         with self._lock:
             made = {**self.made(run_id), **{i: time.time() for i in ids}}
             self.remember(run_id, self.region(run_id), made=made)
+
+    def expiry(self, run_id: str, token: str, compute: Callable[[], float]) -> float:
+        """The spotrun:expires moment of one RunInstances, the same for every repeat of it (a
+        restarted supervisor's): EC2 refuses a ClientToken repeated with other tags."""
+        with self._lock:
+            known = self._read(run_id).get("expires", {})
+            known = dict(known) if isinstance(known, dict) else {}
+            if token not in known:
+                known[token] = compute()
+                self.remember(run_id, self.region(run_id), expires=known)
+            return float(known[token])
 
     def made(self, run_id: str) -> dict[str, float]:
         made = self._read(run_id).get("made", {})

@@ -65,11 +65,13 @@ class RunLaunch:
         if offer.zone not in subnets:
             raise UsageError(f"spotrun has no subnet in {offer.zone}")
         subnet = subnets[offer.zone]
-        tags = network.run_tags(
+        token = ec2i.client_token(request.run_id, offer, len(known))
+        expires = self.records.expiry(
             request.run_id,
-            self.settings.owner,
-            network.expiry(request.max_hours, self.aws.expires_after_hours),
+            token,
+            lambda: network.expiry(request.max_hours, self.aws.expires_after_hours),
         )
+        tags = network.run_tags(request.run_id, self.settings.owner, expires)
         with ThreadPoolExecutor(max_workers=2) as pool:  # two independent round trips
             key_job = pool.submit(
                 network.ensure_key_pair, self.clients, region, self.keys_dir, request.run_id, tags
@@ -97,7 +99,7 @@ class RunLaunch:
             key_name=key_name,
             disk_gb=request.disk_gb or self.aws.root_volume_gb,
             tags=tags,
-            token=ec2i.client_token(request.run_id, offer, len(known)),
+            token=token,
             public_address=self.aws.ssh_address == "public",
             instance_profile=self.aws.instance_profile,
             placement_group=group_name,

@@ -11,7 +11,6 @@ import pytest
 from spotlab import costs as costlab
 from spotlab.costs import EXPECTED, T0, Clock
 from spotlab.prices import ConstructedPrices, utc
-from spotrun.control.cost_lines import CostLines
 from spotrun.core.config import LaunchSpec, load_settings
 from spotrun.core.errors import NotFoundError
 from spotrun.core.runstates import RunState
@@ -198,24 +197,3 @@ def test_live_run_costs_so_far_from_the_cache(tmp_path: Path) -> None:
     so_far = api.run_cost(ledger, run, now=T0 + 3000)
     # the cache ends at T0 + 1800; the price change at T0 + 2232 is not known yet
     assert so_far == F("0.40") * 3000 / 3600 + F("0.08") * 200 * F(3000, 31 * 86400)
-
-
-class PricedCloud(ConstructedPrices):
-    """A cloud whose only part in this test is to be a price source for the controller's CostLines (with no
-    history at all). The controller's lines from EC2's prices, and a refused price request,
-    are tests/e2e/test_aws_cost_lines.py, against the lab."""
-
-    name = "aws"
-    shares_filesystem = False
-
-
-def test_controller_records_an_event_when_prices_are_missing(
-    lab: tuple[Ledger, ConstructedPrices],
-) -> None:
-    ledger, _ = lab
-    cloud = PricedCloud()  # knows no history at all
-    alpha = ledger.resolve("alpha")
-    CostLines(ledger, cloud).record(alpha)  # type: ignore[arg-type]
-    (event,) = [e for e in ledger.events(alpha.id) if e.kind == "cost"]
-    assert "is empty" in event.message
-    assert ledger.cost_lines(alpha.id) == []
