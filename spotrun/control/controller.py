@@ -239,8 +239,7 @@ class RunController:
     def _watch(self, run: RunRecord, live: list[Instance], driver: JobDriver) -> RunRecord | None:
         """One heartbeat of a running job: its status, its files, its notices, its reports,
         its cost and budget; the run to drive on with when the job's state moved, else None."""
-        status = driver.status()
-        self.sync.pull(run, live[0])
+        status = self.sync.poll(run, live[0], driver)  # one round trip, over SSH
         if self.cluster is not None:
             self.cluster.watch_others(run, live)
         self.recovery.answered()  # the instance answered: no longer counted unreachable

@@ -20,7 +20,7 @@ import paramiko
 
 from spotrun.core.errors import RemoteError
 from spotrun.core.waiting import pause
-from spotrun.remote.runner import CommandResult
+from spotrun.remote.runner import BytesResult, CommandResult
 
 _EOF_WAIT_S = 2.0  # after the exit status, how long stragglers of output may take
 _CHUNK = 1 << 16
@@ -181,6 +181,15 @@ class SshRunner:
 
     # --------------------------------------------------------------- commands
     def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
+        code, out, err = self._exec(command, timeout_s)
+        return CommandResult(command, code, out.decode(errors="replace"), err)
+
+    def run_bytes(self, command: str, *, timeout_s: float | None = None) -> BytesResult:
+        return BytesResult(command, *self._exec(command, timeout_s))
+
+    def _exec(self, command: str, timeout_s: float | None) -> tuple[int, bytes, str]:
+        """The command's exit code, its stdout as bytes and its stderr as text; 124 when it
+        ran past `timeout_s`."""
         try:
             # bounded: a host that hangs (a stopped sshd, a dead link) answers with an error
             channel = self._transport().open_session(timeout=self.connect_timeout_s)
@@ -213,12 +222,7 @@ class SshRunner:
                         break
                 if deadline is not None and time.monotonic() > deadline:
                     channel.close()
-                    return CommandResult(
-                        command,
-                        124,
-                        out.decode(errors="replace"),
-                        err.decode(errors="replace") + "\n(timed out)",
-                    )
+                    return 124, bytes(out), err.decode(errors="replace") + "\n(timed out)"
                 if not drained:
                     if exited_at is None:
                         channel.status_event.wait(0.01)
@@ -232,9 +236,7 @@ class SshRunner:
             ) from exc
         finally:
             channel.close()
-        return CommandResult(
-            command, code, out.decode(errors="replace"), err.decode(errors="replace")
-        )
+        return code, bytes(out), err.decode(errors="replace")
 
     # ------------------------------------------------------------------ files
     def _sftp_client(self) -> paramiko.SFTPClient:
@@ -320,19 +322,6 @@ class SshRunner:
         tmp = local.with_name(local.name + ".part")
         sftp.get(remote, str(tmp))
         os.replace(tmp, local)
-
-    def read_from(self, remote: str, offset: int) -> bytes:
-        """The bytes of `remote` from `offset` to its current end (for growing logs)."""
-        try:
-            with self._sftp_lock:
-                sftp = self._sftp_client()
-                with sftp.open(remote, "rb") as fh:
-                    fh.seek(offset)
-                    fh.prefetch()
-                    return bytes(fh.read())
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            self._drop_sftp(exc)
-            raise RemoteError(f"cannot read {self.where}:{remote}: {exc}") from exc
 
 
 def banner_answers(host: str, port: int, timeout_s: float = 2.0) -> bool:
