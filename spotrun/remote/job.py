@@ -136,7 +136,8 @@ def status_shell(run_dir: str, session: str) -> str:
     exit_path = shlex.quote(posixpath.join(run_dir, EXIT_FILE))
     return (
         f"tmux -S {socket} has-session -t {shlex.quote('=' + session)} 2>/dev/null; "
-        f"printf 'session=%d\\0' $?; tr -d '\\000' 2>/dev/null < {exit_path}; printf '\\0'"
+        f"printf 'session=%d\\0' $?; [ -f {exit_path} ] && tr -d '\\000' < {exit_path}; "
+        "printf '\\0'"
     )
 
 

@@ -4,8 +4,9 @@ One command on the instance (spotrun.remote.probe) lists the folder (path, size,
 brings the new bytes of the files that only grow (job.log, metrics.jsonl, TensorBoard's event
 files) from where the local copy ends, with the job's status when the controller polls. Every
 other new or changed file is fetched whole into a temporary name and renamed, so readers never
-see half a checkpoint. What was pulled before is remembered in `.sync.json` inside the local
-run folder, so a supervisor that restarts carries on where the last one stopped. Files deleted
+see half a checkpoint. What was pulled whole is remembered in `.sync.json` inside the local
+run folder, so a supervisor that restarts carries on where the last one stopped (a growing
+file's record is its local copy's length: appending rewrites no state). Files deleted
 on the instance are kept here: after a spot interruption a fresh instance starts empty, and
 that must never erase what was already saved.
 """
@@ -158,24 +159,30 @@ def _pull_listed(
     bytes of growing files from `offsets`, where their local copies ended."""
     fetched: list[str] = []
     appended = whole = unchanged = 0
+    changed = False
     for item in listing:
         key = item.path
         target = safe_join(local_dir, key, what="file listed by the instance")
-        have = target.stat().st_size if target.exists() else -1
-        before = state.get(key)
-        if before is not None and before == [item.size, item.mtime] and have == item.size:
-            unchanged += 1
-            continue
-        remote_path = f"{remote_dir}/{key}"
+        try:
+            have = os.stat(target).st_size
+        except (FileNotFoundError, NotADirectoryError):
+            have = -1
         if grows(key) and 0 < have <= item.size and offsets.get(key) == have:
-            # none: no byte beyond `have` yet (a touch), or it shrank while read (replaced:
-            # the next poll lists it smaller and fetches it whole)
+            # A growing file's local copy is its record: as long as the listing, it is whole;
+            # else what the poll read follows (none: it shrank while read, being replaced,
+            # and the next poll lists it shorter and fetches it whole).
+            if have == item.size:
+                unchanged += 1
+                continue
             data = tails.get(key, b"")
             with open(target, "ab") as fh:
                 fh.write(data)
             appended += len(data)
-            state[key] = [have + len(data), item.mtime]
+        elif state.get(key) == [item.size, item.mtime] and have == item.size:
+            unchanged += 1
+            continue
         else:
+            remote_path = f"{remote_dir}/{key}"
             try:
                 runner.get(remote_path, target)
             except RemoteError:
@@ -186,9 +193,10 @@ def _pull_listed(
                 continue
             whole += item.size
             state[key] = [item.size, item.mtime]
+            changed = True
         fetched.append(key)
         if on_file is not None:
             on_file(key, item.size)
-    if fetched:
+    if changed:  # appends change nothing there: the local copy's length is their record
         _save_state(local_dir, state)
     return SyncResult(fetched, appended, whole, unchanged)
