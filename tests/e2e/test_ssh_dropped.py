@@ -1,9 +1,10 @@
 """A dropped SFTP session (its server process gone, the connection kept) or a dropped
-connection (the host went away) is a RemoteError for every file call, never a bare EOFError
-from closing the dead session; the next call after opens a fresh one."""
+connection (the host went away) is at worst a RemoteError for a file call, never a bare
+EOFError from closing the dead session; the next call after opens a fresh one."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ def host(aws_env: Env, lab: Lab) -> Iterator[tuple[Runner, Host]]:
     provider.terminate(RUN_ID)
 
 
-def test_a_dropped_sftp_session_is_a_remote_error_and_the_next_call_opens_another(
+def test_a_dropped_sftp_session_is_replaced_by_the_next_call(
     host: tuple[Runner, Host], tmp_path: Path
 ) -> None:
     runner, machine = host
@@ -42,7 +43,9 @@ def test_a_dropped_sftp_session_is_a_remote_error_and_the_next_call_opens_anothe
     (server,) = wait_for(lambda: machine.sftp_servers(), timeout=10, what="the SFTP server")
     os.kill(server, signal.SIGKILL)  # the session's channel closes; the connection stays
     wait_for(lambda: not machine.sftp_servers(), timeout=10, what="the SFTP server gone")
-    with pytest.raises(RemoteError):
+    # The client sees the channel closed either before the call (it opens a fresh session
+    # then) or during it: a RemoteError, the one error type a caller handles.
+    with contextlib.suppress(RemoteError):
         runner.get("/tmp/kept.txt", tmp_path / "second.txt")
     runner.get("/tmp/kept.txt", tmp_path / "third.txt")  # a fresh session
     assert (tmp_path / "third.txt").read_text() == "kept\n"
