@@ -10,7 +10,7 @@ agent_end), spot notices (notices) and recovery, restoring checkpoints (checkpoi
 the job's reports (run_reports: metrics, staging, device), cost lines (cost_lines), the
 budget (budget_watch), state moves (transitions) and a multi-node run's steps (cluster_steps).
 Whoever builds the controller hands it the run's provider (a packed sweep trial's is its
-seat on the pack's instance: spotrun.sweep.packs.run_provider).
+share of the pack's instance: spotrun.sweep.packs.run_provider).
 """
 
 from __future__ import annotations
