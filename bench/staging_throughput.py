@@ -60,7 +60,7 @@ from botocore.exceptions import EndpointConnectionError  # noqa: E402
 
 from spotlab.lab import FAKE_CREDENTIALS, REGION, free_port  # noqa: E402
 from spotrun.cloud.aws.datasets import S3Store  # noqa: E402
-from spotrun.datasets.pack import push  # noqa: E402
+from spotrun.datasets.push import push  # noqa: E402
 from spotrun.datasets.spec import parse_s3  # noqa: E402
 from spotrun.datasets.stager import StageOptions, stage  # noqa: E402
 

@@ -228,8 +228,8 @@ class Host:
             self._proc.wait(timeout=10)
             self._proc = None
 
-    def _sshd_pids(self) -> list[int]:
-        """The host's sshd processes: the listener and one per connection."""
+    def _tree(self) -> list[tuple[int, str, str]]:
+        """Every process of the host: (pid, its name, its command line as ps shows it)."""
         if self._proc is None:
             return []
         found, todo = [], [self._proc.pid]
@@ -238,12 +238,20 @@ class Host:
             try:
                 children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
                 name = Path(f"/proc/{pid}/comm").read_text().strip()
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
             todo += [int(c) for c in children]
-            if name == "sshd":
-                found.append(pid)
+            found.append((pid, name, args.strip()))
         return found
+
+    def _sshd_pids(self) -> list[int]:
+        """The host's sshd processes: the listener and one per connection."""
+        return [pid for pid, name, _ in self._tree() if name == "sshd"]
+
+    def sftp_servers(self) -> list[int]:
+        """The host's SFTP sessions: sshd runs internal-sftp in a process of its own for each."""
+        return [pid for pid, _, args in self._tree() if args.endswith("@internal-sftp")]
 
     def hang_ssh(self, hung: bool = True) -> None:
         """Stop (hung) or continue every sshd of the host: connections stay open and new ones

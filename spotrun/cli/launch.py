@@ -191,7 +191,7 @@ class OwnJobFlags:
         max_hours: float | None,
         resources: dict[str, Any],
     ) -> api.LaunchPlan:
-        from spotrun.jobs import own_command as ownjob
+        from spotrun.jobs import own_command
         from spotrun.jobs.taskfile import load_task
 
         envs = self.job_env()
@@ -199,20 +199,20 @@ class OwnJobFlags:
             resources = {**resources, "gpus": gpus}
         limit = settings.workdir_max_mb
         if target is None:  # --cmd
-            job = ownjob.build_job(
+            job = own_command.build_job(
                 self.cmd,
                 workdir=self.workdir,
                 setup=self.setup,
                 envs=envs,
                 workdir_max_mb=limit,
             )
-            label = ownjob.DEFAULT_LABEL
+            label = own_command.DEFAULT_LABEL
         else:
             task = load_task(Path(target))
             updates = {k: v for k, v in (("workdir", self.workdir), ("setup", self.setup)) if v}
             task = task.model_copy(update=updates)
-            job = ownjob.task_job(task, envs=envs, workdir_max_mb=limit)
-            label = ownjob.task_label(task.name)
+            job = own_command.task_job(task, envs=envs, workdir_max_mb=limit)
+            label = own_command.task_label(task.name)
             name = name if name is not None else task.name  # the task's name is the run's
             resources = {**task.resources.as_flags(), **resources}
             max_cost_usd = max_cost_usd if max_cost_usd is not None else task.max_cost

@@ -85,7 +85,7 @@ def status(
         out.print(f"staging   {summary['staging']['line']}")
     if summary.get("device"):
         out.print(f"device    {summary['device']['line']}", markup=False)
-    out.print(f"run dir   {r.run_dir}")
+    out.print(f"folder    {r.run_dir}")
     out.print("history:")
     for t in st.transitions:
         out.print(

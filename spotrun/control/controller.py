@@ -10,12 +10,13 @@ agent_end), spot notices (notices) and recovery, restoring checkpoints (checkpoi
 the job's reports (run_reports: metrics, staging, device), cost lines (cost_lines), the
 budget (budget_watch), state moves (transitions) and a multi-node run's steps (cluster_steps).
 Whoever builds the controller hands it the run's provider (a packed sweep trial's is its
-seat on the pack's instance: spotrun.sweep.packs.run_provider).
+share of the pack's instance: spotrun.sweep.packs.run_provider).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
 from spotrun.agent.watcher import DEADLINE, NO_PROGRESS
@@ -27,6 +28,7 @@ from spotrun.control.checkpoint_restore import CheckpointRestore
 from spotrun.control.cluster_steps import ClusterSteps
 from spotrun.control.cost_lines import CostLines
 from spotrun.control.data_volumes import mark_data_volumes_deleted
+from spotrun.control.hours_cap import hours_cap_reason
 from spotrun.control.instance_records import to_record
 from spotrun.control.job_end import exit_code, failure_message, write_exit
 from spotrun.control.job_start import JobStart
@@ -261,6 +263,10 @@ class RunController:
         over_budget = self.budget.check(run)
         if over_budget is not None and not status.finished:
             return self._stop(run, reason=over_budget)
+        margin_s = self.ledger.settings.budget_stop_margin_s
+        over_time = hours_cap_reason(run, margin_s, time.time())
+        if over_time is not None and not status.finished:
+            return self._stop(run, reason=over_time)
         if status.finished:
             return self._job_ended(run, status)
         if status.lost:

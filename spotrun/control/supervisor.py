@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from spotrun.core.config import Settings
 
 # The supervisor process: it lives in the sweep layer, which resolves a run's provider (a
-# packed sweep trial's is its seat on the pack's instance; control never imports sweep code).
+# packed sweep trial's is its share of the pack's instance; control never imports sweep code).
 MODULE = "spotrun.sweep.run_supervisor"
 
 

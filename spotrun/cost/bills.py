@@ -16,9 +16,9 @@ from spotrun.core.errors import PricingError
 from spotrun.cost import rules as cost
 from spotrun.cost.cost_lines import cost_lines
 from spotrun.cost.instance_bills import bill_instance, usage_of
+from spotrun.cost.pack_shares import bill_share
 from spotrun.cost.prices import PriceBook
 from spotrun.cost.settled import settled_cost
-from spotrun.cost.shared_instances import seat_bill
 from spotrun.store.ledger import CostLine, Ledger, RunRecord
 
 
@@ -85,9 +85,9 @@ def bill_run(
     """Price every instance of `run`; live ones up to `now`. PricingError names what is missing."""
     bills: list[cost.Bill] = []
     for record in ledger.instances(run.id):
-        shared = seat_bill(ledger, record, run, book, now=now, offline=offline)
-        if shared is not None:  # a sweep trial's share of an instance it shared
-            bills.append(shared)
+        share = bill_share(ledger, record, run, book, now=now, offline=offline)
+        if share is not None:  # a sweep trial's share of a pack instance
+            bills.append(share)
             continue
         usage = usage_of(record, run, ledger.settings, now)
         if usage is None:

@@ -1,12 +1,12 @@
 """The ledger's cost lines of an instance's bill: its compute, then each volume's storage (a
-shared instance's tenant: its part of the compute and of the storage)."""
+share of a pack instance: its part of the compute and of the storage)."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
 from spotrun.cost.rules import AWS_METHOD, LOCAL_METHOD, Bill, Usage
-from spotrun.cost.shared_bill import SharedBill
+from spotrun.cost.share_bill import ShareBill
 from spotrun.store.ledger import CostLine
 
 
@@ -18,7 +18,7 @@ def compute_line(
     on_demand: Fraction | None,
     method: str,
 ) -> CostLine:
-    """The ledger line of an instance's compute: whole, or a shared instance's part."""
+    """The ledger line of an instance's compute: whole, or a share's part of it."""
     return CostLine(
         run_id=run_id,
         instance_id=usage.instance_id,
@@ -37,8 +37,8 @@ def compute_line(
 
 def cost_lines(run_id: str, bill_: Bill) -> list[CostLine]:
     """The ledger's lines for one instance: compute, then one per volume."""
-    if isinstance(bill_, SharedBill):
-        return shared_lines(run_id, bill_)
+    if isinstance(bill_, ShareBill):
+        return share_lines(run_id, bill_)
     usage = bill_.usage
     if usage.market == "local":
         return [
@@ -79,11 +79,11 @@ def cost_lines(run_id: str, bill_: Bill) -> list[CostLine]:
     return lines
 
 
-def shared_lines(run_id: str, part: SharedBill) -> list[CostLine]:
-    """A shared instance's tenant's lines: its part of the compute and of the storage."""
+def share_lines(run_id: str, part: ShareBill) -> list[CostLine]:
+    """A pack instance's share's lines: its part of the compute and of the storage."""
     usage = part.usage
     whole = part.whole
-    assert whole is not None  # a tenant's part is always made with its instance's bill
+    assert whole is not None  # a share's part is always made with its instance's bill
     method = (
         f"{AWS_METHOD}; a shared instance ({whole.usage.instance_id}): each second "
         f"split equally between the runs on it in that second"
@@ -96,7 +96,7 @@ def shared_lines(run_id: str, part: SharedBill) -> list[CostLine]:
             run_id=run_id,
             instance_id=usage.instance_id,
             kind="storage",
-            quantity=float(sum((share * (b - a) for a, b, share in part.spans), Fraction(0))),
+            quantity=float(sum((fraction * (b - a) for a, b, fraction in part.spans), Fraction(0))),
             unit="shared-instance-s",
             usd=float(storage),
             on_demand_usd=float(storage),

@@ -1,7 +1,7 @@
 """One instance's bill: its usage from the ledger's record, priced by spotrun.cost.rules.
 
-Both a run's bill (spotrun.cost.bills) and a shared instance's split
-(spotrun.cost.shared_instances) start here, so neither has to reach into the other.
+Both a run's bill (spotrun.cost.bills) and a pack instance's split into shares
+(spotrun.cost.pack_shares) start here, so neither has to reach into the other.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ The rules (Linux/Ubuntu instances, billed per second):
 - EBS volumes cost their size times the GB-month price, per second of the calendar month they
   exist in, at least 60 seconds.
 
-Amounts: spotrun.cost.amounts; spot price histories: price_history; a shared instance's tenant's
-part: shared_bill; the ledger's lines of a bill: cost_lines.
+Amounts: spotrun.cost.amounts; spot price histories: price_history; a pack instance's bill seen
+from one share: share_bill; the ledger's lines of a bill: cost_lines.
 """
 
 from __future__ import annotations

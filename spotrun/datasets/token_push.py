@@ -31,8 +31,8 @@ import numpy as np
 from spotrun.core.errors import UsageError
 from spotrun.datasets.manifest import MANIFEST_NAME, Manifest, Shard, StoredTokens
 from spotrun.datasets.objects import ObjectStore
-from spotrun.datasets.pack import Member, PlannedShard, PushResult, write_shard
 from spotrun.datasets.progress import fmt_bytes
+from spotrun.datasets.push import Member, PlannedShard, PushResult, write_shard
 from spotrun.datasets.spec import S3Data
 from spotrun.train.data.gpt2_bpe import GPT2_VOCAB, encode_gpt2
 from spotrun.train.data.token_files import TOKENS_META, TRAIN, VAL, TokenMeta, token_file_name

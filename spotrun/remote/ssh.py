@@ -9,6 +9,7 @@ by later instances.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import socket
 import stat
@@ -177,7 +178,9 @@ class SshRunner:
     def close(self) -> None:
         with self._lock:
             if self._sftp is not None:
-                self._sftp.close()
+                # closing a session the server already dropped can fail the same way again
+                with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                    self._sftp.close()
                 self._sftp = None
             if self._client is not None:
                 self._client.close()
@@ -267,7 +270,9 @@ class SshRunner:
             return
         with self._lock:
             if self._sftp is not None:
-                self._sftp.close()
+                # closing a session the server already dropped can fail the same way again
+                with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                    self._sftp.close()
                 self._sftp = None
 
     def put(self, local: Path, remote: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from spotrun.core.config import Settings
 from spotrun.core.errors import UsageError
 from spotrun.datasets.manifest import MANIFEST_NAME, StoredImages, read_manifest, stored_images
-from spotrun.datasets.pack import PushResult, parse_size, push
+from spotrun.datasets.push import PushResult, parse_size, push
 from spotrun.datasets.spec import S3_FORM, S3Data, parse_s3
 
 

@@ -24,7 +24,7 @@ from spotrun.core.errors import UsageError
 from spotrun.core.jobspec import JobSpec
 from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data, parse_s3
-from spotrun.jobs import own_command as ownjob
+from spotrun.jobs import own_command
 from spotrun.launch.plan import Plan, make_plan
 from spotrun.recipes import Recipe, check_recipe, get_recipe
 from spotrun.train.data.source import pin_data_paths
@@ -134,7 +134,7 @@ def prepare_job_launch(
     spotrun.jobs.own_command builds and checks `job`.
     """
     check_nodes(settings, (resources or {}).get("nodes"))
-    merged = ownjob.resources_for(dict(resources or {}))
+    merged = own_command.resources_for(dict(resources or {}))
     try:
         spec = LaunchSpec(
             recipe=label,

@@ -17,6 +17,7 @@ from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer
 from spotrun.cloud.capabilities import ChecksLaunches
 from spotrun.control import budget_guard, supervisor
+from spotrun.control.hours_cap import stop_begins_at
 from spotrun.core.checkpoint_files import newest_complete_checkpoint
 from spotrun.core.errors import StateError, UsageError
 from spotrun.core.runstates import RESUMABLE, RunState
@@ -67,11 +68,12 @@ def resume(
         # The cap counts from the run's creation (the instance-side deadline does too).
         update["max_hours"] = (at - run.created_at) / 3600.0 + max_hours
     spec = run.spec.model_copy(update=update)
-    used_up = spec.max_hours is not None and at >= run.created_at + spec.max_hours * 3600.0
-    if max_hours is None and used_up:
+    # Used up once the controller would begin stopping it: a resume then would only stop again.
+    stop_at = stop_begins_at(run.created_at, spec.max_hours, ledger.settings.budget_stop_margin_s)
+    if max_hours is None and stop_at is not None and at >= stop_at:
         raise UsageError(
             f"run {run.name} has used up its --max-hours {spec.max_hours:g} "
-            "(counted from its launch)",
+            "(counted from its launch, less the time a stop takes)",
             hint=f"give it more: `spotrun resume {run.name} --max-hours 1`",
         )
     provider = get_provider(spec.cloud, ledger.settings)

@@ -109,7 +109,9 @@ CREATE TABLE IF NOT EXISTS on_demand_prices (
 """
 
 # v3 (sweeps): a sweep, its trials (each becomes a run), and packs: instances a sweep shares
-# between trials, one GPU each, with every stay of a trial on one (what splits their cost).
+# between trials, one GPU each, with every share a trial had of one (what splits their cost).
+# Python calls `packs.slots` trials_per_instance and a `pack_stays` row a Share (its `seat_id`
+# the share's id): the table and column names are kept for existing ledgers.
 SWEEP_SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
     id TEXT PRIMARY KEY,

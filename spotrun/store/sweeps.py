@@ -87,7 +87,7 @@ class PackRecord:
     id: str
     sweep_id: str
     offer: Offer
-    slots: int
+    trials_per_instance: int  # the column is `slots`: its on-disk name, kept for old ledgers
     state: str  # "open" (trials may join) or "closed" (its instance terminated)
     created_at: float
     ended_at: float | None
@@ -108,15 +108,15 @@ class PackInstance:
 
 
 @dataclass(frozen=True)
-class Stay:
-    """One trial on one pack instance, on one GPU, from joined_at until left_at."""
+class Share:
+    """One trial's share of one pack instance: its GPU (or G GPUs from gpu_index on), from
+    joined_at until left_at. The trial's run knows it as an instance whose id is the share's."""
 
-    id: int
+    id: str  # "INSTANCE/RUN" (one per trial per pack instance)
     pack_id: str
     instance_id: str
     run_id: str
     gpu_index: int
-    seat_id: str  # the id the trial's run knows the instance by (one per stay)
     joined_at: float
     left_at: float | None
 
@@ -258,13 +258,19 @@ class SweepStore:
             )
 
     # ----------------------------------------------------------------- packs
-    def create_pack(self, sweep_id: str, offer: Offer, slots: int) -> PackRecord:
+    def create_pack(self, sweep_id: str, offer: Offer, trials_per_instance: int) -> PackRecord:
         pack_id = "pk" + os.urandom(5).hex()
         with self.ledger.write() as db:
             db.execute(
                 "INSERT INTO packs (id, sweep_id, offer_json, slots, state, created_at) "
                 "VALUES (?, ?, ?, ?, 'open', ?)",
-                (pack_id, sweep_id, json.dumps(offer.to_dict()), slots, self.ledger.clock()),
+                (
+                    pack_id,
+                    sweep_id,
+                    json.dumps(offer.to_dict()),
+                    trials_per_instance,
+                    self.ledger.clock(),
+                ),
             )
         return self.pack(pack_id)
 
@@ -322,16 +328,19 @@ class SweepStore:
         )
         return [_pack_instance(r) for r in rows]
 
-    # ----------------------------------------------------------------- stays
-    def join(self, pack_id: str, instance_id: str, run_id: str, slots: int) -> Stay:
-        """Seat the run on a free GPU of the instance (its open stay there if it has one)."""
+    # ---------------------------------------------------------------- shares
+    # Shares are rows of `pack_stays`, a share's id its `seat_id`: on-disk names kept for
+    # existing ledgers.
+    def join(self, pack_id: str, instance_id: str, run_id: str, trials_per_instance: int) -> Share:
+        """Give the run a share of the instance on a free GPU (its open share there if it has
+        one)."""
         with self.ledger.write() as db:
             row = db.execute(
                 "SELECT * FROM pack_stays WHERE instance_id = ? AND run_id = ? AND left_at IS NULL",
                 (instance_id, run_id),
             ).fetchone()
             if row is not None:
-                return _stay(row)
+                return _share(row)
             taken = {
                 r["gpu_index"]
                 for r in db.execute(
@@ -339,44 +348,46 @@ class SweepStore:
                     (instance_id,),
                 )
             }
-            free = [i for i in range(slots) if i not in taken]
+            free = [i for i in range(trials_per_instance) if i not in taken]
             if not free:
-                raise StateError(f"every GPU of {instance_id} is taken ({slots} trials on it)")
-            seat_id = f"{instance_id}/{run_id}"
+                raise StateError(
+                    f"every GPU of {instance_id} is taken ({trials_per_instance} trials on it)"
+                )
+            share_id = f"{instance_id}/{run_id}"
             db.execute(
                 "INSERT INTO pack_stays (pack_id, instance_id, run_id, gpu_index, seat_id, "
                 "joined_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(seat_id) DO UPDATE SET "
                 "left_at = NULL",
-                (pack_id, instance_id, run_id, free[0], seat_id, self.ledger.clock()),
+                (pack_id, instance_id, run_id, free[0], share_id, self.ledger.clock()),
             )
-        stay = self.stay_by_seat(seat_id)
-        assert stay is not None
-        return stay
+        share = self.share(share_id)
+        assert share is not None
+        return share
 
-    def leave(self, seat_id: str, at: float | None = None) -> None:
+    def leave(self, share_id: str, at: float | None = None) -> None:
         with self.ledger.write() as db:
             db.execute(
                 "UPDATE pack_stays SET left_at = ? WHERE seat_id = ? AND left_at IS NULL",
-                (at if at is not None else self.ledger.clock(), seat_id),
+                (at if at is not None else self.ledger.clock(), share_id),
             )
 
-    def stay_by_seat(self, seat_id: str) -> Stay | None:
-        row = self.db.execute("SELECT * FROM pack_stays WHERE seat_id = ?", (seat_id,)).fetchone()
-        return None if row is None else _stay(row)
+    def share(self, share_id: str) -> Share | None:
+        row = self.db.execute("SELECT * FROM pack_stays WHERE seat_id = ?", (share_id,)).fetchone()
+        return None if row is None else _share(row)
 
-    def stays_of_run(self, run_id: str) -> list[Stay]:
+    def shares_of_run(self, run_id: str) -> list[Share]:
         rows = self.db.execute("SELECT * FROM pack_stays WHERE run_id = ? ORDER BY id", (run_id,))
-        return [_stay(r) for r in rows]
+        return [_share(r) for r in rows]
 
-    def stays_on(self, instance_id: str) -> list[Stay]:
+    def shares_on(self, instance_id: str) -> list[Share]:
         rows = self.db.execute(
             "SELECT * FROM pack_stays WHERE instance_id = ? ORDER BY id", (instance_id,)
         )
-        return [_stay(r) for r in rows]
+        return [_share(r) for r in rows]
 
-    def stays_in(self, pack_id: str) -> list[Stay]:
+    def shares_in(self, pack_id: str) -> list[Share]:
         rows = self.db.execute("SELECT * FROM pack_stays WHERE pack_id = ? ORDER BY id", (pack_id,))
-        return [_stay(r) for r in rows]
+        return [_share(r) for r in rows]
 
 
 def _sweep(row: sqlite3.Row) -> SweepRecord:
@@ -414,7 +425,7 @@ def _pack(row: sqlite3.Row) -> PackRecord:
         id=row["id"],
         sweep_id=row["sweep_id"],
         offer=Offer.from_dict(json.loads(row["offer_json"])),
-        slots=row["slots"],
+        trials_per_instance=row["slots"],
         state=row["state"],
         created_at=row["created_at"],
         ended_at=row["ended_at"],
@@ -436,14 +447,13 @@ def _pack_instance(row: sqlite3.Row) -> PackInstance:
     )
 
 
-def _stay(row: sqlite3.Row) -> Stay:
-    return Stay(
-        id=row["id"],
+def _share(row: sqlite3.Row) -> Share:
+    return Share(
+        id=row["seat_id"],
         pack_id=row["pack_id"],
         instance_id=row["instance_id"],
         run_id=row["run_id"],
         gpu_index=row["gpu_index"],
-        seat_id=row["seat_id"],
         joined_at=row["joined_at"],
         left_at=row["left_at"],
     )

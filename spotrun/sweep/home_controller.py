@@ -68,7 +68,7 @@ class RunThread(threading.Thread):
             try:
                 ledger.set_supervisor(self.run_id, os.getpid())
                 log.info("driving run %s from state %s", self.run_id, run.state)
-                provider = run_provider(ledger, run)  # a pack trial's: its seat on the pack
+                provider = run_provider(ledger, run)  # a pack trial's: its share of the pack
                 final = RunController(ledger, self.run_id, provider=provider).drive()
                 log.info("run %s ended: %s %s", self.run_id, final.state, final.message or "")
             finally:

@@ -3,14 +3,14 @@
 A pack owns the instance: it is launched under the pack's id (its tags, key pair and security
 group are the pack's), so no trial's teardown can terminate it. Each trial is still a run with
 its own controller; its controller sees the pack through a PackedProvider, which presents the
-trial's stay on the instance as the run's own "instance" (a seat, id INSTANCE/RUN): launching
-joins the pack (launching its instance if it has none live), terminating leaves it (the
-trial's tmux session ends, the instance goes on). The job runs in the trial's own tmux session
+trial's share of the instance as the run's own "instance" (id INSTANCE/RUN): launching joins
+the pack (launching its instance if it has none live), terminating leaves it (the trial's tmux
+session ends, the instance goes on). The job runs in the trial's own tmux session
 with CUDA_VISIBLE_DEVICES naming its GPUs. The sweep supervisor terminates the instance once
 no trial is left on it and none is to come.
 
 Cost: every second of the instance (its compute and its volume) is split equally between the
-trials on it in that second; spotrun.cost.shared_instances prices the seats.
+trials on it in that second; spotrun.cost.pack_shares prices the shares.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from spotrun.core.config import Resources
 from spotrun.core.errors import RemoteError, SpotrunError, StateError
 from spotrun.remote.runner import Runner
 from spotrun.store.ledger import Ledger, RunRecord
-from spotrun.store.sweeps import PackInstance, PackRecord, Stay, SweepRecord, SweepStore
+from spotrun.store.sweeps import PackInstance, PackRecord, Share, SweepRecord, SweepStore
 from spotrun.sweep.planner import SweepPlan
 
 log = logging.getLogger(__name__)
@@ -45,13 +45,13 @@ def pack_lock(pack_id: str) -> threading.Lock:
         return _LOCKS.setdefault(pack_id, threading.Lock())
 
 
-def gpu_list(stay: Stay, gpus_per_trial: int) -> str:
-    first = stay.gpu_index * gpus_per_trial
+def gpu_list(share: Share, gpus_per_trial: int) -> str:
+    first = share.gpu_index * gpus_per_trial
     return ",".join(str(first + k) for k in range(gpus_per_trial))
 
 
 def run_provider(ledger: Ledger, run: RunRecord) -> Provider:
-    """The provider a run's controller should use: its cloud's, or its pack's seat view."""
+    """The provider a run's controller should use: its cloud's, or its share of a pack."""
     base = get_provider(run.cloud, ledger.settings)
     if run.sweep_id is None:
         return base
@@ -98,7 +98,7 @@ class PackedProvider:
         self.name = real.name
         self.shares_filesystem = real.shares_filesystem
         self.poll_s: float = float(getattr(real, "poll_s", 2.0))
-        self._reals: dict[str, Instance] = {}  # seat id -> the pack's instance behind it
+        self._reals: dict[str, Instance] = {}  # share id -> the pack's instance behind it
 
     # --------------------------------------------------------------- views
     def _pack_instances(self) -> dict[str, Instance]:
@@ -108,12 +108,13 @@ class PackedProvider:
                 record_instance(self.store, self.pack.id, inst)
         return found
 
-    def _seat(self, stay: Stay, inst: Instance | None) -> Instance:
+    def _as_instance(self, share: Share, inst: Instance | None) -> Instance:
+        """The share as the instance the trial's run sees (`inst`: the pack's behind it)."""
         if inst is not None:
-            self._reals[stay.seat_id] = inst
+            self._reals[share.id] = inst
         state, reason, ended = "running", None, None
-        if stay.left_at is not None:
-            state, reason, ended = "terminated", "left the pack", stay.left_at
+        if share.left_at is not None:
+            state, reason, ended = "terminated", "left the pack", share.left_at
         elif inst is None or not inst.is_live:
             state = inst.state if inst is not None else "terminated"
             reason = inst.state_reason if inst is not None else "the pack's instance is gone"
@@ -122,8 +123,8 @@ class PackedProvider:
             state = inst.state
         offer = self.pack.offer
         return Instance(
-            id=stay.seat_id,
-            run_id=stay.run_id,
+            id=share.id,
+            run_id=share.run_id,
             provider=self.real.name,
             instance_type=inst.instance_type if inst else offer.instance_type,
             region=inst.region if inst else offer.region,
@@ -131,21 +132,22 @@ class PackedProvider:
             market=inst.market if inst else offer.market,
             state=state,
             address=inst.address if inst else None,
-            launched_at=stay.joined_at,
+            launched_at=share.joined_at,
             state_reason=reason,
             ended_at=ended,
         )
 
-    def _real_of(self, seat: Instance) -> Instance:
-        if seat.id not in self._reals:
-            stay = self.store.stay_by_seat(seat.id)
-            if stay is None:
-                raise StateError(f"{seat.id} is not a seat of pack {self.pack.id}")
-            inst = self._pack_instances().get(stay.instance_id)
+    def _real_of(self, instance: Instance) -> Instance:
+        """The pack's instance behind a share's."""
+        if instance.id not in self._reals:
+            share = self.store.share(instance.id)
+            if share is None:
+                raise StateError(f"{instance.id} is not a share of pack {self.pack.id}")
+            inst = self._pack_instances().get(share.instance_id)
             if inst is None:
-                raise RemoteError(f"pack {self.pack.id} has no instance {stay.instance_id}")
-            self._reals[seat.id] = inst
-        return self._reals[seat.id]
+                raise RemoteError(f"pack {self.pack.id} has no instance {share.instance_id}")
+            self._reals[instance.id] = inst
+        return self._reals[instance.id]
 
     # ------------------------------------------------------------ protocol
     def offers(self, resources: Resources) -> list[Offer]:
@@ -168,37 +170,39 @@ class PackedProvider:
                 )
             head = live[0]
             record_instance(self.store, self.pack.id, head)
-            stay = self.store.join(self.pack.id, head.id, request.run_id, self.pack.slots)
-        return [self._seat(stay, head)]
+            share = self.store.join(
+                self.pack.id, head.id, request.run_id, self.pack.trials_per_instance
+            )
+        return [self._as_instance(share, head)]
 
     def describe(self, run_id: str) -> list[Instance]:
-        stays = self.store.stays_of_run(run_id)
-        if not stays:
+        shares = self.store.shares_of_run(run_id)
+        if not shares:
             return []
         found = self._pack_instances()
-        return [self._seat(stay, found.get(stay.instance_id)) for stay in stays]
+        return [self._as_instance(share, found.get(share.instance_id)) for share in shares]
 
     def wait_ready(self, instances: list[Instance], timeout_s: float) -> list[Instance]:
         """The pack's instance ready and provisioned, once for all its trials."""
-        for seat in instances:
-            inst = self._real_of(seat)
+        for shown in instances:
+            inst = self._real_of(shown)
             with pack_lock(self.pack.id):
                 if inst.id in _BOOTSTRAPPED:
                     continue
                 (ready,) = self.real.wait_ready([inst], timeout_s)
                 self.real.bootstrap(ready, self.real.runner(ready))
                 _BOOTSTRAPPED.add(inst.id)
-                self._reals[seat.id] = ready
+                self._reals[shown.id] = ready
         return [s for s in self.describe(instances[0].run_id) if s.is_live] if instances else []
 
     def terminate(self, run_id: str) -> list[Instance]:
         """Leave the pack: end the trial's tmux session; the instance goes on for the others."""
         ended = []
         found = self._pack_instances()
-        for stay in self.store.stays_of_run(run_id):
-            if stay.left_at is not None:
+        for share in self.store.shares_of_run(run_id):
+            if share.left_at is not None:
                 continue
-            inst = found.get(stay.instance_id)
+            inst = found.get(share.instance_id)
             if inst is not None and inst.is_live:
                 session = session_name(run_id)
                 try:
@@ -207,15 +211,15 @@ class PackedProvider:
                     )
                 except RemoteError as exc:  # the instance is going away anyway
                     log.info("pack %s: could not end %s: %s", self.pack.id, session, exc.message)
-            self.store.leave(stay.seat_id)
-            left = self.store.stay_by_seat(stay.seat_id)
+            self.store.leave(share.id)
+            left = self.store.share(share.id)
             assert left is not None
-            ended.append(self._seat(left, inst))
+            ended.append(self._as_instance(left, inst))
         return ended
 
     def terminate_instances(self, run_id: str, ids: list[str]) -> list[Instance]:
-        """A replaced seat: the trial leaves it (a trial holds one live seat at a time); the
-        shared instance itself is the pack's to end, not one trial's."""
+        """A replaced share: the trial leaves it (a trial holds one live share at a time); the
+        pack's instance itself is the pack's to end, not one trial's."""
         return [inst for inst in self.terminate(run_id) if inst.id in ids]
 
     def runner(self, instance: Instance) -> Runner:
@@ -225,7 +229,7 @@ class PackedProvider:
         return self.real.run_dir(self._real_of(instance), run_id)
 
     def forget(self, run_id: str) -> None:
-        self.real.forget(run_id)  # the trial's own stored files; the pack's stay its sweep's
+        self.real.forget(run_id)  # the trial's own stored files; the pack's are its sweep's
 
     def spotrun_command(self, instance: Instance) -> list[str]:
         return self.real.spotrun_command(self._real_of(instance))
@@ -240,14 +244,14 @@ class PackedProvider:
 
     def job_env(self, instance: Instance) -> dict[str, str]:
         """The trial's GPUs on the shared instance."""
-        stay = self.store.stay_by_seat(instance.id)
-        if stay is None or self.gpus_per_trial <= 0:
+        share = self.store.share(instance.id)
+        if share is None or self.gpus_per_trial <= 0:
             return {}
-        gpus = gpu_list(stay, self.gpus_per_trial)
+        gpus = gpu_list(share, self.gpus_per_trial)
         self.store.ledger.add_event(
             instance.run_id,
             "pack",
-            f"shares {stay.instance_id} of pack {self.pack.id} (CUDA_VISIBLE_DEVICES={gpus})",
+            f"shares {share.instance_id} of pack {self.pack.id} (CUDA_VISIBLE_DEVICES={gpus})",
         )
         return {"CUDA_VISIBLE_DEVICES": gpus}
 
@@ -300,9 +304,11 @@ class PackKeeper:
     def place(self) -> str:
         """The open pack with a free GPU, else a new pack."""
         for pack in self.store.packs(self.sweep.id):
-            if pack.state == "open" and self._active(pack) < pack.slots:
+            if pack.state == "open" and self._active(pack) < pack.trials_per_instance:
                 return pack.id
-        pack = self.store.create_pack(self.sweep.id, self.plan.offers[0], self.plan.slots)
+        pack = self.store.create_pack(
+            self.sweep.id, self.plan.offers[0], self.plan.trials_per_instance
+        )
         log.info("sweep %s: new pack %s (%s)", self.sweep.id, pack.id, self.plan.reason)
         return pack.id
 
@@ -338,7 +344,7 @@ class PackKeeper:
             return self.provider if isinstance(self.provider, PriceSource) else None
 
         book = PriceBook(ledger, source)
-        for run_id in sorted({s.run_id for s in self.store.stays_in(pack.id)}):
+        for run_id in sorted({s.run_id for s in self.store.shares_in(pack.id)}):
             run = ledger.get_run(run_id)
             try:
                 bill = bill_run(ledger, run, book, now=time.time())

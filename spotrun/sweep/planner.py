@@ -22,7 +22,7 @@ from spotrun.launch.plan import MAX_FALLBACK_OFFERS, make_plan
 @dataclass(frozen=True)
 class SweepPlan:
     offers: list[Offer]  # what each instance is asked for, best first (fallbacks after)
-    slots: int  # trials per instance: 1 = one trial per instance, more = packed
+    trials_per_instance: int  # 1 = one trial per instance, more = packed
     gpus_per_trial: int
     usd_per_trial_hour: float  # every node of a trial together
     reason: str
@@ -34,12 +34,12 @@ class SweepPlan:
 
     @property
     def packed(self) -> bool:
-        return self.slots > 1
+        return self.trials_per_instance > 1
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "offers": [o.to_dict() for o in self.offers],
-            "slots": self.slots,
+            "slots": self.trials_per_instance,  # the key ledgers and `--json` readers know
             "gpus_per_trial": self.gpus_per_trial,
             "usd_per_trial_hour": self.usd_per_trial_hour,
             "reason": self.reason,
@@ -50,7 +50,7 @@ class SweepPlan:
     def from_dict(cls, data: dict[str, Any]) -> SweepPlan:
         return cls(
             offers=[Offer.from_dict(o) for o in data["offers"]],
-            slots=int(data["slots"]),
+            trials_per_instance=int(data["slots"]),
             gpus_per_trial=int(data["gpus_per_trial"]),
             usd_per_trial_hour=float(data["usd_per_trial_hour"]),
             reason=str(data["reason"]),
@@ -86,19 +86,19 @@ def plan_sweep(
         fitting,
         key=lambda o: (o.usd_per_hour / trials_per_instance(o, gpus, cap), -o.gpus, o.usd_per_hour),
     )
-    slots = trials_per_instance(best, gpus, cap)
-    per_packed = best.usd_per_hour / slots
-    if slots > 1 and per_packed < single.usd_per_hour:
+    per_instance = trials_per_instance(best, gpus, cap)
+    per_packed = best.usd_per_hour / per_instance
+    if per_instance > 1 and per_packed < single.usd_per_hour:
         # Fallbacks: every offer that holds as many trials, cheapest per trial-hour first.
-        holding = [o for o in fitting if o.gpus >= slots * gpus]
+        holding = [o for o in fitting if o.gpus >= per_instance * gpus]
         holding.sort(key=lambda o: (o.usd_per_hour, o.instance_type, o.zone))
         reason = (
-            f"packing {slots} trials per {best.instance_type} in {best.zone} ({best.gpus} GPUs, "
-            f"{_price(best.usd_per_hour)}/h), one GPU each: {_price(per_packed)} per "
-            f"trial-hour, below {_price(single.usd_per_hour)} for a {single.instance_type} of "
-            f"its own"
+            f"packing {per_instance} trials per {best.instance_type} in {best.zone} "
+            f"({best.gpus} GPUs, {_price(best.usd_per_hour)}/h), one GPU each: "
+            f"{_price(per_packed)} per trial-hour, below {_price(single.usd_per_hour)} for a "
+            f"{single.instance_type} of its own"
         )
-        return SweepPlan(holding[:MAX_FALLBACK_OFFERS], slots, gpus, per_packed, reason)
+        return SweepPlan(holding[:MAX_FALLBACK_OFFERS], per_instance, gpus, per_packed, reason)
     why_not = ""
     shared = [o for o in fitting if trials_per_instance(o, gpus, cap) > 1]
     if shared:  # the cheapest way to pack, and what it would cost

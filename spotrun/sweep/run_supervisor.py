@@ -3,7 +3,7 @@
 Started by spotrun.control.supervisor (`controller = "per-run"`; `--prewarm CLOUD` first
 imports and connects what driving a run needs, then reads the run id on stdin). It takes the
 run's lock, then drives the run with a RunController to its end. It lives in the sweep layer
-because it resolves the run's provider: a packed sweep trial's is its seat on the pack's
+because it resolves the run's provider: a packed sweep trial's is its share of the pack's
 instance (spotrun.sweep.packs.run_provider), and control never imports sweep code.
 """
 

@@ -121,8 +121,12 @@ def test_a_ready_instance_runs_commands_files_and_jobs(case: Case, tmp_path: Pat
         assert "job.log" in [f.path for f in polled.files]
         assert polled.tails["job.log"].startswith(b"ontract-job\n")
         runner.run(f"touch {remote_dir}/go").check("letting the job end")
-        status = wait_for(lambda: (s := driver.status()).finished and s, timeout=30, what="the job")
-        assert not status.alive
+        # the wrapper writes its exit code, then its session ends: wait for both
+        status = wait_for(
+            lambda: (s := driver.status()).finished and not s.alive and s,
+            timeout=30,
+            what="the job's end",
+        )
         assert status.exit_code == 7
         assert run_probe(runner, Probe(remote_dir, driver.session)).status == status
         assert "contract-job" in runner.run(f"cat {remote_dir}/job.log").stdout

@@ -18,7 +18,7 @@ from spotrun.cloud.aws.datasets import S3Store
 from spotrun.core.errors import DataError, UnsafePathError, UsageError
 from spotrun.core.safe_paths import plain_folder_name, safe_join
 from spotrun.datasets.manifest import read_manifest
-from spotrun.datasets.pack import push
+from spotrun.datasets.push import push
 from spotrun.datasets.spec import parse_s3
 from spotrun.datasets.stager import StageOptions, stage
 from spotrun.remote.local import LocalRunner

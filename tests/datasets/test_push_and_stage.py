@@ -14,8 +14,8 @@ import pytest
 from spotrun.cloud.aws.datasets import S3Store
 from spotrun.core.errors import DataError, UsageError
 from spotrun.datasets.manifest import read_manifest
-from spotrun.datasets.pack import parse_size, push
 from spotrun.datasets.progress import StagingStatus, read_status
+from spotrun.datasets.push import parse_size, push
 from spotrun.datasets.spec import parse_s3
 from spotrun.datasets.stager import StageOptions, stage
 from tests.unit.train.data.images import make_image_folder

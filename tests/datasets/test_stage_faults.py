@@ -25,7 +25,7 @@ from spotrun.datasets.extract import (
     ShardContentError,
     extract_shard,
 )
-from spotrun.datasets.pack import push
+from spotrun.datasets.push import push
 from spotrun.datasets.spec import parse_s3
 from spotrun.datasets.stager import StageOptions, stage
 from tests.unit.train.data.images import make_image_folder

@@ -22,7 +22,7 @@ from spotrun.cloud.aws import datasets as s3_datasets
 from spotrun.cloud.aws.datasets import S3Store
 from spotrun.core.errors import UsageError
 from spotrun.datasets.manifest import read_manifest
-from spotrun.datasets.pack import push
+from spotrun.datasets.push import push
 from spotrun.datasets.spec import parse_s3
 from spotrun.recipes import get_recipe
 from spotrun.train.build import build_trainer

@@ -164,6 +164,30 @@ def test_a_budget_stopped_run_needs_a_larger_cap_and_hours_left(env: Env) -> Non
     assert [r["state"] for r in env.runs()] == ["stopped"]  # refused: nothing changed
 
 
+def test_a_run_stops_at_its_max_hours_and_resume_gives_it_more(env: Env) -> None:
+    # 0.01 h = 36 s: the controller begins the stop half-way (the stop margin is longer), so
+    # the run is stopped while it trains, whatever the machine's load.
+    args = ["-d", "--name", "timed", "--max-hours", "0.01", "--set", "epochs=5000"]
+    launched = env.cli("launch", "digits-fast", *args)
+    assert launched.returncode == 0, launched.stderr
+    run_dir = env.home / "runs" / launched.stdout.strip()
+    wait_for(lambda: _run(env, "timed")["state"] == "stopped", timeout=240, what="the stop")
+    stopped = _run(env, "timed")
+    (last,) = stopped["transitions"][-1:]
+    assert last["to"] == "stopped" and "max-hours: its 36s cap is reached" in last["reason"]
+    assert "spotrun resume timed --max-hours N" in last["reason"]
+    assert [i["state"] for i in stopped["instances"]] == ["terminated"]
+
+    # Its hours are used up: resume asks for more, then goes on with them.
+    refused = env.cli("resume", "timed")
+    assert refused.returncode == 2 and "used up its --max-hours" in refused.stderr
+    target = (_metrics(run_dir)[-1]["epoch"] if _metrics(run_dir) else 0) + 1
+    resumed = env.cli("resume", "timed", "--max-hours", "1", "--set", f"epochs={target}")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"epoch {target}/{target}" in resumed.stdout and "succeeded" in resumed.stdout
+    assert _run(env, "timed")["state"] == "succeeded"
+
+
 def test_a_failed_own_command_resumes_and_its_output_shows(env: Env, tmp_path: Path) -> None:
     fixed = tmp_path / "fixed"
     script = f"if [ -e {fixed} ]; then echo works now; else echo broken; exit 3; fi"

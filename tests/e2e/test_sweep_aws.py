@@ -69,7 +69,7 @@ def test_four_one_gpu_trials_share_one_four_gpu_instance(aws_env: Env, lab: Lab)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "packing 4 trials per g5.12xlarge" in proc.stdout  # the planner says why
     status = _status(env, "packed")
-    assert status["state"] == "completed" and status["plan"]["slots"] == 4
+    assert status["state"] == "completed" and status["plan"]["slots"] == 4  # trials per instance
     # One instance in EC2 for the whole sweep, terminated at its end.
     (item,) = lab.instances()
     assert item["InstanceType"] == "g5.12xlarge" and item["State"]["Name"] == "terminated"

@@ -54,7 +54,7 @@ def test_a_two_node_sweep_trial_trains_as_one_cluster_run(env: Env, lab: Lab) ->
     ) in said
     plan = status["plan"]
     assert status["state"] == "completed", status["message"]
-    assert plan["nodes"] == 2 and plan["slots"] == 1
+    assert plan["nodes"] == 2 and plan["slots"] == 1  # "slots": trials per instance
     assert plan["usd_per_trial_hour"] == pytest.approx(2 * 0.0298)
     assert status["max_cost_usd"] is None
     assert row["status"] == "succeeded" and row["test_acc"] is not None, events

@@ -113,13 +113,13 @@ class BlurPool(AlgorithmBase):
     events = frozenset({Event.INIT})
 
     def __init__(self, options: BlurPoolOptions) -> None:
-        self.o = options
+        self.options = options
         self.replaced = 0
 
     def apply(self, event: Event, state: State) -> None:
         self.replaced = apply_blurpool(
             unwrap_model(state.model),
-            replace_convs=self.o.replace_convs,
-            replace_maxpools=self.o.replace_maxpools,
-            min_channels=self.o.min_channels,
+            replace_convs=self.options.replace_convs,
+            replace_maxpools=self.options.replace_maxpools,
+            min_channels=self.options.min_channels,
         )

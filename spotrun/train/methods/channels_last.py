@@ -37,13 +37,15 @@ class ChannelsLast(AlgorithmBase):
     events = frozenset({Event.INIT, Event.AFTER_DATALOADER, Event.EVAL_BEFORE_FORWARD})
 
     def __init__(self, options: ChannelsLastOptions) -> None:
-        self.o = options
+        self.options = options
         self.on = options.when == "always"
 
     def apply(self, event: Event, state: State) -> None:
         if event is Event.INIT:
-            if self.o.when == "auto":
-                choice = resolve_one(self.name, self.o.model_dump(), capabilities_of(state.device))
+            if self.options.when == "auto":
+                choice = resolve_one(
+                    self.name, self.options.model_dump(), capabilities_of(state.device)
+                )
                 self.on = choice.use == "on"
             if self.on:
                 apply_channels_last(state.model)

@@ -31,8 +31,8 @@ class ColOut(AlgorithmBase):
     events = frozenset({Event.AFTER_DATALOADER})
 
     def __init__(self, options: ColOutOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         assert state.inputs is not None
-        state.inputs = colout_batch(state.inputs, self.o.p_row, self.o.p_col)
+        state.inputs = colout_batch(state.inputs, self.options.p_row, self.options.p_col)

@@ -49,19 +49,21 @@ class Compile(AlgorithmBase):
     events = frozenset({Event.FIT_START})
 
     def __init__(self, options: CompileOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         if hasattr(state.model, "_orig_mod"):
             return  # already compiled (fit called twice)
-        if self.o.when == "auto":
-            choice = resolve_one(self.name, self.o.model_dump(), capabilities_of(state.device))
+        if self.options.when == "auto":
+            choice = resolve_one(
+                self.name, self.options.model_dump(), capabilities_of(state.device)
+            )
             if choice.use == "off":
                 return
         state.model = compile_model(
             state.model,
-            backend=self.o.backend,
-            mode=self.o.mode,
-            dynamic=self.o.dynamic,
-            fullgraph=self.o.fullgraph,
+            backend=self.options.backend,
+            mode=self.options.mode,
+            dynamic=self.options.dynamic,
+            fullgraph=self.options.fullgraph,
         )

@@ -62,7 +62,7 @@ class ConcatPooling(AlgorithmBase):
     events = frozenset({Event.INIT})
 
     def __init__(self, options: NoOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         apply_concat_pooling(unwrap_model(state.model), state.optimizer)

@@ -46,7 +46,7 @@ class CutMix(MixedTargets):
 
     def __init__(self, options: CutMixOptions) -> None:
         super().__init__()
-        self.o = options
+        self.options = options
 
     def mix(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
-        return cutmix_batch(inputs, self.o.alpha)
+        return cutmix_batch(inputs, self.options.alpha)

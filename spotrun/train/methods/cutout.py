@@ -35,8 +35,8 @@ class CutOut(AlgorithmBase):
     events = frozenset({Event.AFTER_DATALOADER})
 
     def __init__(self, options: CutOutOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         assert state.inputs is not None
-        state.inputs = cutout_batch(state.inputs, self.o.size_frac, self.o.holes)
+        state.inputs = cutout_batch(state.inputs, self.options.size_frac, self.options.holes)

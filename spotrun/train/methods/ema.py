@@ -46,7 +46,7 @@ class Ema(AlgorithmBase):
     events = frozenset({Event.INIT, Event.AFTER_OPTIMIZER_STEP})
 
     def __init__(self, options: EmaOptions) -> None:
-        self.o = options
+        self.options = options
         self.ema: nn.Module | None = None
 
     def apply(self, event: Event, state: State) -> None:
@@ -55,9 +55,9 @@ class Ema(AlgorithmBase):
             state.eval_model = self.ema
             return
         assert self.ema is not None
-        if (state.step + 1) % self.o.update_every != 0:
+        if (state.step + 1) % self.options.update_every != 0:
             return
-        decay = 0.0 if state.progress < self.o.start_frac else self.o.decay
+        decay = 0.0 if state.progress < self.options.start_frac else self.options.decay
         ema_update(self.ema, state.model, decay)
 
     def state_dict(self) -> dict[str, Any]:

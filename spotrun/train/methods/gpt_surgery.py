@@ -63,17 +63,17 @@ class Rotary(_GptSurgery):
     name = "rotary"
 
     def __init__(self, options: RotaryOptions) -> None:
-        self.o = options
+        self.options = options
 
     def change(self, model: GPT) -> Swap:
-        return set_position(model, "rotary", rotary_base=self.o.base)
+        return set_position(model, "rotary", rotary_base=self.options.base)
 
 
 class Alibi(_GptSurgery):
     name = "alibi"
 
     def __init__(self, options: NoOptions) -> None:
-        self.o = options
+        self.options = options
 
     def change(self, model: GPT) -> Swap:
         return set_position(model, "alibi")
@@ -83,17 +83,17 @@ class RmsNorm(_GptSurgery):
     name = "rms_norm"
 
     def __init__(self, options: RmsNormOptions) -> None:
-        self.o = options
+        self.options = options
 
     def change(self, model: GPT) -> Swap:
-        return set_norm(model, "rms", eps=self.o.eps)
+        return set_norm(model, "rms", eps=self.options.eps)
 
 
 class SwiGlu(_GptSurgery):
     name = "swiglu"
 
     def __init__(self, options: NoOptions) -> None:
-        self.o = options
+        self.options = options
 
     def change(self, model: GPT) -> Swap:
         return set_mlp(model, "swiglu")
@@ -103,7 +103,7 @@ class QkNorm(_GptSurgery):
     name = "qk_norm"
 
     def __init__(self, options: NoOptions) -> None:
-        self.o = options
+        self.options = options
 
     def change(self, model: GPT) -> Swap:
         return set_qk_norm(model, True)
@@ -113,7 +113,7 @@ class WeightTying(_GptSurgery):
     name = "weight_tying"
 
     def __init__(self, options: NoOptions) -> None:
-        self.o = options
+        self.options = options
 
     def change(self, model: GPT) -> Swap:
         return tie_weights(model)
@@ -123,7 +123,7 @@ class FusedAttention(_GptSurgery):
     name = "fused_attention"
 
     def __init__(self, options: NoOptions) -> None:
-        self.o = options
+        self.options = options
 
     def change(self, model: GPT) -> Swap:
         return set_attention(model, "fused")

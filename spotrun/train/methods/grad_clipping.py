@@ -33,8 +33,8 @@ class GradClipping(AlgorithmBase):
     events = frozenset({Event.BEFORE_OPTIMIZER_STEP})
 
     def __init__(self, options: GradClippingOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         params = [p for p in state.model.parameters() if p.grad is not None]
-        clip_gradients(params, self.o.threshold, self.o.mode)
+        clip_gradients(params, self.options.threshold, self.options.mode)

@@ -32,8 +32,8 @@ class LabelSmoothing(AlgorithmBase):
     events = frozenset({Event.BEFORE_LOSS})
 
     def __init__(self, options: LabelSmoothingOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         assert state.outputs is not None and state.targets is not None
-        state.targets = smooth_labels(state.targets, state.outputs.shape[1], self.o.smoothing)
+        state.targets = smooth_labels(state.targets, state.outputs.shape[1], self.options.smoothing)

@@ -52,7 +52,7 @@ class LayerFreezing(AlgorithmBase):
     name = "layer_freezing"
 
     def __init__(self, options: LayerFreezingOptions) -> None:
-        self.o = options
+        self.options = options
         self.frozen = 0
         self._frozen_params: list[torch.nn.Parameter] = []
         self.events = frozenset({Event.BATCH_START, Event.AFTER_BACKWARD})
@@ -64,7 +64,9 @@ class LayerFreezing(AlgorithmBase):
 
     def apply(self, event: Event, state: State) -> None:
         model = unwrap_model(state.model)
-        fraction = frozen_fraction(state.progress, self.o.start_frac, self.o.freeze_level)
+        fraction = frozen_fraction(
+            state.progress, self.options.start_frac, self.options.freeze_level
+        )
         if event is Event.AFTER_BACKWARD:
             for p in self._frozen_params:
                 p.grad = None  # the optimizer skips parameters without a gradient

@@ -56,7 +56,7 @@ class MixedPrecision(AlgorithmBase):
     name = "mixed_precision"
 
     def __init__(self, options: MixedPrecisionOptions) -> None:
-        self.o = options
+        self.options = options
         self.precision: str = options.precision  # "auto" until INIT decides
         self.scaler: torch.amp.GradScaler | None = None
         self._active: torch.autocast | None = None
@@ -91,7 +91,7 @@ class MixedPrecision(AlgorithmBase):
     def _init(self, state: State) -> None:
         if self.precision == "auto":
             caps = capabilities_of(state.device)
-            self.precision = resolve_one(self.name, self.o.model_dump(), caps).use
+            self.precision = resolve_one(self.name, self.options.model_dump(), caps).use
         if self.precision == "fp16":
             if state.device.type not in FP16_DEVICES:
                 raise UsageError(
@@ -100,8 +100,8 @@ class MixedPrecision(AlgorithmBase):
                 )
             self.scaler = make_grad_scaler(
                 state.device.type,
-                init_scale=self.o.init_scale,
-                growth_interval=self.o.growth_interval,
+                init_scale=self.options.init_scale,
+                growth_interval=self.options.growth_interval,
             )
 
     def _scaled(self, event: Event, state: State) -> None:

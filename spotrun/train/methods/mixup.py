@@ -75,7 +75,7 @@ class MixUp(MixedTargets):
 
     def __init__(self, options: MixUpOptions) -> None:
         super().__init__()
-        self.o = options
+        self.options = options
 
     def mix(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
-        return mixup_batch(inputs, self.o.alpha)
+        return mixup_batch(inputs, self.options.alpha)

@@ -58,7 +58,7 @@ class NoDecayNormBias(AlgorithmBase):
     events = frozenset({Event.INIT})
 
     def __init__(self, options: NoOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         split_no_decay(state.optimizer)

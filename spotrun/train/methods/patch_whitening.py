@@ -150,16 +150,16 @@ class PatchWhitening(AlgorithmBase):
     events = frozenset({Event.INIT})
 
     def __init__(self, options: PatchWhiteningOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         if state.train_data is None:
             raise UsageError("patch_whitening needs the training data to compute its filters")
-        images = collect_images(state.train_data, self.o.num_images)
+        images = collect_images(state.train_data, self.options.num_images)
         apply_patch_whitening(
             unwrap_model(state.model),
             images,
-            kernel_size=self.o.kernel_size,
-            eps=self.o.eps,
+            kernel_size=self.options.kernel_size,
+            eps=self.options.eps,
             optimizer=state.optimizer,
         )

@@ -71,10 +71,10 @@ class ProgressiveResizing(AlgorithmBase):
     events = frozenset({Event.AFTER_DATALOADER})
 
     def __init__(self, options: ProgressiveResizingOptions) -> None:
-        self.o = options
+        self.options = options
 
     def size_at(self, full: int, progress: float) -> int:
-        o = self.o
+        o = self.options
         return progressive_size(
             full,
             progress,
@@ -89,4 +89,4 @@ class ProgressiveResizing(AlgorithmBase):
         assert state.inputs is not None
         h, w = state.inputs.shape[-2:]
         size = (self.size_at(h, state.progress), self.size_at(w, state.progress))
-        state.inputs = resize_batch(state.inputs, size, self.o.mode)
+        state.inputs = resize_batch(state.inputs, size, self.options.mode)

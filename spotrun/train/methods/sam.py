@@ -55,7 +55,7 @@ class Sam(AlgorithmBase):
     events = frozenset({Event.AFTER_FORWARD, Event.BEFORE_OPTIMIZER_STEP})
 
     def __init__(self, options: SamOptions) -> None:
-        self.o = options
+        self.options = options
         self._autocast: tuple[bool, torch.dtype] = (False, torch.float32)
 
     def apply(self, event: Event, state: State) -> None:
@@ -67,10 +67,10 @@ class Sam(AlgorithmBase):
                 torch.get_autocast_dtype(device_type),
             )
             return
-        if state.step % self.o.interval != 0:
+        if state.step % self.options.interval != 0:
             return
         assert state.inputs is not None and state.targets is not None
-        moved = sam_perturb(list(state.model.parameters()), self.o.rho, self.o.epsilon)
+        moved = sam_perturb(list(state.model.parameters()), self.options.rho, self.options.epsilon)
         state.optimizer.zero_grad(set_to_none=True)
         enabled, dtype = self._autocast
         with torch.autocast(device_type, dtype=dtype, enabled=enabled):

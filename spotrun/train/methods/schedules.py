@@ -122,7 +122,7 @@ class OneCycle(AlgorithmBase):
     events = frozenset({Event.BATCH_START})
 
     def __init__(self, options: OneCycleOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         peaks = _peak_lrs(state)
@@ -131,19 +131,19 @@ class OneCycle(AlgorithmBase):
             one_cycle_lr(
                 progress,
                 peak,
-                warmup_frac=self.o.warmup_frac,
-                start_div=self.o.start_div,
-                final_div=self.o.final_div,
+                warmup_frac=self.options.warmup_frac,
+                start_div=self.options.start_div,
+                final_div=self.options.final_div,
             )
             for peak in peaks
         ]
         _set_group(state, "lr", lrs)
-        if self.o.cycle_momentum:
+        if self.options.cycle_momentum:
             m = one_cycle_momentum(
                 progress,
-                warmup_frac=self.o.warmup_frac,
-                low=self.o.momentum_low,
-                high=self.o.momentum_high,
+                warmup_frac=self.options.warmup_frac,
+                low=self.options.momentum_low,
+                high=self.options.momentum_high,
             )
             _set_group(state, "momentum", [m] * len(peaks))
 
@@ -153,7 +153,7 @@ class WarmupDecay(AlgorithmBase):
     events = frozenset({Event.BATCH_START})
 
     def __init__(self, options: WarmupDecayOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         progress = state.step / max(1, state.total_steps)
@@ -161,9 +161,9 @@ class WarmupDecay(AlgorithmBase):
             warmup_decay_lr(
                 progress,
                 peak,
-                warmup_frac=self.o.warmup_frac,
-                decay=self.o.decay,
-                final_frac=self.o.final_frac,
+                warmup_frac=self.options.warmup_frac,
+                decay=self.options.decay,
+                final_frac=self.options.final_frac,
             )
             for peak in _peak_lrs(state)
         ]
@@ -175,7 +175,7 @@ class StepDecay(AlgorithmBase):
     events = frozenset({Event.BATCH_START})
 
     def __init__(self, options: StepDecayOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         progress = state.step / max(1, state.total_steps)
@@ -183,9 +183,9 @@ class StepDecay(AlgorithmBase):
             step_decay_lr(
                 progress,
                 peak,
-                milestones=self.o.milestones,
-                gamma=self.o.gamma,
-                warmup_frac=self.o.warmup_frac,
+                milestones=self.options.milestones,
+                gamma=self.options.gamma,
+                warmup_frac=self.options.warmup_frac,
             )
             for peak in _peak_lrs(state)
         ]

@@ -52,10 +52,10 @@ class SelectiveBackprop(AlgorithmBase):
     events = frozenset({Event.AFTER_DATALOADER})
 
     def __init__(self, options: SelectiveBackpropOptions) -> None:
-        self.o = options
+        self.options = options
 
     def match(self, event: Event, state: State) -> bool:
-        o = self.o
+        o = self.options
         return (
             event is Event.AFTER_DATALOADER
             and o.start_frac <= state.progress < o.end_frac
@@ -65,8 +65,8 @@ class SelectiveBackprop(AlgorithmBase):
     def apply(self, event: Event, state: State) -> None:
         assert state.inputs is not None and state.targets is not None
         losses = per_example_loss(
-            without_ddp(state.model), state.inputs, state.targets, self.o.scale_factor
+            without_ddp(state.model), state.inputs, state.targets, self.options.scale_factor
         )
         state.inputs, state.targets = select_hardest(
-            state.inputs, state.targets, losses, self.o.keep
+            state.inputs, state.targets, losses, self.options.keep
         )

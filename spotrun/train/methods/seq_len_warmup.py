@@ -41,17 +41,17 @@ class SeqLenWarmup(AlgorithmBase):
     events = frozenset({Event.AFTER_DATALOADER})
 
     def __init__(self, options: SeqLenWarmupOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         assert state.inputs is not None and state.targets is not None
-        if state.progress >= self.o.duration_frac:
+        if state.progress >= self.options.duration_frac:
             return
         length = warmup_seq_len(
             state.progress,
             state.inputs.shape[1],
-            min_len=self.o.min_len,
-            duration_frac=self.o.duration_frac,
-            multiple=self.o.multiple,
+            min_len=self.options.min_len,
+            duration_frac=self.options.duration_frac,
+            multiple=self.options.multiple,
         )
         state.inputs, state.targets = truncate_sequences(state.inputs, state.targets, length)

@@ -43,10 +43,10 @@ class StochasticDepth(AlgorithmBase):
     events = frozenset({Event.INIT})
 
     def __init__(self, options: StochasticDepthOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
-        if self.o.mode == "block" and state.world_size > 1:
+        if self.options.mode == "block" and state.world_size > 1:
             raise UsageError(
                 "stochastic_depth mode=block skips whole blocks, which DDP cannot do (their "
                 "parameters get no gradient)",
@@ -54,9 +54,9 @@ class StochasticDepth(AlgorithmBase):
             )
         probs = apply_stochastic_depth(
             unwrap_model(state.model),
-            self.o.drop_rate,
-            schedule=self.o.schedule,
-            mode=self.o.mode,
+            self.options.drop_rate,
+            schedule=self.options.schedule,
+            mode=self.options.mode,
         )
         if not probs:
             raise UsageError(

@@ -61,14 +61,14 @@ class TestTimeAugmentation(AlgorithmBase):
     __test__ = False  # not a pytest test class, despite the name
 
     def __init__(self, options: TtaOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         assert state.eval_inputs is not None and state.eval_outputs is not None
         state.eval_outputs = tta_logits(
             state.evaluation_model(),
             state.eval_inputs,
-            flips=self.o.flips,
-            shift=self.o.translate,
+            flips=self.options.flips,
+            shift=self.options.translate,
             plain_logits=state.eval_outputs,
         )

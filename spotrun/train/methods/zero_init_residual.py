@@ -33,7 +33,7 @@ class ZeroInitResidual(AlgorithmBase):
     events = frozenset({Event.INIT})
 
     def __init__(self, options: NoOptions) -> None:
-        self.o = options
+        self.options = options
 
     def apply(self, event: Event, state: State) -> None:
         if zero_init_residual(unwrap_model(state.model)) == 0:

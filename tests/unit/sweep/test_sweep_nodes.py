@@ -26,7 +26,7 @@ OFFERS = [_offer("g5.xlarge", 1, 0.44), _offer("g5.12xlarge", 4, 1.2, "us-east-1
 
 def test_a_trial_of_two_nodes_costs_two_instances_and_is_never_packed() -> None:
     plan = plan_sweep(Resources(gpus=1, nodes=2), OFFERS, trials=6, max_parallel=3)
-    assert plan.nodes == 2 and plan.slots == 1 and not plan.packed
+    assert plan.nodes == 2 and plan.trials_per_instance == 1 and not plan.packed
     assert plan.offers[0].instance_type == "g5.xlarge"  # the cheapest instance per node
     assert plan.usd_per_trial_hour == pytest.approx(0.88)
     assert plan.usd_per_instance_hour == pytest.approx(0.44)

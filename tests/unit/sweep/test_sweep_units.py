@@ -13,7 +13,7 @@ from spotrun.cloud.base import Offer
 from spotrun.core.config import Resources, load_settings
 from spotrun.core.errors import UsageError
 from spotrun.core.sweepspec import SweepSpec
-from spotrun.cost.shared_instances import split
+from spotrun.cost.pack_shares import split
 from spotrun.store.ledger import SCHEMA_VERSION, Ledger
 from spotrun.store.sweeps import SweepStore, TrialStatus
 from spotrun.sweep.asha import EarlyStopper
@@ -68,7 +68,8 @@ def _offer(kind: str, gpus: int, price: float, zone: str = "us-east-1a") -> Offe
 def test_planner_packs_when_cheaper_per_trial_hour_and_says_why() -> None:
     offers = [_offer("g5.xlarge", 1, 0.44), _offer("g5.12xlarge", 4, 1.2)]
     plan = plan_sweep(Resources(gpus=1), offers, trials=8, max_parallel=8)
-    assert plan.packed and plan.slots == 4 and plan.offers[0].instance_type == "g5.12xlarge"
+    assert plan.packed and plan.trials_per_instance == 4
+    assert plan.offers[0].instance_type == "g5.12xlarge"
     assert plan.usd_per_trial_hour == pytest.approx(0.3)
     assert "packing 4 trials per g5.12xlarge" in plan.reason and "$0.4400" in plan.reason
     # dearer per trial-hour: one trial per instance, and the reason says what packing would cost

@@ -1,5 +1,5 @@
-"""A shared instance's bill seen from one tenant: its part of everything the instance accrues
-while it is on it (a sweep's pack, one GPU per trial)."""
+"""A pack instance's bill seen from one share: the trial's part of everything the instance
+accrues while it is on it (a sweep's pack, one GPU per trial)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,18 @@ from fractions import Fraction
 
 from spotrun.cost.rules import Bill
 
-Span = tuple[int, int, Fraction]  # [from, to) and the share of the instance's charges then
+Span = tuple[int, int, Fraction]  # [from, to) and the fraction of the instance's charges then
 
 
 @dataclass(frozen=True)
-class SharedBill(Bill):
-    """One tenant's part of an instance several runs share (a sweep's pack, one GPU each).
+class ShareBill(Bill):
+    """One share's part of an instance several trials share (a sweep's pack, one GPU each).
 
-    In each span the tenant pays `share` of everything the whole instance accrues then (its
-    compute at the prices in force, its volumes); spotrun.cost.shared_instances makes the
-    spans so that every second of the instance's bill is split equally between the runs on it
-    in that second, and the tenants' parts add up to the whole bill exactly. `usage` is the
-    tenant's seat (its own time on the instance); `billed_s` its share of the instance's
-    billed seconds.
+    In each span the share pays `fraction` of everything the whole instance accrues then (its
+    compute at the prices in force, its volumes); spotrun.cost.pack_shares makes the spans so
+    that every second of the instance's bill is split equally between the trials on it in that
+    second, and the shares' parts add up to the whole bill exactly. `usage` is the share (the
+    trial's own time on the instance); `billed_s` its part of the instance's billed seconds.
     """
 
     whole: Bill | None = None
@@ -29,13 +28,13 @@ class SharedBill(Bill):
 
     def _part(self, until: Callable[[int], Fraction | None], at: int) -> Fraction | None:
         total = Fraction(0)
-        for a, b, share in self.spans:
+        for a, b, fraction in self.spans:
             if at <= a:
                 break
             hi, lo = until(min(at, b)), until(a)
             if hi is None or lo is None:
                 return None
-            total += share * (hi - lo)
+            total += fraction * (hi - lo)
         return total
 
     def _whole(self) -> Bill:

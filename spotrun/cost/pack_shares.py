@@ -1,4 +1,4 @@
-"""Pricing a packed trial: its share of the pack instance's bill.
+"""Pricing a packed trial: its share's part of the pack instance's bill.
 
 Every second of the instance's bill (compute at the spot price in force, its volume) is split
 equally between the trials on it in that second. Seconds with no trial on it (booting before
@@ -15,24 +15,26 @@ from spotrun.cost import amounts
 from spotrun.cost import rules as cost
 from spotrun.cost.instance_bills import bill_instance
 from spotrun.cost.prices import PriceBook
-from spotrun.cost.shared_bill import SharedBill, Span
+from spotrun.cost.share_bill import ShareBill, Span
 from spotrun.store.ledger import InstanceRecord, Ledger, RunRecord
 from spotrun.store.sweeps import SweepStore
 
 
-def split(start: int, end: int, stays: list[tuple[str, int, int]]) -> dict[str, list[Span]]:
-    """Each key's spans of [start, end) with its share in each; `stays` are (key, from, to)."""
+def split(start: int, end: int, shares: list[tuple[str, int, int]]) -> dict[str, list[Span]]:
+    """Each key's spans of [start, end) with its fraction in each; `shares` are (key, from, to)."""
 
     def clip(t: int) -> int:
         return min(max(t, start), end)
 
-    points = sorted({start, end, *(clip(j) for _, j, _ in stays), *(clip(x) for _, _, x in stays)})
+    points = sorted(
+        {start, end, *(clip(j) for _, j, _ in shares), *(clip(x) for _, _, x in shares)}
+    )
     pieces: list[tuple[int, int, list[str]]] = []
     for a, b in zip(points, points[1:]):
         if b > a:
-            pieces.append((a, b, [k for k, j, x in stays if j <= a and x >= b]))
+            pieces.append((a, b, [k for k, j, x in shares if j <= a and x >= b]))
     filled: list[list[str]] = [p[2] for p in pieces]
-    for i in range(1, len(filled)):  # a gap goes to the tenants just before it
+    for i in range(1, len(filled)):  # a gap goes to the shares just before it
         if not filled[i]:
             filled[i] = filled[i - 1]
     for i in range(len(filled) - 2, -1, -1):  # a gap at the start to the first ones after it
@@ -41,16 +43,16 @@ def split(start: int, end: int, stays: list[tuple[str, int, int]]) -> dict[str, 
     spans: dict[str, list[Span]] = {}
     for (a, b, _), keys in zip(pieces, filled):
         for key in keys:
-            share = Fraction(1, len(keys))
+            fraction = Fraction(1, len(keys))
             mine = spans.setdefault(key, [])
-            if mine and mine[-1][1] == a and mine[-1][2] == share:
-                mine[-1] = (mine[-1][0], b, share)
+            if mine and mine[-1][1] == a and mine[-1][2] == fraction:
+                mine[-1] = (mine[-1][0], b, fraction)
             else:
-                mine.append((a, b, share))
+                mine.append((a, b, fraction))
     return spans
 
 
-def seat_bill(
+def bill_share(
     ledger: Ledger,
     record: InstanceRecord,
     run: RunRecord,
@@ -58,13 +60,13 @@ def seat_bill(
     *,
     now: float,
     offline: bool,
-) -> SharedBill | None:
-    """The bill of a trial's seat on a pack instance, or None if `record` is no seat."""
+) -> ShareBill | None:
+    """The bill of a trial's share of a pack instance, or None if `record` is no share."""
     store = SweepStore(ledger)
-    stay = store.stay_by_seat(record.id)
-    if stay is None:
+    share = store.share(record.id)
+    if share is None:
         return None
-    inst = store.pack_instance(stay.instance_id)
+    inst = store.pack_instance(share.instance_id)
     if inst is None or inst.launched_at is None:
         return None
     ended = inst.terminated_at is not None
@@ -96,30 +98,31 @@ def seat_bill(
         zone=inst.zone,
     )
     whole = bill_instance(holder, whole_usage, book, offline)
-    stays = [
+    shares = [
         (
-            s.seat_id,
+            s.id,
             amounts.whole_second(s.joined_at),
             amounts.whole_second(s.left_at) if s.left_at is not None else whole.end,
         )
-        for s in store.stays_on(inst.id)
+        for s in store.shares_on(inst.id)
     ]
-    spans = tuple(split(start, whole.end, stays).get(stay.seat_id, []))
-    seat_start = amounts.whole_second(stay.joined_at)
-    seat_end = amounts.whole_second(stay.left_at) if stay.left_at is not None else end
+    spans = tuple(split(start, whole.end, shares).get(share.id, []))
+    share_start = amounts.whole_second(share.joined_at)
+    share_end = amounts.whole_second(share.left_at) if share.left_at is not None else end
     compute_s = sum(
-        (share * max(0, min(b, whole.billed_stop) - a) for a, b, share in spans), Fraction(0)
+        (fraction * max(0, min(b, whole.billed_stop) - a) for a, b, fraction in spans),
+        Fraction(0),
     )
-    return SharedBill(
+    return ShareBill(
         usage=cost.Usage(
-            instance_id=stay.seat_id,
+            instance_id=share.id,
             instance_type=inst.instance_type,
             region=inst.region or "",
             zone=inst.zone or "",
             market=market,
-            start=seat_start,
-            end=max(seat_start, seat_end),
-            ending=cost.Ending.USER if stay.left_at is not None or ended else cost.Ending.LIVE,
+            start=share_start,
+            end=max(share_start, share_end),
+            ending=cost.Ending.USER if share.left_at is not None or ended else cost.Ending.LIVE,
         ),
         billed_s=round(compute_s) if whole.billed_s else 0,
         history=whole.history,

@@ -1,0 +1,78 @@
+"""A dropped SFTP session (its server process gone, the connection kept) or a dropped
+connection (the host went away) is at worst a RemoteError for a file call, never a bare
+EOFError from closing the dead session; the next call after opens a fresh one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spotlab import Lab
+from spotlab.hosts import Host
+from spotrun.cloud.aws import AwsProvider
+from spotrun.cloud.base import InstanceRequest
+from spotrun.core.config import Resources, load_settings
+from spotrun.core.errors import RemoteError
+from spotrun.remote.runner import Runner
+from tests.conftest import Env
+from tests.helpers import wait_for
+
+RUN_ID = "dropped00001"
+
+
+@pytest.fixture
+def host(aws_env: Env, lab: Lab) -> Iterator[tuple[Runner, Host]]:
+    provider = AwsProvider(load_settings(aws_env.home))
+    (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
+    (instance,) = provider.wait_ready(provider.launch(InstanceRequest(RUN_ID, offer)), 20)
+    yield provider.runner(instance), lab.host(instance.id)
+    provider.terminate(RUN_ID)
+
+
+def test_a_dropped_sftp_session_is_replaced_by_the_next_call(
+    host: tuple[Runner, Host], tmp_path: Path
+) -> None:
+    runner, machine = host
+    runner.run("echo kept > /tmp/kept.txt").check("writing a file")
+    runner.get("/tmp/kept.txt", tmp_path / "first.txt")  # the SFTP session is open now
+    (server,) = wait_for(lambda: machine.sftp_servers(), timeout=10, what="the SFTP server")
+    os.kill(server, signal.SIGKILL)  # the session's channel closes; the connection stays
+    wait_for(lambda: not machine.sftp_servers(), timeout=10, what="the SFTP server gone")
+    # The client sees the channel closed either before the call (it opens a fresh session
+    # then) or during it: a RemoteError, the one error type a caller handles.
+    with contextlib.suppress(RemoteError):
+        runner.get("/tmp/kept.txt", tmp_path / "second.txt")
+    runner.get("/tmp/kept.txt", tmp_path / "third.txt")  # a fresh session
+    assert (tmp_path / "third.txt").read_text() == "kept\n"
+
+
+def test_file_calls_on_a_dropped_connection_are_remote_errors(
+    host: tuple[Runner, Host], tmp_path: Path
+) -> None:
+    runner, machine = host
+    runner.run("echo kept > /tmp/kept.txt").check("writing a file")
+    runner.get("/tmp/kept.txt", tmp_path / "first.txt")  # the SFTP session is open now
+    assert (tmp_path / "first.txt").read_text() == "kept\n"
+
+    machine.stop()  # sshd and every session of it end: the connection is dropped
+    with pytest.raises(RemoteError):
+        runner.get("/tmp/kept.txt", tmp_path / "second.txt")
+    with pytest.raises(RemoteError):
+        runner.put(tmp_path / "first.txt", "/tmp/again.txt")
+
+    machine.start(boot_again=True)  # the same machine: its host key, a fresh /tmp
+
+    def answers() -> bool:
+        try:
+            return runner.run("echo back > /tmp/back.txt").exit_code == 0
+        except RemoteError:  # sshd not listening yet
+            return False
+
+    wait_for(answers, timeout=30, what="the host answering again")
+    runner.get("/tmp/back.txt", tmp_path / "third.txt")
+    assert (tmp_path / "third.txt").read_text() == "back\n"
