@@ -24,8 +24,8 @@ from spotrun.core.rundir import (
     RECIPE_FILE,
     SYNC_STATE_FILE,
 )
+from spotrun.remote.listing import list_remote
 from spotrun.remote.runner import Runner
-from spotrun.remote.sync import list_remote
 from spotrun.store.ledger import Ledger, RunRecord
 
 

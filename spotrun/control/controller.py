@@ -33,6 +33,7 @@ from spotrun.control.instance_records import to_record
 from spotrun.control.job_end import exit_code, failure_message, write_exit
 from spotrun.control.job_start import JobStart
 from spotrun.control.notices import NoticeWatch
+from spotrun.control.poll_pace import PROCESS_PACE, PollPace
 from spotrun.control.recovery import Recovery
 from spotrun.control.run_instances import RunInstances
 from spotrun.control.run_reports import RunReports
@@ -56,11 +57,13 @@ class RunController:
         provider: Provider,
         poll_s: float | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        pace: PollPace = PROCESS_PACE,
     ) -> None:
         self.ledger = ledger
         self.run_id = run_id
         self.provider = provider
         self.clock = clock
+        self.pace = pace  # shared by the runs of one process: polls widen as they grow many
         run = ledger.get_run(run_id)
         default_poll_s = 0.5 if provider.shares_filesystem else 2.0
         self.poll_s = poll_s if poll_s is not None else getattr(provider, "poll_s", default_poll_s)
@@ -223,26 +226,32 @@ class RunController:
 
         def one_round() -> RunRecord | None:
             """One look at the running job; the run to drive on with once it moves on."""
-            run = self.ledger.get_run(self.run_id)
-            if run.is_terminal or run.stop_requested or run.state is not RunState.RUNNING:
-                return run
+            # Its state and stop flag alone: the rest of `run` holds while it runs, and the
+            # whole run (its spec parsed) every poll of every run cost the controller ~8%.
+            state, stopping = self.ledger.state_of(self.run_id)
+            if stopping or state is not RunState.RUNNING:
+                return self.ledger.get_run(self.run_id)
             return self._watch(run, live, driver)
 
-        # Quick at first, so that a short job's end is seen at once: 0.1, 0.2, 0.4 s, ...
+        # Quick at first, so that a short job's end is seen at once: 0.1, 0.2, 0.4 s, ... up
+        # to poll_s, or wider while this process polls many runs (spotrun.control.poll_pace)
         first = min(self.poll_s, 0.1)
-        return wait_until(
-            one_round,
-            timeout_s=math.inf,  # the job runs as long as it runs; its caps end it
-            what=f"the end of run {self.run_id}",
-            backoff=Backoff(first_s=first, factor=2.0, max_s=self.poll_s),
-            clock=self.clock,
+        backoff = Backoff(
+            first_s=first, factor=2.0, ceiling=lambda: self.pace.interval(self.poll_s)
         )
+        with self.pace.watching():
+            return wait_until(
+                one_round,
+                timeout_s=math.inf,  # the job runs as long as it runs; its caps end it
+                what=f"the end of run {self.run_id}",
+                backoff=backoff,
+                clock=self.clock,
+            )
 
     def _watch(self, run: RunRecord, live: list[Instance], driver: JobDriver) -> RunRecord | None:
         """One heartbeat of a running job: its status, its files, its notices, its reports,
         its cost and budget; the run to drive on with when the job's state moved, else None."""
-        status = driver.status()
-        self.sync.pull(run, live[0])
+        status = self.sync.poll(run, live[0], driver)  # one round trip, over SSH
         if self.cluster is not None:
             self.cluster.watch_others(run, live)
         self.recovery.answered()  # the instance answered: no longer counted unreachable

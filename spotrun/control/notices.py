@@ -65,6 +65,8 @@ class NoticeWatch:
                 run.id, "spot", "EC2 recommends rebalancing: this capacity is at elevated risk"
             )
         notices = [n for n in (read_notice(d) for d in node_dirs(run.run_dir)) if n is not None]
+        if not notices:  # the common case: no look at the ledger's instances
+            return None
         doomed = self.instances.doomed_ids()
         for inst, notice in ((i, n) for n in notices for i in live):
             if inst.id == notice.instance_id and inst.id not in doomed:

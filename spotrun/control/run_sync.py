@@ -15,8 +15,8 @@ from spotrun.cloud.capabilities import PullsStoredFiles
 from spotrun.control import cluster
 from spotrun.control.recovery import InstanceAccess
 from spotrun.core.errors import RemoteError
-from spotrun.remote.jobprep import pull_outputs
-from spotrun.remote.sync import pull_run_dir
+from spotrun.remote.job import JobDriver, JobStatus
+from spotrun.remote.sync import Polled, poll_run_dir
 from spotrun.store.ledger import Ledger, RunRecord
 
 
@@ -28,13 +28,32 @@ class RunSync:
 
     def pull(self, run: RunRecord, instance: Instance, *, final: bool = False) -> None:
         """Bring the run's files from the instance (nothing to do when it shares our disk)."""
+        if not self.provider.shares_filesystem:
+            self._poll(run, instance, session=None, final=final)
+
+    def poll(self, run: RunRecord, instance: Instance, driver: JobDriver) -> JobStatus:
+        """The job's status and the run's new files, asked in one command (the local cloud:
+        the status alone)."""
         if self.provider.shares_filesystem:
-            return
+            return driver.status()
+        status = self._poll(run, instance, session=driver.session, final=False).status
+        assert status is not None  # asked about its session
+        return status
+
+    def _poll(
+        self, run: RunRecord, instance: Instance, *, session: str | None, final: bool
+    ) -> Polled:
         local = cluster.local_dir(run.run_dir, instance.id) if self.multi_node else run.run_dir
-        remote_dir = self.provider.run_dir(instance, run.id)
-        pull_run_dir(self.provider.runner(instance), remote_dir, local, final=final)
-        if run.spec.job is not None and local == run.run_dir:
-            pull_outputs(self.provider.runner(instance), run.spec.job, remote_dir, run.run_dir)
+        # the job's outputs come to the run folder, from node 0
+        job = run.spec.job if local == run.run_dir else None
+        return poll_run_dir(
+            self.provider.runner(instance),
+            self.provider.run_dir(instance, run.id),
+            local,
+            session=session,
+            final=final,
+            outputs=job.outputs if job is not None else None,
+        )
 
     def final(self, run: RunRecord, live: list[Instance]) -> None:
         """The last pull before teardown: over the runner, then from the durable store.

@@ -56,6 +56,12 @@ class Backoff:
     first_s: float = 0.1
     factor: float = 1.5
     max_s: float = 2.0
+    # When given, the longest delay is asked anew at each step instead of max_s: a poll
+    # interval that widens while the process has more to poll (spotrun.control.poll_pace).
+    ceiling: Callable[[], float] | None = None
+
+    def longest_s(self) -> float:
+        return self.ceiling() if self.ceiling is not None else self.max_s
 
 
 class WaitTimeout(TimeoutError):
@@ -91,7 +97,7 @@ def wait_until(
         if remaining <= 0:
             raise WaitTimeout(what, timeout_s, result)
         clock.sleep(min(delay, remaining))
-        delay = min(backoff.max_s, delay * backoff.factor)
+        delay = min(backoff.longest_s(), delay * backoff.factor)
 
 
 def poll_until(

@@ -111,20 +111,12 @@ class JobDriver:
         """Is the session alive, and the exit code the wrapper wrote, in one shell command.
 
         The controller asks this every few seconds of every run, so it starts no Python on the
-        instance (`spotrun agent status` costs ~80 ms of CPU there each time). The session is
-        asked first: the wrapper writes EXIT_FILE before its session ends, so a session found
-        gone has its exit code on disk already."""
-        socket = '"${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/default"'
-        exit_path = shlex.quote(posixpath.join(self.run_dir, EXIT_FILE))
-        command = (
-            f"tmux -S {socket} has-session -t {shlex.quote('=' + self.session)} 2>/dev/null; "
-            f'echo "session=$?"; cat {exit_path} 2>/dev/null; true'
-        )
+        instance (`spotrun agent status` costs ~80 ms of CPU there each time); a run synced
+        over SSH has it asked with its files (spotrun.remote.probe)."""
+        command = status_shell(self.run_dir, self.session)
         out = self.runner.run(command, timeout_s=60.0).check("asking for the job's status")
-        first, _, rest = out.stdout.strip().partition("\n")
-        if not first.startswith("session="):
-            raise RemoteError(f"the job's status gave no answer: {out.stdout[-300:]!r}")
-        return JobStatus(alive=first == "session=0", exit_code=_exit_code(rest))
+        session, _, rest = out.stdout.partition("\0")
+        return parse_status(session, rest.partition("\0")[0], said=out.stdout)
 
     def stop(self, grace_s: float = 15.0) -> JobStatus:
         answer = self._agent("stop", f"--grace={grace_s}", timeout_s=grace_s + 30)
@@ -132,6 +124,28 @@ class JobDriver:
         return JobStatus(
             alive=bool(answer.get("alive")), exit_code=code if isinstance(code, int) else None
         )
+
+
+def status_shell(run_dir: str, session: str) -> str:
+    """A shell command that prints two NUL-ended fields: `session=N` (tmux has-session's exit
+    status, 0 while the session lives) and EXIT_FILE's text (any NUL in it dropped).
+
+    The session is asked first: the wrapper writes EXIT_FILE before its session ends, so a
+    session found gone has its exit code on disk already."""
+    socket = '"${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/default"'
+    exit_path = shlex.quote(posixpath.join(run_dir, EXIT_FILE))
+    return (
+        f"tmux -S {socket} has-session -t {shlex.quote('=' + session)} 2>/dev/null; "
+        f"printf 'session=%d\\0' $?; [ -f {exit_path} ] && tr -d '\\000' < {exit_path}; "
+        "printf '\\0'"
+    )
+
+
+def parse_status(session: str, exit_json: str, *, said: str) -> JobStatus:
+    """The JobStatus in status_shell's two fields; `said`: the whole answer, for the error."""
+    if not session.startswith("session="):
+        raise RemoteError(f"the job's status gave no answer: {said[-300:]!r}")
+    return JobStatus(alive=session == "session=0", exit_code=_exit_code(exit_json))
 
 
 def _exit_code(exit_json: str) -> int | None:

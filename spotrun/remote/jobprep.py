@@ -1,4 +1,4 @@
-"""Get an instance ready for your own command, and bring its results back.
+"""Get an instance ready for your own command.
 
 On the instance (any Runner: SSH, or this machine for the local cloud) the run folder holds
 
@@ -7,7 +7,8 @@ On the instance (any Runner: SSH, or this machine for the local cloud) the run f
     checkpoints/    SPOTRUN_CHECKPOINT_DIR (or what your checkpoint_dir links to): synced
                     back, uploaded to the durable store, restored on a replacement instance
 
-Outputs come back to the same place on this machine: runs/<id>/workdir/<output>.
+Outputs come back, with the run folder's sync (spotrun.remote.sync), to the same place on this
+machine: runs/<id>/workdir/<output>.
 """
 
 from __future__ import annotations
@@ -108,16 +109,6 @@ def restore_checkpoints(runner: Runner, local_run_dir: Path, run_dir: str) -> in
         return 0
     state = posixpath.join(run_dir, CHECKPOINT_RESTORE_DIR)
     return len(push_workdir(runner, local, files, state, remote).sent)
-
-
-def pull_outputs(runner: Runner, job: JobSpec, run_dir: str, local_run_dir: Path) -> list[str]:
-    """Bring the job's outputs (new or changed files only) to runs/<id>/workdir/."""
-    if not job.outputs:
-        return []
-    from spotrun.remote.sync import pull_paths
-
-    cwd = posixpath.join(run_dir, WORKDIR_DIR)
-    return pull_paths(runner, cwd, job.outputs, local_run_dir, WORKDIR_DIR).fetched
 
 
 def setup_failure(local_run_dir: Path, code: int, lines: int = 5) -> str:

@@ -8,30 +8,42 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
+from subprocess import DEVNULL, PIPE
+from typing import AnyStr
 
-from spotrun.remote.runner import CommandResult
+from spotrun.remote.runner import BytesResult, CommandResult
+
+_TIMED_OUT = "\n(timed out)"
 
 
 class LocalRunner:
     def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
-        # A session of its own, so that a timeout ends the command's children too: one left
-        # holding its output open would keep communicate() waiting for it.
         proc = subprocess.Popen(
             ["bash", "-c", command],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
+            stdout=PIPE,
+            stderr=PIPE,
+            stdin=DEVNULL,
             text=True,
+            start_new_session=True,  # so that a timeout ends its children too (_communicate)
+        )
+        stdout, stderr, timed_out = _communicate(proc, timeout_s)
+        if timed_out:
+            return CommandResult(command, 124, stdout, stderr + _TIMED_OUT)
+        return CommandResult(command, proc.returncode, stdout, stderr)
+
+    def run_bytes(self, command: str, *, timeout_s: float | None = None) -> BytesResult:
+        proc = subprocess.Popen(
+            ["bash", "-c", command],
+            stdout=PIPE,
+            stderr=PIPE,
+            stdin=DEVNULL,
             start_new_session=True,
         )
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):  # all ended meanwhile
-                os.killpg(proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
-            return CommandResult(command, 124, stdout, stderr + "\n(timed out)")
-        return CommandResult(command, proc.returncode, stdout, stderr)
+        stdout, stderr, timed_out = _communicate(proc, timeout_s)
+        said = stderr.decode(errors="replace")
+        if timed_out:
+            return BytesResult(command, 124, stdout, said + _TIMED_OUT)
+        return BytesResult(command, proc.returncode, stdout, said)
 
     def put(self, local: Path, remote: str) -> None:
         _copy(local, Path(remote))
@@ -41,6 +53,21 @@ class LocalRunner:
 
     def close(self) -> None:
         return None
+
+
+def _communicate(
+    proc: subprocess.Popen[AnyStr], timeout_s: float | None
+) -> tuple[AnyStr, AnyStr, bool]:
+    """Its output, and whether it ran past `timeout_s`: then its session is killed, since a
+    child left holding its output open would keep communicate() waiting for it."""
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):  # all ended meanwhile
+            os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        return stdout, stderr, True
+    return stdout, stderr, False
 
 
 def _copy(src: Path, dst: Path) -> None:

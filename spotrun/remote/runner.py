@@ -26,9 +26,32 @@ class CommandResult:
 
     def check(self, what: str) -> CommandResult:
         if not self.ok:
-            tail = (self.stderr or self.stdout).strip().splitlines()[-5:]
-            raise RemoteError(f"{what} failed with exit code {self.exit_code}: " + " | ".join(tail))
+            raise _failed(what, self.exit_code, self.stderr or self.stdout)
         return self
+
+
+@dataclass(frozen=True)
+class BytesResult:
+    """A command's answer as the bytes it wrote (file contents and names are not text)."""
+
+    command: str
+    exit_code: int
+    stdout: bytes
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def check(self, what: str) -> BytesResult:
+        if not self.ok:
+            raise _failed(what, self.exit_code, self.stderr)
+        return self
+
+
+def _failed(what: str, exit_code: int, said: str) -> RemoteError:
+    tail = said.strip().splitlines()[-5:]
+    return RemoteError(f"{what} failed with exit code {exit_code}: " + " | ".join(tail))
 
 
 @runtime_checkable
@@ -36,6 +59,10 @@ class Runner(Protocol):
     """Runs shell commands and moves files on one instance."""
 
     def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult: ...
+
+    def run_bytes(self, command: str, *, timeout_s: float | None = None) -> BytesResult:
+        """`run`, its output undecoded (the controller's poll: spotrun.remote.probe)."""
+        ...
 
     def put(self, local: Path, remote: str) -> None: ...
 

@@ -3,7 +3,7 @@
 The controller host is the user's own machine, reached as the user reaches it: their ssh,
 keys and agent, the host key pinned in SPOTRUN_HOME/remote/known_hosts, one shared connection
 (spotrun.remote.controller_host). Files travel through the same connection: `cat` for one
-file, tar for a folder, `tail -c` for the rest of a growing file (what sync's RangeReader is).
+file, tar for a folder; a growing file's new bytes come with the listing (spotrun.remote.probe).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from spotrun.core.controller_record import ControllerHost
 from spotrun.core.errors import RemoteError
 from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv
-from spotrun.remote.runner import CommandResult
+from spotrun.remote.runner import BytesResult, CommandResult
 
 _DEFAULT_TIMEOUT_S = 600.0
 HOST_KEY_CHANGED = "REMOTE HOST IDENTIFICATION HAS CHANGED"
@@ -82,6 +82,12 @@ class SshBinaryRunner:
             proc.stderr.decode(errors="replace"),
         )
 
+    def run_bytes(self, command: str, *, timeout_s: float | None = None) -> BytesResult:
+        proc = self._ssh(command, timeout_s=timeout_s)
+        return BytesResult(
+            command, proc.returncode, proc.stdout, proc.stderr.decode(errors="replace")
+        )
+
     def put(self, local: Path, remote: str, *, private: bool = False) -> None:
         """Copy a file or folder there; `private`: readable by the SSH user alone (0600)."""
         q = shlex.quote
@@ -119,15 +125,6 @@ class SshBinaryRunner:
         tmp = local.with_name(local.name + ".part")
         tmp.write_bytes(proc.stdout)
         os.replace(tmp, local)
-
-    def read_from(self, remote: str, offset: int) -> bytes:
-        """The bytes of `remote` from `offset` to its current end (for growing logs)."""
-        proc = self._ssh(f"tail -c +{int(offset) + 1} {shlex.quote(remote)}")
-        if proc.returncode != 0:
-            raise RemoteError(
-                f"cannot read {self.where}:{remote}: {proc.stderr.decode(errors='replace')}"
-            )
-        return proc.stdout
 
     def close(self) -> None:
         """Nothing to close: the shared connection ends by itself when idle."""

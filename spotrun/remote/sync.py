@@ -1,12 +1,14 @@
 """Pull a run's folder from its instance, incrementally: only new or changed files move.
 
-One remote `find` lists the folder (path, size, mtime); what was pulled before is remembered in
-`.sync.json` inside the local run folder, so a supervisor that restarts carries on where the last
-one stopped. Files that only grow (job.log, metrics.jsonl, TensorBoard's event files) are
-fetched from where the local copy ends; every other changed file is fetched whole into a
-temporary name and renamed, so readers never see half a checkpoint. Files deleted on the
-instance are kept here: after a spot interruption a fresh instance starts empty, and that must
-never erase what was already saved.
+One command on the instance (spotrun.remote.probe) lists the folder (path, size, mtime) and
+brings the new bytes of the files that only grow (job.log, metrics.jsonl, TensorBoard's event
+files) from where the local copy ends, with the job's status when the controller polls. Every
+other new or changed file is fetched whole into a temporary name and renamed, so readers never
+see half a checkpoint. What was pulled whole is remembered in `.sync.json` inside the local
+run folder, so a supervisor that restarts carries on where the last one stopped (a growing
+file's record is its local copy's length: appending rewrites no state). Files deleted
+on the instance are kept here: after a spot interruption a fresh instance starts empty, and
+that must never erase what was already saved.
 """
 
 from __future__ import annotations
@@ -17,30 +19,17 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from spotrun.core.errors import RemoteError
-from spotrun.core.rundir import SUPERVISOR_LOG_FILE, SYNC_STATE_FILE, WORKDIR_DIR, is_event_file
+from spotrun.core.rundir import SYNC_STATE_FILE, WORKDIR_DIR
 from spotrun.core.safe_paths import safe_join
+from spotrun.remote.job import JobStatus
+from spotrun.remote.listing import SKIPPED_FOLDERS, RemoteFile, grows, kept
+from spotrun.remote.probe import Probe, Tail, run_probe
 from spotrun.remote.runner import Runner
 
-APPEND_ONLY_SUFFIXES = (".log", ".jsonl")
-SKIPPED_SUFFIXES = (".tmp", ".part", ".lock", ".pid")
-SKIPPED_NAMES = frozenset({SUPERVISOR_LOG_FILE})
-# The job's copy of its workdir: only its declared outputs come back (pull_paths).
-SKIPPED_FOLDERS = (WORKDIR_DIR + "/",)
-
-
-@runtime_checkable
-class RangeReader(Protocol):
-    def read_from(self, remote: str, offset: int) -> bytes: ...
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    path: str  # relative to the run folder
-    size: int
-    mtime: float
+SyncState = dict[str, list[float]]  # path in the run folder -> [size, mtime] when pulled
+OnFile = Callable[[str, int], None]  # (path in the run folder, its bytes), as each one arrives
 
 
 @dataclass(frozen=True)
@@ -51,78 +40,13 @@ class SyncResult:
     unchanged: int
 
 
-def list_remote(
-    runner: Runner, remote_dir: str, *, skip_folders: tuple[str, ...] = SKIPPED_FOLDERS
-) -> list[RemoteFile] | None:
-    """The run folder's files, or None when the folder does not exist (yet)."""
-    command = (
-        f"cd {shlex.quote(remote_dir)} 2>/dev/null || exit 3; "
-        "find . -type f -printf '%P\\0%s\\0%T@\\0'"
-    )
-    result = runner.run(command, timeout_s=120)
-    if result.exit_code == 3:
-        return None
-    result.check(f"listing {remote_dir}")
-    files = []
-    for item in _parse_listing(result.stdout):
-        name = os.path.basename(item.path)
-        # Dot files are the instance's own bookkeeping (e.g. the uploader's state).
-        if name.startswith(".") or name in SKIPPED_NAMES or name.endswith(SKIPPED_SUFFIXES):
-            continue
-        if skip_folders and item.path.startswith(skip_folders):
-            continue
-        files.append(item)
-    return files
+@dataclass(frozen=True)
+class Polled:
+    status: JobStatus | None  # the job's, when its session was asked about
+    synced: SyncResult
 
 
-def _parse_listing(stdout: str) -> list[RemoteFile]:
-    """`find -printf '%P\\0%s\\0%T@\\0'` output: NUL-separated, since a file name may hold
-    any byte but NUL (a tab or newline in a name must not drop or split it)."""
-    fields = stdout.split("\0")
-    files = []
-    for i in range(0, len(fields) - 2, 3):
-        path, size, mtime = fields[i : i + 3]
-        try:
-            files.append(RemoteFile(path, int(size), float(mtime)))
-        except ValueError:
-            raise RemoteError(f"the instance's file listing is garbled near {path!r}") from None
-    return files
-
-
-def list_remote_paths(runner: Runner, base: str, paths: list[str]) -> list[RemoteFile]:
-    """The files at `paths` (files or folders, relative to `base`); missing ones are skipped."""
-    if not paths:
-        return []
-    command = (
-        f"cd {shlex.quote(base)} 2>/dev/null || exit 0; "
-        # ./ first: a path that starts with '-' must not read as an option of find
-        f"find {' '.join(shlex.quote('./' + p) for p in paths)} -type f "
-        "-printf '%p\\0%s\\0%T@\\0' 2>/dev/null; exit 0"
-    )
-    result = runner.run(command, timeout_s=120).check(f"listing outputs in {base}")
-    return [
-        RemoteFile(item.path[2:], item.size, item.mtime)
-        for item in _parse_listing(result.stdout)
-        if item.path.startswith("./") and not os.path.basename(item.path).endswith(SKIPPED_SUFFIXES)
-    ]
-
-
-def _load_state(local_dir: Path) -> dict[str, list[float]]:
-    try:
-        data = json.loads((local_dir / SYNC_STATE_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _save_state(local_dir: Path, state: dict[str, list[float]]) -> None:
-    path = local_dir / SYNC_STATE_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state, sort_keys=True))
-    os.replace(tmp, path)
-
-
-OnFile = Callable[[str, int], None]  # (path in the run folder, its bytes), as each one arrives
+NOTHING = SyncResult([], 0, 0, 0)
 
 
 def pull_run_dir(
@@ -131,60 +55,134 @@ def pull_run_dir(
     local_dir: Path,
     *,
     final: bool,
+    outputs: list[str] | None = None,
     on_file: OnFile | None = None,
     skip_folders: tuple[str, ...] = SKIPPED_FOLDERS,
 ) -> SyncResult:
     """Bring `remote_dir` into `local_dir`; `final` is the last pull before the instance ends.
-    `skip_folders`: the job's workdir copy by default (its outputs come through pull_paths)."""
+    `skip_folders`: the job's workdir copy by default; `outputs` (paths in the workdir): the
+    job's declared outputs, brought to `local_dir/workdir/`."""
+    return poll_run_dir(
+        runner,
+        remote_dir,
+        local_dir,
+        session=None,
+        final=final,
+        outputs=outputs,
+        on_file=on_file,
+        skip_folders=skip_folders,
+    ).synced
+
+
+def poll_run_dir(
+    runner: Runner,
+    remote_dir: str,
+    local_dir: Path,
+    *,
+    session: str | None,
+    final: bool = False,
+    outputs: list[str] | None = None,
+    on_file: OnFile | None = None,
+    skip_folders: tuple[str, ...] = SKIPPED_FOLDERS,
+) -> Polled:
+    """pull_run_dir, and the status of the job in tmux `session` asked in the same command."""
     local_dir.mkdir(parents=True, exist_ok=True)
-    listing = list_remote(runner, remote_dir, skip_folders=skip_folders)
-    if listing is None:
+    state = _load_state(local_dir)
+    wanted = tuple(outputs or ())
+    tails = tuple(_known_tails(local_dir, state, skip_folders, wanted))
+    answer = run_probe(runner, Probe(remote_dir, session, wanted, tails))
+    if answer.files is None:
         if final:
             raise RemoteError(f"the run folder {remote_dir} is missing on the instance")
-        return SyncResult([], 0, 0, 0)
-    return _pull_listed(runner, listing, remote_dir, local_dir, local_dir, on_file=on_file)
+        return Polled(answer.status, NOTHING)
+    listing = kept(answer.files, skip_folders) + [
+        RemoteFile(f"{WORKDIR_DIR}/{item.path}", item.size, item.mtime) for item in answer.outputs
+    ]
+    offsets = {tail.path: tail.offset for tail in tails}
+    synced = _pull_listed(
+        runner, listing, remote_dir, local_dir, state, offsets, answer.tails, on_file=on_file
+    )
+    return Polled(answer.status, synced)
 
 
-def pull_paths(
-    runner: Runner, remote_base: str, paths: list[str], local_dir: Path, subdir: str
-) -> SyncResult:
-    """Bring `paths` (relative to `remote_base` on the instance) into `local_dir/subdir`,
-    incrementally, with the run folder's own sync state (e.g. a job's outputs)."""
-    local_dir.mkdir(parents=True, exist_ok=True)
-    listing = list_remote_paths(runner, remote_base, paths)
-    return _pull_listed(runner, listing, remote_base, local_dir / subdir, local_dir, f"{subdir}/")
+def _known_tails(
+    local_dir: Path, state: SyncState, skip_folders: tuple[str, ...], outputs: tuple[str, ...]
+) -> list[Tail]:
+    """The growing files already here: the probe brings their new bytes."""
+    tails = []
+    for path in state:
+        if not grows(path):
+            continue
+        if skip_folders and path.startswith(skip_folders) and not _is_output(path, outputs):
+            continue
+        try:
+            size = (local_dir / path).stat().st_size
+        except OSError:
+            continue
+        if size > 0:
+            tails.append(Tail(path, size))
+    return tails
+
+
+def _is_output(path: str, outputs: tuple[str, ...]) -> bool:
+    inside = path.removeprefix(WORKDIR_DIR + "/")
+    return inside != path and any(inside == o or inside.startswith(o + "/") for o in outputs)
+
+
+def _load_state(local_dir: Path) -> SyncState:
+    try:
+        data = json.loads((local_dir / SYNC_STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save_state(local_dir: Path, state: SyncState) -> None:
+    path = local_dir / SYNC_STATE_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(state, sort_keys=True))
+    os.replace(tmp, path)
 
 
 def _pull_listed(
     runner: Runner,
     listing: list[RemoteFile],
-    remote_base: str,
-    target_dir: Path,
-    state_dir: Path,
-    key_prefix: str = "",
+    remote_dir: str,
+    local_dir: Path,
+    state: SyncState,
+    offsets: dict[str, int],
+    tails: dict[str, bytes],
     *,
-    on_file: OnFile | None = None,
+    on_file: OnFile | None,
 ) -> SyncResult:
-    state = _load_state(state_dir)
+    """Bring the listed files (paths in the run folder) that are new or changed. `tails`: the
+    bytes of growing files from `offsets`, where their local copies ended."""
     fetched: list[str] = []
     appended = whole = unchanged = 0
+    changed = False
     for item in listing:
-        target = safe_join(target_dir, item.path, what="file listed by the instance")
-        key = key_prefix + item.path
-        have = target.stat().st_size if target.exists() else -1
-        before = state.get(key)
-        if before is not None and before == [item.size, item.mtime] and have == item.size:
-            unchanged += 1
-            continue
-        remote_path = f"{remote_base}/{item.path}"
-        grows = item.path.endswith(APPEND_ONLY_SUFFIXES) or is_event_file(item.path)
-        if grows and 0 < have <= item.size and isinstance(runner, RangeReader):
-            data = runner.read_from(remote_path, have)
+        key = item.path
+        target = safe_join(local_dir, key, what="file listed by the instance")
+        try:
+            have = os.stat(target).st_size
+        except (FileNotFoundError, NotADirectoryError):
+            have = -1
+        if grows(key) and 0 < have <= item.size and offsets.get(key) == have:
+            # A growing file's local copy is its record: as long as the listing, it is whole;
+            # else what the poll read follows (none: it shrank while read, being replaced,
+            # and the next poll lists it shorter and fetches it whole).
+            if have == item.size:
+                unchanged += 1
+                continue
+            data = tails.get(key, b"")
             with open(target, "ab") as fh:
                 fh.write(data)
             appended += len(data)
-            state[key] = [have + len(data), item.mtime]
+        elif state.get(key) == [item.size, item.mtime] and have == item.size:
+            unchanged += 1
+            continue
         else:
+            remote_path = f"{remote_dir}/{key}"
             try:
                 runner.get(remote_path, target)
             except RemoteError:
@@ -195,9 +193,10 @@ def _pull_listed(
                 continue
             whole += item.size
             state[key] = [item.size, item.mtime]
+            changed = True
         fetched.append(key)
         if on_file is not None:
             on_file(key, item.size)
-    if fetched:
-        _save_state(state_dir, state)
+    if changed:  # appends change nothing there: the local copy's length is their record
+        _save_state(local_dir, state)
     return SyncResult(fetched, appended, whole, unchanged)

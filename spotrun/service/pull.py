@@ -15,8 +15,9 @@ from pathlib import Path
 from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.errors import NotFoundError, RemoteError
+from spotrun.remote.listing import list_remote
 from spotrun.remote.ssh_binary import SshBinaryRunner
-from spotrun.remote.sync import OnFile, list_remote, pull_run_dir
+from spotrun.remote.sync import OnFile, pull_run_dir
 from spotrun.service.controller_wake import awake
 
 

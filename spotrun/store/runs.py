@@ -7,6 +7,7 @@ both win a move. A part of the Ledger (spotrun.store.ledger), sharing its connec
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud.base import Plan
@@ -122,13 +123,30 @@ class RunTables(LedgerDatabase):
         return [r for r in rows if not r.is_terminal or r.id in keep]
 
     def active_runs(self) -> list[RunRecord]:
+        return [run_from_row(r) for r in self._active("*")]
+
+    def active_run_sweeps(self) -> dict[str, str | None]:
+        """Each active run's id and its sweep's (None: no sweep), oldest run first: what the
+        controller looks at every second, without reading and parsing every run."""
+        return {row["id"]: row["sweep_id"] for row in self._active("id, sweep_id")}
+
+    def _active(self, columns: str) -> sqlite3.Cursor:
         terminal = tuple(s.value for s in TERMINAL)
-        rows = self._db.execute(
-            f"SELECT * FROM runs WHERE state NOT IN ({','.join('?' * len(terminal))}) "
+        return self._db.execute(
+            f"SELECT {columns} FROM runs WHERE state NOT IN ({','.join('?' * len(terminal))}) "
             "ORDER BY created_at",
             terminal,
         )
-        return [run_from_row(r) for r in rows]
+
+    def state_of(self, run_id: str) -> tuple[RunState, bool]:
+        """A run's state, and whether it is asked to stop: what its controller looks at each
+        poll of a running job, without reading and parsing the whole run."""
+        row = self._db.execute(
+            "SELECT state, stop_requested FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no run with id '{run_id}'")
+        return RunState(row["state"]), bool(row["stop_requested"])
 
     def transition(self, run_id: str, target: RunState, reason: str | None = None) -> RunRecord:
         """Move a run to `target`, or raise StateError if its current state does not allow it."""

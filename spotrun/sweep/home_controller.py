@@ -135,14 +135,15 @@ class HomeController:
         for sweep in sweeps:
             self._start(f"sweep:{sweep.id}", SweepThread(self.settings, sweep.id))
         swept = {s.id for s in sweeps}  # their trials are theirs to drive
-        runs = [r for r in self.ledger.active_runs() if r.sweep_id not in swept]
-        for run in runs:
-            self._start(f"run:{run.id}", RunThread(self.settings, run.id))
+        active = self.ledger.active_run_sweeps()
+        runs = [run_id for run_id, sweep_id in active.items() if sweep_id not in swept]
+        for run_id in runs:
+            self._start(f"run:{run_id}", RunThread(self.settings, run_id))
         alive = sum(1 for t in self.threads.values() if t.is_alive())
         return len(sweeps) + len(runs) + alive
 
     def _anything_live(self) -> bool:
-        return bool(self.ledger.active_runs() or SweepStore(self.ledger).live())
+        return bool(self.ledger.active_run_sweeps() or SweepStore(self.ledger).live())
 
     def serve(self, lock: IO[str]) -> int:
         idle_since: float | None = None

@@ -17,6 +17,7 @@ from spotrun.cloud.base import Instance, InstanceRequest, Provider
 from spotrun.cloud.local import LocalProvider
 from spotrun.core.config import Resources, Settings, load_settings
 from spotrun.remote.job import JobDriver
+from spotrun.remote.probe import Probe, Tail, run_probe
 from spotrun.remote.runner import CommandResult
 from spotrun.store.ledger import new_run_id
 from tests.conftest import Env
@@ -89,6 +90,10 @@ def test_a_ready_instance_runs_commands_files_and_jobs(case: Case, tmp_path: Pat
         call.join(timeout=120)
         assert not call.is_alive(), "run() waited past its timeout"
         assert answers[0].exit_code == 124 and "late" not in answers[0].stdout
+        # run_bytes: the bytes as written (NUL, CR LF, no UTF-8), and the same bound
+        raw = runner.run_bytes("printf 'a\\0b\\377\\r\\n'; echo err >&2; exit 4")
+        assert (raw.exit_code, raw.stdout, raw.stderr) == (4, b"a\0b\xff\r\n", "err\n")
+        assert runner.run_bytes("sleep 600", timeout_s=0.5).exit_code == 124
 
         remote_dir = provider.run_dir(instance, run_id)
         source = tmp_path / "sent.bin"
@@ -110,6 +115,11 @@ def test_a_ready_instance_runs_commands_files_and_jobs(case: Case, tmp_path: Pat
         )
         running = driver.status()
         assert running.alive and not running.finished and not running.lost
+        # The controller's poll: the same status, the listing and the log's new bytes at once
+        polled = run_probe(runner, Probe(remote_dir, driver.session, tails=(Tail("job.log", 1),)))
+        assert polled.status == running and polled.files is not None
+        assert "job.log" in [f.path for f in polled.files]
+        assert polled.tails["job.log"].startswith(b"ontract-job\n")
         runner.run(f"touch {remote_dir}/go").check("letting the job end")
         # the wrapper writes its exit code, then its session ends: wait for both
         status = wait_for(
@@ -118,6 +128,7 @@ def test_a_ready_instance_runs_commands_files_and_jobs(case: Case, tmp_path: Pat
             what="the job's end",
         )
         assert status.exit_code == 7
+        assert run_probe(runner, Probe(remote_dir, driver.session)).status == status
         assert "contract-job" in runner.run(f"cat {remote_dir}/job.log").stdout
     finally:
         provider.terminate(run_id)

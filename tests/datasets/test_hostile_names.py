@@ -22,7 +22,7 @@ from spotrun.datasets.push import push
 from spotrun.datasets.spec import parse_s3
 from spotrun.datasets.stager import StageOptions, stage
 from spotrun.remote.local import LocalRunner
-from spotrun.remote.sync import pull_paths, pull_run_dir
+from spotrun.remote.sync import pull_run_dir
 from tests.unit.train.data.images import make_image_folder
 
 Bucket = tuple[str, Any]
@@ -134,8 +134,8 @@ def test_output_names_with_tabs_and_newlines_come_back(tmp_path: Path) -> None:
         (remote / name).parent.mkdir(parents=True, exist_ok=True)
         (remote / name).write_text(name)
     local = tmp_path / "local"
-    got = pull_paths(LocalRunner(), str(remote / "workdir"), ["out"], local, "workdir")
-    assert sorted(got.fetched) == sorted(f"workdir/out/{n}" for n in names)
+    got = pull_run_dir(LocalRunner(), str(remote), local, final=False, outputs=["out"])
+    assert sorted(got.fetched) == sorted([*names, *(f"workdir/out/{n}" for n in names)])
     for name in names:
         assert (local / "workdir" / "out" / name).read_text() == name
     whole = pull_run_dir(LocalRunner(), str(remote), tmp_path / "local2", final=True)

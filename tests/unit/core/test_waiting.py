@@ -54,3 +54,16 @@ def test_poll_repeat_and_pause() -> None:
     assert clock.slept == [5.0, 5.0]
     pause(2.0, clock=clock)
     assert clock.monotonic() == 12.0
+
+
+def test_a_moving_ceiling_is_asked_at_every_step() -> None:
+    clock = ManualClock()
+    ceilings = iter([1.0, 1.0, 4.0, 4.0, 4.0, 0.5, 0.5])
+    rounds = iter([None] * 7 + ["done"])
+    backoff = Backoff(first_s=0.25, factor=2.0, ceiling=lambda: next(ceilings))
+    assert (
+        wait_until(lambda: next(rounds), timeout_s=math.inf, what="x", backoff=backoff, clock=clock)
+        == "done"
+    )
+    # 0.25, then min(ceiling, doubled): 0.5, 1 (held at 1), 2, 4 (widened), then cut to 0.5
+    assert clock.slept == [0.25, 0.5, 1.0, 2.0, 4.0, 4.0, 0.5]

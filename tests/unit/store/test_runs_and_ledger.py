@@ -53,6 +53,25 @@ def test_transitions_are_recorded_with_times(ledger: Ledger) -> None:
     assert ledger.get_run(run.id).started_at is not None
 
 
+def test_the_controllers_light_reads_agree_with_the_whole_run(ledger: Ledger) -> None:
+    """What the controller reads each poll (state_of) and each second (active_run_sweeps)
+    without parsing whole runs says what get_run and active_runs say."""
+    first = ledger.create_run(LaunchSpec(recipe="digits-fast"))
+    second = ledger.create_run(LaunchSpec(recipe="digits-fast"), sweep_id="sw1")
+    ledger.transition(first.id, RunState.REQUESTED)
+    assert ledger.state_of(first.id) == (RunState.REQUESTED, False)
+    ledger.request_stop(first.id, "enough")
+    assert ledger.state_of(first.id) == (RunState.REQUESTED, True)
+    whole = ledger.get_run(first.id)
+    assert (whole.state, whole.stop_requested) == ledger.state_of(first.id)
+    assert ledger.active_run_sweeps() == {first.id: None, second.id: "sw1"}
+    assert list(ledger.active_run_sweeps()) == [r.id for r in ledger.active_runs()]
+    ledger.transition(first.id, RunState.STOPPED)
+    assert ledger.active_run_sweeps() == {second.id: "sw1"}
+    with pytest.raises(NotFoundError):
+        ledger.state_of("nosuchrun")
+
+
 def test_concurrent_writers_never_both_win(tmp_path: Path) -> None:
     settings = load_settings(tmp_path / "home")
     run = Ledger(settings).create_run(LaunchSpec(recipe="digits-fast"))
