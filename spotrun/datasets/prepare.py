@@ -63,7 +63,7 @@ def _options(run_dir: Path | None, lead: bool) -> StageOptions:
 
 
 def stage_s3(spec: S3Data, home: Path, run_dir: Path | None = None) -> Path:
-    from spotrun.cloud.aws.datasets import S3Store  # boto3 (~0.3 s): only s3:// data needs it
+    from spotrun.cloud.aws.datasets import S3Store  # boto3 (~0.2 s): only s3:// data needs it
 
     lead = os.environ.get("RANK", "0") == "0"
     root = stage_root(home, log=_say if lead else _quiet)
@@ -80,7 +80,7 @@ def stage_s3_streaming(
     loader reads training shards from as they arrive. Under torchrun the node's first rank
     (LOCAL_RANK 0) stages; the node's other ranks wait for its evaluation split, then follow
     its markers (spotrun.datasets.feed)."""
-    from spotrun.cloud.aws.datasets import S3Store  # boto3 (~0.3 s): only s3:// data needs it
+    from spotrun.cloud.aws.datasets import S3Store  # boto3 (~0.2 s): only s3:// data needs it
 
     stager = os.environ.get("LOCAL_RANK", "0") == "0"
     lead = os.environ.get("RANK", "0") == "0"

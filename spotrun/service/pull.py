@@ -18,6 +18,7 @@ from spotrun.core.errors import NotFoundError, RemoteError
 from spotrun.remote.ssh_binary import SshBinaryRunner
 from spotrun.remote.sync import OnFile, list_remote, pull_run_dir
 from spotrun.service.controller_wake import awake
+from spotrun.service.lookup import open_ledger
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,6 @@ def pull_run(
     started first, saying so through `log`)."""
     record = records.load_record(settings.home)
     if record is None:
-        from spotrun.service.lookup import open_ledger
-
         ledger = open_ledger(settings)
         try:
             run = ledger.resolve(ref)
