@@ -34,6 +34,7 @@ from spotrun.core.terminal_text import printable
 from spotrun.jobs.workdir import WorkFile, list_files
 from spotrun.remote.push import push_workdir
 from spotrun.remote.runner import Runner
+from spotrun.remote.sync import pull_paths
 
 # torchrun's rendezvous on one node: the node variables a single-node job gets.
 MASTER_PORT = 29500
@@ -114,8 +115,6 @@ def pull_outputs(runner: Runner, job: JobSpec, run_dir: str, local_run_dir: Path
     """Bring the job's outputs (new or changed files only) to runs/<id>/workdir/."""
     if not job.outputs:
         return []
-    from spotrun.remote.sync import pull_paths
-
     cwd = posixpath.join(run_dir, WORKDIR_DIR)
     return pull_paths(runner, cwd, job.outputs, local_run_dir, WORKDIR_DIR).fetched
 
