@@ -43,6 +43,7 @@ def job_environment(env_flags: list[str], env_files: list[str] | None = None) ->
     """A job's own environment: the trackers' variables of this shell, then each --env-file,
     then --env. Says which names it carries from the shell (names only: values such as
     WANDB_API_KEY are never printed)."""
+    # late: --help and ls import this module; own_command pulls pydantic (~0.1 s)
     from spotrun.core.tracker_env import tracker_env
     from spotrun.jobs.own_command import parse_envs, read_env_file
 

@@ -11,6 +11,8 @@ import sys
 from enum import Enum
 
 import typer
+from typer._completion_classes import completion_init  # typer has no public name for these
+from typer._completion_shared import get_completion_script
 
 from spotrun.core.controller_record import record_path
 from spotrun.core.home import LEDGER_FILE, default_home
@@ -30,7 +32,7 @@ def complete_sweep(incomplete: str) -> list[tuple[str, str]]:
 def _refs(table: str, incomplete: str) -> list[tuple[str, str]]:
     home = default_home().absolute()
     if record_path(home).exists():  # the runs live with the controller on another host
-        from spotrun.service.forward import remote_refs
+        from spotrun.service.forward import remote_refs  # late: ssh machinery (~11 ms)
 
         return remote_refs(home, table, incomplete)
     return refs(home / LEDGER_FILE, table, incomplete)
@@ -52,8 +54,6 @@ def completion(shell: Shell = typer.Argument(..., help="the shell to complete in
       eval "$(spotrun completion zsh)"      in ~/.zshrc (after compinit)
       spotrun completion fish > ~/.config/fish/completions/spotrun.fish
     """
-    from typer._completion_shared import get_completion_script  # typer has no public name
-
     script = get_completion_script(
         prog_name="spotrun", complete_var=COMPLETE_VAR, shell=shell.value
     )
@@ -64,6 +64,4 @@ def prepare_completion() -> None:
     """On a Tab press (the script sets _SPOTRUN_COMPLETE), answer with typer's completion
     classes, which list choices and help texts the way the scripts above expect."""
     if os.environ.get(COMPLETE_VAR):
-        from typer._completion_classes import completion_init
-
         completion_init()

@@ -15,6 +15,7 @@ from spotrun.cli.library import api
 from spotrun.cli.render import Table, err, money, out, print_csv, print_json
 from spotrun.core.errors import UsageError
 from spotrun.core.exitcodes import FAILURE
+from spotrun.cost.amounts import format_usd
 
 
 class GroupBy(str, Enum):
@@ -52,6 +53,7 @@ def cost(
       spotrun cost --sweep SWEEP --by instance-type
       spotrun cost --since 2026-12-01 --csv
     """
+    # late: reports pull pydantic and the ledger (~0.16 s); stay off the CLI's import
     from spotrun.cost import reports
     from spotrun.cost.plot import check_plot_path
 
@@ -84,7 +86,7 @@ def cost(
 
 
 def _print_cost_table(report: api.CostReport, records: list[dict[str, Any]]) -> None:
-    from spotrun.cost import reports
+    from spotrun.cost import reports  # late: as in cost()
 
     if not records:
         out.print("no runs to report")
@@ -139,8 +141,6 @@ def _target_cells(row: Any) -> list[str]:
     if row.run is None:
         return ["", ""]
     if row.target is not None:
-        from spotrun.cost.amounts import format_usd
-
         return [fmt_duration(row.target.wall_s), format_usd(row.target.usd)]
     if row.target_wanted is not None:
         return ["not reached", "-"]

@@ -27,7 +27,8 @@ def doctor(
       spotrun doctor
       spotrun doctor --instance-type g5.xlarge --json
     """
-    from spotrun.core.config import load_settings  # pydantic: not on the --help path
+    # late: pydantic and the checks (~60 ms) stay off the CLI's import
+    from spotrun.core.config import load_settings
     from spotrun.service.doctor import doctor as run_checks
 
     settings = load_settings()

@@ -25,7 +25,7 @@ LS_FLAGS = frozenset({"-a", "--all", "--json"})
 def main() -> None:
     code = quick_answer(sys.argv[1:])
     if code is None:
-        from spotrun.cli.main import main as full_cli
+        from spotrun.cli.main import main as full_cli  # late: typer and every command (~50 ms)
 
         full_cli()
     else:
@@ -39,14 +39,14 @@ def quick_answer(args: list[str]) -> int | None:
     if not (is_help or is_ls) or os.environ.get(COMPLETE_VAR) or _home_is_special():
         return None
     if is_help:
-        from spotrun.cli.help_snapshot import stored_help
+        from spotrun.cli.help_snapshot import stored_help  # late: --help only (~6 ms)
 
         page = stored_help()
         if page is None:
             return None
         sys.stdout.write(page)
         return 0
-    from spotrun.cli.run_list import show_runs
+    from spotrun.cli.run_list import show_runs  # late: ls only (~5 ms)
 
     try:
         show_runs(all_=bool({"-a", "--all"} & set(args)), as_json="--json" in args)

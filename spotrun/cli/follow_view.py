@@ -12,16 +12,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spotrun.core.rundir import RECIPE_FILE
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
+from spotrun.cli.lazy import real_console
 from spotrun.core.exitcodes import FAILURE, SUCCESS
+from spotrun.core.rundir import RECIPE_FILE
 from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from spotrun.service.follow import FollowFrom
 
 PLAIN_EVERY_S = 10.0  # piped: a progress line at most this often
@@ -77,10 +76,9 @@ class ProgressShown:
     """Where the progress line goes: a live line on a terminal, plain lines now and then."""
 
     def __init__(self, console: Console) -> None:
-        from rich.live import Live  # rich: only when a run is followed
+        # late: rich (~20 ms) only when a run is followed; ls and --help import this module
+        from rich.live import Live
         from rich.text import Text
-
-        from spotrun.cli.lazy import real_console
 
         console = real_console(console)
         self._text = Text
@@ -124,6 +122,7 @@ def follow_run(
     quiet: bool = False,
 ) -> int:
     """Show the run until it ends; its exit code (0 only if it succeeded, 130 on Ctrl-C)."""
+    # late: the bills and the ledger's tables (~30 ms) stay off ls, which imports this module
     from spotrun.cost.bills import run_cost
     from spotrun.service.follow import follow
 

@@ -33,7 +33,7 @@ def stored_help() -> str | None:
 
 def rendered_help() -> str:
     """The root help page as typer renders it now, at 80 columns."""
-    from spotrun.cli.main import _run
+    from spotrun.cli.main import _run  # late: the full CLI (~50 ms) only to render the page
 
     page = io.StringIO()
     saved = os.environ.get("COLUMNS")

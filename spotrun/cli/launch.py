@@ -11,7 +11,8 @@ from typing import Any
 
 import typer
 
-from spotrun.cli.common import Cloud
+from spotrun.cli.common import Cloud, job_environment
+from spotrun.cli.follow_view import follow_run
 from spotrun.cli.library import api, load_settings, supervisor
 from spotrun.cli.render import err, out
 from spotrun.core.errors import UsageError
@@ -126,8 +127,6 @@ def launch(
         )
         return
     out.print(f"run {run.id}  {run.name}  on {run.cloud}")
-    from spotrun.cli.follow_view import follow_run
-
     raise typer.Exit(follow_run(ledger, run.id, out, err, quiet=quiet))
 
 
@@ -146,7 +145,7 @@ class OwnJobFlags:
         self.env_files = env_files
 
     def wanted(self, target: str | None) -> bool:
-        from spotrun.jobs.taskfile import is_task_file
+        from spotrun.jobs.taskfile import is_task_file  # late: pydantic (~75 ms)
 
         return self.cmd is not None or (target is not None and is_task_file(target))
 
@@ -175,8 +174,6 @@ class OwnJobFlags:
 
     def job_env(self) -> dict[str, str]:
         """The job's own environment: the trackers' variables of this shell, then --env."""
-        from spotrun.cli.common import job_environment
-
         return job_environment(self.envs, self.env_files)
 
     def prepare(
@@ -191,6 +188,7 @@ class OwnJobFlags:
         max_hours: float | None,
         resources: dict[str, Any],
     ) -> api.LaunchPlan:
+        # late: pydantic (~0.1 s) stays off the CLI's import
         from spotrun.jobs import own_command
         from spotrun.jobs.taskfile import load_task
 

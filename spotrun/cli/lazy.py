@@ -50,7 +50,7 @@ class LazyConsole:
 
     def _load(self) -> Any:
         if self._console is None:
-            from rich.console import Console
+            from rich.console import Console  # late: the point of this class
 
             if self._stderr:
                 self._console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -28,6 +28,6 @@ __all__ = ["api", "datasets", "load_settings", "supervisor"]
 
 
 def load_settings() -> Settings:
-    from spotrun.core.config import load_settings as load
+    from spotrun.core.config import load_settings as load  # late: pydantic (~60 ms)
 
     return load()

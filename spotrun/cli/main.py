@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from spotrun import __version__
 from spotrun.cli import remote as remote_cli
 from spotrun.cli import resume as resume_cli
 from spotrun.cli.common import HELP_OPTIONS, leave, print_error
@@ -83,8 +84,6 @@ app = SpotrunTyper(
 
 def _print_version(wanted: bool) -> None:
     if wanted:
-        from spotrun import __version__
-
         sys.stdout.write(f"spotrun {__version__}\n")
         raise typer.Exit(SUCCESS)
 

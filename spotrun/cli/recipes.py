@@ -44,6 +44,7 @@ def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> No
     Examples:
       spotrun recipes show digits-fast
     """
+    # late: the recipes' pydantic models (~75 ms) stay off the CLI's import
     from spotrun.recipes import get_recipe
     from spotrun.recipes.describe import describe_recipe
 
@@ -64,7 +65,7 @@ def methods(as_json: bool = typer.Option(False, "--json")) -> None:
       spotrun methods
       spotrun launch cifar10-fast --set methods.label_smoothing={}
     """
-    from spotrun.train.methods.catalog import describe_catalog
+    from spotrun.train.methods.catalog import describe_catalog  # late: pydantic (~70 ms)
 
     rows = describe_catalog()
     if as_json:

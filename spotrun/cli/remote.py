@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import typer
+import typer.main
 
 from spotrun.cli.common import print_error
 from spotrun.cli.complete import complete_run
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.typer_app import SpotrunTyper
+from spotrun.core.controller_record import load_record
+from spotrun.core.durations import format_duration, parse_duration
 from spotrun.core.errors import UsageError
+from spotrun.core.home import IDLE_STOP_FILE, default_home
 from spotrun.core.rundir import HOME_VAR
 
 out = stdout_console()
@@ -28,6 +33,7 @@ controller_app = SpotrunTyper(
 
 
 def _settings() -> Any:
+    # late: config's pydantic models (~60 ms) stay off the commands that need no settings
     from spotrun.core.config import load_settings
 
     return load_settings()
@@ -77,7 +83,7 @@ def up(
       spotrun controller up --on ssh://10.0.0.5:2222 --key ~/.ssh/box --python /opt/py/bin/python3
       spotrun controller up --on aws --region eu-west-1 --idle-stop 2h
     """
-    from spotrun.core.durations import parse_duration
+    # late: the controller machinery and pydantic (~90 ms) stay off every other command
     from spotrun.service.controller_host import controller_up
 
     idle_stop_s = None
@@ -131,7 +137,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> Non
       spotrun controller status
       spotrun controller status --json
     """
-    from spotrun.service.controller_host import controller_status
+    from spotrun.service.controller_host import controller_status  # late: as in up()
 
     st = controller_status(_settings())
     if as_json:
@@ -169,16 +175,12 @@ def status(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> Non
 
 
 def _idle_words(idle_stop_s: float | None) -> str:
-    from spotrun.core.durations import format_duration
-
     if not idle_stop_s:
         return "never (it bills until `spotrun controller down`)"
     return f"after {format_duration(idle_stop_s)} idle (the next command starts it again)"
 
 
 def _clock(at: float) -> str:
-    import time
-
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
@@ -205,7 +207,7 @@ def idle_stop_command(
 ) -> None:
     """On the controller instance (run there by `controller up --on aws`): stop this instance
     after AFTER seconds with nothing live and no command; the watcher that does it runs."""
-    from spotrun.core.home import default_home
+    # late: control.locks (~1 ms), on a controller instance only
     from spotrun.service import idle_marks
 
     home = default_home()
@@ -228,7 +230,7 @@ def down(
       spotrun controller down
       spotrun controller down --force
     """
-    from spotrun.service.controller_host import controller_down
+    from spotrun.service.controller_host import controller_down  # late: as in up()
 
     result = controller_down(_settings(), force=force, log=_note)
     if as_json:
@@ -264,7 +266,7 @@ def pull(
       spotrun pull RUN
       spotrun pull RUN --to ./results
     """
-    from spotrun.service.pull import PullPlan, pull_run
+    from spotrun.service.pull import PullPlan, pull_run  # late: pydantic+ledger (~80 ms)
 
     def plan(p: PullPlan) -> None:
         err.print(f"{p.files} files, {p.bytes / 1e6:.1f} MB in the run folder there", markup=False)
@@ -285,19 +287,17 @@ def pull(
 
 def forward_if_remote(args: list[str], app: Any) -> int | None:
     """Run `spotrun ARGS` on the controller host when this home has one; None otherwise."""
-    from spotrun.core.controller_record import load_record
-    from spotrun.core.home import IDLE_STOP_FILE, default_home
-
     if not args:
         return None
     home = default_home()
     record = load_record(home)  # one stat when there is none
     if record is None:
         if (home / IDLE_STOP_FILE).exists():  # on a controller instance: a use; its watcher
-            from spotrun.service.idle_marks import note_command
+            from spotrun.service.idle_marks import note_command  # late: as in idle-stop
 
             note_command(home, args)
         return None
+    # late: the ssh forwarding (~11 ms) only when the controller lives on another host
     from spotrun.service import forward
 
     if args[0] not in forward.FORWARDED and args[0] not in forward.NOT_CARRIED:
@@ -333,7 +333,7 @@ def forward_if_remote(args: list[str], app: Any) -> int | None:
                 "came; run it again (it is started then)"
             )
             return code
-        from spotrun.service.controller_wake import wake
+        from spotrun.service.controller_wake import wake  # late: as in _awake()
 
         record = wake(_settings(), record, log=_note)
         code = forward.forward(home, record, args)
@@ -352,7 +352,7 @@ _ASKED_AGAIN = frozenset({"ls", "status", "cost"})
 
 
 def _stopped_meanwhile(record: Any) -> bool:
-    from spotrun.service.controller_wake import is_stopped
+    from spotrun.service.controller_wake import is_stopped  # late: as in _awake()
 
     return is_stopped(_settings(), record)
 
@@ -360,10 +360,12 @@ def _stopped_meanwhile(record: Any) -> bool:
 def _awake(home: Path, record: Any) -> Any:
     """The controller instance's record once it answers: when the shared connection cannot
     be made, EC2 is asked, and a stopped instance is started (one line on stderr)."""
+    # late: loaded with service.forward already; ~3 ms off every command of a local controller
     from spotrun.remote.controller_host import ensure_shared_connection
 
     if ensure_shared_connection(home, record):
         return record  # it answers: no AWS call (nor boto3's import) on a command's way
+    # late: pydantic and the bills (~65 ms), for a controller --on aws only
     from spotrun.service.controller_wake import wake
 
     return wake(_settings(), record, log=_note)
@@ -375,7 +377,7 @@ def _controller_cost_line(record: Any) -> None:
     its root volume for all the time since `controller up`."""
     if record.kind != "aws":
         return
-    from spotrun.service.controller_wake import bill_of
+    from spotrun.service.controller_wake import bill_of  # late: as in _awake()
 
     bill = bill_of(record)
     hours = bill.running_s / 3600
@@ -398,8 +400,6 @@ def _valued_options(app: Any, name: str) -> set[str]:
     """The options of command `name` ("launch", "sweep run") that take a value (from click's
     own definition; typer may carry its own copy of click, so the objects are read by their
     attributes)."""
-    import typer.main
-
     sub = typer.main.get_command(app)
     for word in name.split():
         sub = sub.commands[word]  # type: ignore[attr-defined]

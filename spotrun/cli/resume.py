@@ -11,7 +11,9 @@ from typing import Any
 import typer
 
 from spotrun.cli.complete import complete_run
+from spotrun.cli.follow_view import follow_run
 from spotrun.cli.lazy import stderr_console, stdout_console
+from spotrun.cost.amounts import format_usd
 
 RUN_HELP = "run name or a unique prefix of its id"
 
@@ -45,8 +47,7 @@ def resume(
       spotrun resume long --max-cost 5 --max-hours 2 -d
       spotrun resume long --set epochs=30    # train a recipe run further
     """
-    from spotrun.cli.follow_view import follow_run
-    from spotrun.cost.amounts import format_usd
+    # late: the service layer (pydantic, ledger, run control: ~0.15 s) stays off the CLI's import
     from spotrun.service import runs as api
     from spotrun.service.resume import resume as resume_run
 
@@ -79,6 +80,7 @@ def rm(run: str = typer.Argument(..., help=RUN_HELP, autocompletion=complete_run
     Examples:
       spotrun rm long
     """
+    # late: as in resume()
     from spotrun.service import runs as api
     from spotrun.service.resume import forget
 

@@ -30,6 +30,7 @@ def train(
       spotrun train digits-fast --run-dir /tmp/run
       spotrun train digits-fast --run-dir /tmp/run --set epochs=2
     """
+    # late: torch and the training code (~1 s) only when training here
     from spotrun.recipes import get_recipe
     from spotrun.train.build import exit_checkpointed, train_recipe
 

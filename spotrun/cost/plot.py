@@ -58,7 +58,7 @@ def write_plot(path: Path, bills: list[RunBill]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy, as above (after use("Agg"): no display)
 
     fig, (top, bottom) = plt.subplots(
         2, 1, sharex=True, figsize=(10, 6.5), gridspec_kw={"height_ratios": [3, 1.3]}

@@ -12,19 +12,26 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spotrun.core.errors import UsageError
 from spotrun.core.rundir import (
+    DATA_COPY_VAR,
     RUN_DIR_VAR,
     STAGE_RESERVE_BYTES_VAR,
     STAGE_STREAMS_VAR,
     STAGING_FILE,
 )
+from spotrun.datasets.feed import ShardFeed
+from spotrun.datasets.layout import StageLayout
+from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
+from spotrun.datasets.roots import stage_root
+from spotrun.datasets.snapshot_copy import copy_to_instance_store
+from spotrun.datasets.snapshot_mount import mounted_path
 from spotrun.datasets.spec import LocalData, S3Data, SnapshotData, parse_data
+from spotrun.datasets.stager import StageOptions, stage
 from spotrun.train.data.source import TRAIN_SPLIT
 
 if TYPE_CHECKING:
-    from spotrun.datasets.feed import ShardFeed
     from spotrun.datasets.objects import ObjectStore
-    from spotrun.datasets.stager import StageOptions
 
 
 def _say(line: str) -> None:
@@ -37,13 +44,8 @@ def local_data(text: str, home: Path, run_dir: Path | None = None) -> str:
     if isinstance(spec, LocalData):
         return text
     if isinstance(spec, SnapshotData):
-        from spotrun.core.rundir import DATA_COPY_VAR
-        from spotrun.datasets.snapshot_mount import mounted_path
-
         mounted = mounted_path(spec)
         if os.environ.get(DATA_COPY_VAR) == "1":
-            from spotrun.datasets.snapshot_copy import copy_to_instance_store
-
             lead = os.environ.get("RANK", "0") == "0"
             return str(copy_to_instance_store(mounted, spec, _say if lead else _quiet))
         return str(mounted)
@@ -51,8 +53,6 @@ def local_data(text: str, home: Path, run_dir: Path | None = None) -> str:
 
 
 def _options(run_dir: Path | None, lead: bool) -> StageOptions:
-    from spotrun.datasets.stager import StageOptions
-
     if run_dir is None and os.environ.get(RUN_DIR_VAR):
         run_dir = Path(os.environ[RUN_DIR_VAR])
     return StageOptions(
@@ -63,9 +63,7 @@ def _options(run_dir: Path | None, lead: bool) -> StageOptions:
 
 
 def stage_s3(spec: S3Data, home: Path, run_dir: Path | None = None) -> Path:
-    from spotrun.cloud.aws.datasets import S3Store
-    from spotrun.datasets.roots import stage_root
-    from spotrun.datasets.stager import stage
+    from spotrun.cloud.aws.datasets import S3Store  # boto3 (~0.2 s): only s3:// data needs it
 
     lead = os.environ.get("RANK", "0") == "0"
     root = stage_root(home, log=_say if lead else _quiet)
@@ -82,13 +80,7 @@ def stage_s3_streaming(
     loader reads training shards from as they arrive. Under torchrun the node's first rank
     (LOCAL_RANK 0) stages; the node's other ranks wait for its evaluation split, then follow
     its markers (spotrun.datasets.feed)."""
-    from spotrun.cloud.aws.datasets import S3Store
-    from spotrun.core.errors import UsageError
-    from spotrun.datasets.feed import ShardFeed
-    from spotrun.datasets.layout import StageLayout
-    from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
-    from spotrun.datasets.roots import stage_root
-    from spotrun.datasets.stager import stage
+    from spotrun.cloud.aws.datasets import S3Store  # boto3 (~0.2 s): only s3:// data needs it
 
     stager = os.environ.get("LOCAL_RANK", "0") == "0"
     lead = os.environ.get("RANK", "0") == "0"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from spotrun.core.errors import DataError
 from spotrun.core.rundir import CACHE_VOLUME_VAR, STAGE_ROOT_VAR
+from spotrun.datasets.snapshot_mount import mounted_cache
 
 INSTANCE_STORE_MODEL = "Instance Storage"
 STAGED_FOLDER = "spotrun-data"
@@ -66,8 +67,6 @@ def stage_root(home: Path, log: Callable[[str], None] | None = None) -> StageRoo
         return StageRoot(Path(override).expanduser(), STAGE_ROOT_VAR)
     cache = os.environ.get(CACHE_VOLUME_VAR)
     if cache:  # the run's cache volume: a replacement instance finds the shards staged on it
-        from spotrun.datasets.snapshot_mount import mounted_cache
-
         try:
             return StageRoot(mounted_cache(cache) / STAGED_FOLDER, f"cache volume {cache}")
         except DataError as exc:  # a cache only saves time: stage without it

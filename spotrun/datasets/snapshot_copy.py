@@ -18,6 +18,7 @@ from spotrun.datasets.layout import STATE_DIR, _read_json, _write_json
 from spotrun.datasets.progress import fmt_bytes
 from spotrun.datasets.roots import STAGED_FOLDER, instance_store_mounts
 from spotrun.datasets.spec import SnapshotData
+from spotrun.datasets.stager import check_space, exclusive
 
 COPY_THREADS = 16  # files copied at once (copy_file_range: the kernel moves the bytes)
 RESERVE_BYTES = 1 << 30
@@ -51,8 +52,6 @@ def copy_to_instance_store(
 ) -> Path:
     """The data set's folder on the instance store (copied there once), or `src` itself when
     this machine has no instance store mounted."""
-    from spotrun.datasets.stager import exclusive
-
     root = store_root if store_root is not None else _store_root()
     if root is None:
         log(f"{spec.uri}: no instance store is mounted here; reading it from the volume")
@@ -63,8 +62,6 @@ def copy_to_instance_store(
 
 
 def _copy(src: Path, dest: Path, spec: SnapshotData, log: Callable[[str], None]) -> Path:
-    from spotrun.datasets.stager import check_space
-
     marker = dest / STATE_DIR / "complete.json"
     done = _read_json(marker)
     if done is not None and done.get("source") == spec.uri:

@@ -6,6 +6,7 @@ file, an empty command or a bad `--env` is a UsageError and nothing is launched.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -39,8 +40,6 @@ def parse_envs(items: list[str]) -> dict[str, str]:
 def read_env_file(path: str) -> dict[str, str]:
     """An `--env-file`: one KEY=VALUE per line (blank lines and `#` comments skipped; the value
     is everything after the first `=`, unquoted), as Docker's --env-file reads them."""
-    from pathlib import Path
-
     try:
         text = Path(path).expanduser().read_text()
     except (OSError, UnicodeDecodeError) as exc:

@@ -6,11 +6,11 @@ import difflib
 import json
 import math
 import re
-import types
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, TypeVar, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from spotrun.core.annotation_words import expected_type, is_optional, unwrap_optional
 from spotrun.core.errors import UsageError
 
 M = TypeVar("M", bound=BaseModel)
@@ -48,8 +48,8 @@ _INTEGER = re.compile(r"^[+-]?[0-9]+$")
 def _check_bounds(key: str, raw: str, annotation: Any) -> None:
     """An integer key takes a plain integer within its bound; a number key a finite one."""
     text = raw.strip()
-    base = _unwrap_optional(annotation)
-    if _is_optional(annotation) and text.lower() in ("null", "none", ""):
+    base = unwrap_optional(annotation)
+    if is_optional(annotation) and text.lower() in ("null", "none", ""):
         return
     if base is int:
         if not _INTEGER.match(text):
@@ -73,7 +73,7 @@ def _annotation_at(model: type[BaseModel], path: list[str], what: str) -> Any:
     for depth, part in enumerate(path):
         if current is _OPEN:
             continue
-        base = _unwrap_optional(current)
+        base = unwrap_optional(current)
         if isinstance(base, type) and issubclass(base, BaseModel):
             fields = base.model_fields
             if part not in fields:
@@ -92,18 +92,6 @@ def _annotation_at(model: type[BaseModel], path: list[str], what: str) -> Any:
     return current
 
 
-def _unwrap_optional(annotation: Any) -> Any:
-    if get_origin(annotation) in (Union, types.UnionType):
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return annotation
-
-
-def _is_optional(annotation: Any) -> bool:
-    return get_origin(annotation) in (Union, types.UnionType) and type(None) in get_args(annotation)
-
-
 def _coerce(raw: str, annotation: Any) -> Any:
     text = raw.strip()
     if annotation is _OPEN:
@@ -113,9 +101,9 @@ def _coerce(raw: str, annotation: Any) -> Any:
             return json.loads(text)
         except ValueError:
             return text
-    if _is_optional(annotation) and text.lower() in ("null", "none", ""):
+    if is_optional(annotation) and text.lower() in ("null", "none", ""):
         return None
-    base = _unwrap_optional(annotation)
+    base = unwrap_optional(annotation)
     origin = get_origin(base)
     if origin in (list, tuple):
         if text.startswith("["):
@@ -144,27 +132,6 @@ def _assign(data: dict[str, Any], path: list[str], value: Any) -> None:
         node.pop(path[-1], None)  # a method set to null is switched off
     else:
         node[path[-1]] = value
-
-
-def expected_type(annotation: Any) -> str:
-    base = _unwrap_optional(annotation)
-    optional = " (or null)" if _is_optional(annotation) else ""
-    if base is bool:
-        return "true or false" + optional
-    if base is int:
-        return "an integer" + optional
-    if base is float:
-        return "a number" + optional
-    if base is str:
-        return "text" + optional
-    if get_origin(base) is Literal:
-        return "one of " + ", ".join(str(a) for a in get_args(base)) + optional
-    if get_origin(base) in (list, tuple):
-        inner = get_args(base)
-        return f"a comma-separated list of {expected_type(inner[0]) if inner else 'values'}"
-    if get_origin(base) is dict:
-        return "a JSON object"
-    return getattr(base, "__name__", str(base)) + optional
 
 
 def _explain(exc: ValidationError, items: list[str], annotations: dict[str, Any]) -> str:

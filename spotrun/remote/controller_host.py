@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -165,8 +166,6 @@ def repin(home: Path, old: SshTarget, new: SshTarget) -> bool:
 
 def _answers(socket_path: Path) -> bool:
     """Whether a live ssh master listens on the socket (a connect costs microseconds)."""
-    import socket
-
     if not socket_path.exists():
         return False
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:

@@ -39,6 +39,7 @@ from spotrun.service.controller_status import (
     version_here,
 )
 from spotrun.service.ssh_probe import probe, wait_for_ssh
+from spotrun.store.sweeps import SweepStore
 
 __all__ = ["ControllerStatus", "controller_status", "controller_up", "controller_down"]
 
@@ -105,7 +106,7 @@ def _up_on_aws(
     """Start the controller's instance, then make it the controller as any ssh host, and
     tell it its idle stop; an instance that does not become one is terminated (nothing is
     left billing)."""
-    from spotrun.cloud.aws import controller_instance as ci
+    from spotrun.cloud.aws import controller_instance as ci  # boto3 (~0.2 s): only for `--on aws`
 
     known = records.load_record(settings.home)
     if known is not None:
@@ -333,9 +334,9 @@ def local_down(settings: Settings, *, force: bool, log: Log = _quiet) -> DownRes
 
 
 def _stop_everything(settings: Settings, log: Log) -> list[str]:
+    # the run and sweep machinery (~0.1 s, libtmux): only `down` stops runs, not up or status
     from spotrun.service import runs as api
     from spotrun.service import sweeps as sweep_service
-    from spotrun.store.sweeps import SweepStore
 
     stopped: list[str] = []
     ledger = api.open_ledger(settings)
@@ -426,7 +427,7 @@ def _down_unreachable(
 def _terminate_instance(settings: Settings, record: records.ControllerHost) -> None:
     """Terminate the controller instance with its key pair and security group, and forget
     it; a group EC2 still holds is named with where to delete it."""
-    from spotrun.cloud.aws import controller_instance as ci
+    from spotrun.cloud.aws import controller_instance as ci  # boto3 (~0.2 s): only for `--on aws`
 
     assert record.instance_id and record.region and record.resource_id
     left = ci.terminate(settings, record.region, record.instance_id, record.resource_id)

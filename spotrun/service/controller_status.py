@@ -21,6 +21,8 @@ from spotrun.remote.provision import code_bundle
 from spotrun.remote.ssh_binary import SshBinaryRunner
 from spotrun.service import idle_marks
 from spotrun.service.controller_wake import bill_of
+from spotrun.store.ledger import Ledger
+from spotrun.store.sweeps import SweepStore
 
 
 def version_here() -> str:
@@ -56,9 +58,6 @@ class ControllerStatus:
 
 def local_status(settings: Settings) -> ControllerStatus:
     """This machine's controller: its pid, and what is live under this home."""
-    from spotrun.store.ledger import Ledger
-    from spotrun.store.sweeps import SweepStore
-
     runs: list[str] = []
     sweeps: list[str] = []
     if (settings.home / "ledger.db").exists():

@@ -39,7 +39,7 @@ def awake(settings: Settings, record: ControllerHost, *, log: Log) -> Controller
 def wake(settings: Settings, record: ControllerHost, *, log: Log) -> ControllerHost:
     """The record to reach the controller with: as it is while the instance runs at its
     recorded address; else, once a stopped instance is started again and answers SSH."""
-    from spotrun.cloud.aws import controller_instance as ci
+    from spotrun.cloud.aws import controller_instance as ci  # boto3 (~0.2 s): AWS controllers only
 
     assert record.instance_id and record.region
     now = ci.describe(settings, record.region, record.instance_id)
@@ -73,7 +73,7 @@ def wake(settings: Settings, record: ControllerHost, *, log: Log) -> ControllerH
 
 def is_stopped(settings: Settings, record: ControllerHost) -> bool:
     """Whether the controller instance is stopping or stopped (EC2 asked)."""
-    from spotrun.cloud.aws import controller_instance as ci
+    from spotrun.cloud.aws import controller_instance as ci  # boto3 (~0.2 s): AWS controllers only
 
     assert record.instance_id and record.region
     state = ci.describe(settings, record.region, record.instance_id).state

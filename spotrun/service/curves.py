@@ -186,7 +186,7 @@ def write_png(found: Curves, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy, as above (after use("Agg"): no display)
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for curve in found.curves:

@@ -12,7 +12,8 @@ from spotrun.core.errors import UsageError
 
 def doctor(settings: Settings, resources: dict[str, Any]) -> list[Any]:
     """One Check per thing a first AWS launch needs, in order (nothing is created)."""
-    from spotrun.cloud.aws import AwsProvider  # boto3: only for this command
+    # boto3 (~0.2 s): only for this command
+    from spotrun.cloud.aws import AwsProvider
     from spotrun.cloud.aws.doctor import Doctor
 
     try:

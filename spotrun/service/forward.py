@@ -12,19 +12,22 @@ Only the standard library at import: every forwarded `ls` reads this module.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from spotrun.core.controller_record import ControllerHost
-from spotrun.core.errors import UsageError
+from spotrun.core.controller_record import ControllerHost, load_record
+from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.rundir import METRICS_FILE
+from spotrun.core.tracker_env import tracker_env
 from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv
 
 # The commands the controller's host carries out (the run commands); the others (recipes,
@@ -132,13 +135,14 @@ class Stager:
 
     def runner(self) -> object:
         if self._runner is None:
+            # late: ~3 ms, only staging files and completion use it, not a forwarded ls
             from spotrun.remote.ssh_binary import SshBinaryRunner
 
             self._runner = SshBinaryRunner(self.home, self.record)
         return self._runner
 
     def file(self, path: Path, *, name: str | None = None, private: bool = False) -> str:
-        from spotrun.remote.ssh_binary import SshBinaryRunner
+        from spotrun.remote.ssh_binary import SshBinaryRunner  # as in runner()
 
         runner = self.runner()
         assert isinstance(runner, SshBinaryRunner)
@@ -147,10 +151,9 @@ class Stager:
         return remote
 
     def workdir(self, folder: str, limit_mb: float) -> str:
-        import tempfile
-
+        # late: tarfile and gzip (~3 ms), only a launch with a workdir packs one
         from spotrun.jobs.workdir import check_size, list_files, resolve_workdir, write_archive
-        from spotrun.remote.ssh_binary import SshBinaryRunner
+        from spotrun.remote.ssh_binary import SshBinaryRunner  # as in runner()
 
         root = resolve_workdir(folder)
         files = list_files(root)
@@ -182,7 +185,7 @@ def stage_launch(
     log: Log,
 ) -> list[str]:
     """`launch`'s arguments with its task file and workdir put on the host and renamed."""
-    from spotrun.jobs.taskfile import is_task_file, load_task
+    from spotrun.jobs.taskfile import is_task_file, load_task  # pydantic (~0.1 s): launch only
 
     units = _split(args[1:], valued)
     stager = Stager(home, record, log)
@@ -218,10 +221,6 @@ def stage_job_env(
     host: each --env-file travels, and the trackers' variables of this shell (W&B, MLflow),
     which the host's shell does not have, travel as one more --env-file. Both are 0600 files
     in the staging folder: a variable's value never appears on a command line there."""
-    import tempfile
-
-    from spotrun.core.tracker_env import tracker_env
-
     units = _split(args[1:], valued)
     stager = Stager(home, record, log)
     for index, unit in enumerate(units):
@@ -276,11 +275,7 @@ def forward(home: Path, record: ControllerHost, args: list[str]) -> int:
 def remote_refs(home: Path, table: str, incomplete: str) -> list[tuple[str, str]]:
     """(name or id, state) of the host's runs or sweeps starting with `incomplete`, for a
     Tab press; nothing when the host does not answer (completion never prints an error)."""
-    import json
-
-    from spotrun.core.controller_record import load_record
-    from spotrun.core.errors import SpotrunError
-    from spotrun.remote.ssh_binary import SshBinaryRunner
+    from spotrun.remote.ssh_binary import SshBinaryRunner  # as in Stager.runner()
 
     args = ["ls", "--all", "--json"] if table == "runs" else ["sweep", "ls", "--json"]
     try:

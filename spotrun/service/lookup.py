@@ -92,6 +92,7 @@ def _staging(run: RunRecord) -> dict[str, Any] | None:
 
 
 def staging_summary(run: RunRecord) -> Any:
+    # read on first use: a plain `spotrun ls` imports no staging code (test_startup_imports.py)
     from spotrun.datasets.record import summary
 
     return summary(run.run_dir)

@@ -19,6 +19,7 @@ from spotrun.remote.listing import list_remote
 from spotrun.remote.ssh_binary import SshBinaryRunner
 from spotrun.remote.sync import OnFile, pull_run_dir
 from spotrun.service.controller_wake import awake
+from spotrun.service.lookup import open_ledger
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,6 @@ def pull_run(
     started first, saying so through `log`)."""
     record = records.load_record(settings.home)
     if record is None:
-        from spotrun.service.lookup import open_ledger
-
         ledger = open_ledger(settings)
         try:
             run = ledger.resolve(ref)

@@ -45,6 +45,7 @@ from spotrun.service.prepare import (
 )
 from spotrun.service.prices import PriceTable, catalog_prices, prices
 from spotrun.store.ledger import CostLine, InstanceRecord, Ledger, RunEvent, RunRecord, Transition
+from spotrun.sweep.packs import run_provider
 
 # The library surface: defined here, or re-exported from the module that holds it.
 __all__ = [
@@ -152,8 +153,6 @@ def stop(ledger: Ledger, ref: str, *, timeout_s: float = 120.0) -> RunRecord:
                 "stop",
                 f"supervisor did not stop the run in {timeout_s:.0f} s; stopping it here",
             )
-    from spotrun.sweep.packs import run_provider
-
     return RunController(ledger, run.id, provider=run_provider(ledger, run)).drive()
 
 

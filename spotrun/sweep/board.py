@@ -163,7 +163,7 @@ def write_plot(path: Path, sweep: SweepRecord, entries: list[Entry]) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy, as above (after use("Agg"): no display)
 
     fig, ax = plt.subplots(figsize=(8, 5.5))
     by_status: dict[str, list[Entry]] = {}

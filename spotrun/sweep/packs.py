@@ -27,6 +27,8 @@ from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
 from spotrun.cloud.capabilities import AttachesOverSsh, PullsStoredFiles, UploadsCheckpoints
 from spotrun.core.config import Resources
 from spotrun.core.errors import RemoteError, SpotrunError, StateError
+from spotrun.cost.bills import bill_run
+from spotrun.cost.prices import PriceBook, PriceSource
 from spotrun.remote.runner import Runner
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import PackInstance, PackRecord, Share, SweepRecord, SweepStore
@@ -335,9 +337,6 @@ class PackKeeper:
 
     def _reprice(self, pack: PackRecord) -> None:
         """Its trials' cost lines again, now that the instance's end is known."""
-        from spotrun.cost.bills import bill_run
-        from spotrun.cost.prices import PriceBook, PriceSource
-
         ledger = self.store.ledger
 
         def source(name: str) -> PriceSource | None:

@@ -26,6 +26,7 @@ from typing import IO, Literal
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
+from spotrun.control.controller import RunController
 from spotrun.control.supervisor import _try_lock
 from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
 from spotrun.core.errors import SpotrunError, StateError
@@ -36,8 +37,10 @@ from spotrun.cost import budget
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus
+from spotrun.sweep.packs import PackKeeper, provider_for_trial
 from spotrun.sweep.planner import SweepPlan
 from spotrun.sweep.space import overrides_of
+from spotrun.sweep.spend import next_trial, sweep_spend
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +62,6 @@ class TrialThread(threading.Thread):
         self.provider = provider
 
     def run(self) -> None:
-        from spotrun.control.controller import RunController
-        from spotrun.sweep.packs import provider_for_trial
-
         ledger = Ledger(self.settings)
         try:
             run = ledger.get_run(self.run_id)
@@ -106,7 +106,7 @@ class SweepSupervisor:
         self.stopper = None
         self._final_epochs: dict[int, int | None] = {}
         if self.spec.early_stop == "asha":
-            from spotrun.sweep.asha import EarlyStopper
+            from spotrun.sweep.asha import EarlyStopper  # optuna (~0.1 s, numpy): asha sweeps only
 
             self.stopper = EarlyStopper(
                 self.spec.metric,
@@ -114,8 +114,6 @@ class SweepSupervisor:
                 grace_epochs=self.spec.grace_epochs,
                 reduction_factor=self.spec.reduction_factor,
             )
-        from spotrun.sweep.packs import PackKeeper
-
         self.packs = PackKeeper(self.store, self.provider, self.sweep, self.plan)
 
     def event(self, message: str) -> None:
@@ -263,13 +261,9 @@ class SweepSupervisor:
 
     # --------------------------------------------------------------- budget
     def _spend(self) -> tuple[Fraction, list[budget.LiveInstance]]:
-        from spotrun.sweep.spend import sweep_spend
-
         return sweep_spend(self.ledger, self.store, self.sweep)
 
     def _budget_allows_one_more(self) -> bool:
-        from spotrun.sweep.spend import next_trial
-
         cap = self.spec.max_cost_usd
         if cap is None:
             return True

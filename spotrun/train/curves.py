@@ -42,6 +42,7 @@ class TensorBoardCurves(Callback):
             self.close()
 
     def _open(self, step: int) -> None:
+        # tensorboard (~0.15 s on top of torch): only runs that write curves
         from torch.utils.tensorboard import SummaryWriter
 
         self.close()

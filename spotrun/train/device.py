@@ -240,7 +240,7 @@ def cpu_capabilities(cpuinfo: str | None = None, isa: str | None = None) -> Devi
 @cache
 def detect_capabilities(device: str) -> DeviceCapabilities:
     """What `device` ("cpu", "cuda", "cuda:1") reports, read from the machine now."""
-    import torch
+    import torch  # ~0.7 s: only where a run is being set up
 
     dev = torch.device(device)
     if dev.type == "cuda":

@@ -121,7 +121,7 @@ class WandbTracker(_Tracker):
         self._run: Any = None
 
     def _start(self) -> None:
-        import wandb
+        import wandb  # optional dependency (pip install wandb), seconds to import
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._run = wandb.init(
@@ -151,7 +151,7 @@ class MlflowTracker(_Tracker):
         self._run_id: str | None = None
 
     def _start(self) -> None:
-        from mlflow.tracking import MlflowClient
+        from mlflow.tracking import MlflowClient  # optional dependency, seconds to import
 
         client = MlflowClient()  # MLFLOW_TRACKING_URI from the environment
         found = client.get_experiment_by_name(self.experiment)

@@ -40,7 +40,8 @@ def bpe_files() -> tuple[Path, Path]:
 def gpt2_encoding() -> tiktoken.Encoding:
     """GPT-2's encoding, built once per process from the installed files."""
     try:
-        import tiktoken  # heavy optional dependency: only language models with gpt2 tokens
+        # tiktoken: an optional dependency, only language models with gpt2 tokens need it
+        import tiktoken
         from tiktoken.load import data_gym_to_mergeable_bpe_ranks
         from tiktoken_ext.openai_public import r50k_pat_str
     except ImportError as exc:

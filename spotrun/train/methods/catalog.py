@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from spotrun.core.annotation_words import expected_type
 from spotrun.core.config import describe_validation_error
 from spotrun.core.errors import UsageError
 from spotrun.train.methods.options import (
@@ -416,7 +417,7 @@ def describe_catalog() -> list[dict[str, Any]]:
             options.append(
                 {
                     "name": key,
-                    "type": _type_name(field.annotation),
+                    "type": expected_type(field.annotation),
                     "default": field.default,
                     "description": field.description or "",
                 }
@@ -432,9 +433,3 @@ def describe_catalog() -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def _type_name(annotation: Any) -> str:
-    from spotrun.recipes.overrides import expected_type
-
-    return expected_type(annotation)
