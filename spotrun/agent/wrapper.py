@@ -116,12 +116,15 @@ def deliver(pid: int, argv: list[str], signum: int) -> list[int]:
     targets = []
     if argv and os.path.basename(argv[0]) == "bash" and _cmdline(pid) == argv:
         targets = _children(pid)
-    for target in [*targets, pid]:
+    # The shell first: signalled after its program, it could see that program end (having
+    # saved), run its next command and exit 0 before its own signal came, a stop reading
+    # as success. Its children are found before it goes, and still get the signal.
+    for target in [pid, *targets]:
         try:
             os.kill(target, signum)
         except ProcessLookupError:
             continue
-    return [*targets, pid]
+    return [pid, *targets]
 
 
 def signal_job(run_dir: Path, signum: int) -> bool:
