@@ -18,32 +18,15 @@ _TIMED_OUT = "\n(timed out)"
 
 class LocalRunner:
     def run(self, command: str, *, timeout_s: float | None = None) -> CommandResult:
-        proc = subprocess.Popen(
-            ["bash", "-c", command],
-            stdout=PIPE,
-            stderr=PIPE,
-            stdin=DEVNULL,
-            text=True,
-            start_new_session=True,  # so that a timeout ends its children too (_communicate)
+        # Decoded as the SSH runner decodes (undecodable bytes replaced, newlines as written),
+        # so a command answers the same text on either.
+        answer = _run_bash(command, timeout_s)
+        return CommandResult(
+            command, answer.exit_code, answer.stdout.decode(errors="replace"), answer.stderr
         )
-        stdout, stderr, timed_out = _communicate(proc, timeout_s)
-        if timed_out:
-            return CommandResult(command, 124, stdout, stderr + _TIMED_OUT)
-        return CommandResult(command, proc.returncode, stdout, stderr)
 
     def run_bytes(self, command: str, *, timeout_s: float | None = None) -> BytesResult:
-        proc = subprocess.Popen(
-            ["bash", "-c", command],
-            stdout=PIPE,
-            stderr=PIPE,
-            stdin=DEVNULL,
-            start_new_session=True,
-        )
-        stdout, stderr, timed_out = _communicate(proc, timeout_s)
-        said = stderr.decode(errors="replace")
-        if timed_out:
-            return BytesResult(command, 124, stdout, said + _TIMED_OUT)
-        return BytesResult(command, proc.returncode, stdout, said)
+        return _run_bash(command, timeout_s)
 
     def put(self, local: Path, remote: str) -> None:
         _copy(local, Path(remote))
@@ -53,6 +36,21 @@ class LocalRunner:
 
     def close(self) -> None:
         return None
+
+
+def _run_bash(command: str, timeout_s: float | None) -> BytesResult:
+    proc = subprocess.Popen(
+        ["bash", "-c", command],
+        stdout=PIPE,
+        stderr=PIPE,
+        stdin=DEVNULL,
+        start_new_session=True,  # so that a timeout ends its children too (_communicate)
+    )
+    stdout, stderr, timed_out = _communicate(proc, timeout_s)
+    said = stderr.decode(errors="replace")
+    if timed_out:
+        return BytesResult(command, 124, stdout, said + _TIMED_OUT)
+    return BytesResult(command, proc.returncode, stdout, said)
 
 
 def _communicate(
