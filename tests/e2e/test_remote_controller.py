@@ -35,7 +35,11 @@ HOST_HOME = "/root/.spotrun"  # SPOTRUN_HOME on the controller host (controller 
 # Three epochs after the only rung (epoch 1; the next, 4, is the end) so that, at load too,
 # the sweep's controller sees a trial at the rung while it still trains: ASHA stops only
 # a trial that has not finished.
-TRIAL = ["--set", "epochs=4", "--set", "threads=1"]
+# An epoch of digits takes ~0.5 s: a trial must outlast ASHA's decision at epoch 1, which goes
+# instance -> controller host -> sweep supervisor -> stop, on a loaded machine too (a trial that
+# has trained its last epoch is never stopped). 4 epochs left it ~1.5 s, and a loaded fresh
+# clone lost that race; 16 leave it ~7 s and more under load, which slows the epochs as well.
+TRIAL = ["--set", "epochs=16", "--set", "threads=1"]
 RUN_EPOCHS = 6  # the notice lands after the first: five more give the agent time to see it
 
 
