@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 from spotrun.cloud.base import Instance, Offer
 from spotrun.cloud.ssh_host import SshHost
 from spotrun.core.config import Resources
+from spotrun.datasets.placement import TypeStorage
 from spotrun.remote.runner import Runner
 
 
@@ -120,3 +121,48 @@ class Warms(Protocol):
     """A cloud with clients worth making before a run is handed over (a prewarmed supervisor)."""
 
     def warm(self) -> None: ...
+
+
+@runtime_checkable
+class PacesPolls(Protocol):
+    """A cloud that says how often a run's controller should look at it (EC2's answers move
+    in seconds; the local cloud's at once)."""
+
+    poll_s: float
+
+
+class AttachedVolume(Protocol):
+    """A data volume made for a run and attached to its instance."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def zone(self) -> str: ...
+    @property
+    def size_gb(self) -> int: ...
+    @property
+    def created_at(self) -> float: ...
+
+
+class CacheVolume(Protocol):
+    """A run's cache volume for s3:// data, attached: an earlier one reused or a new one."""
+
+    @property
+    def volume(self) -> AttachedVolume: ...
+    @property
+    def reused(self) -> bool: ...
+    @property
+    def deleted(self) -> list[str]: ...
+
+
+@runtime_checkable
+class AttachesDataVolumes(Protocol):
+    """A cloud with block volumes for data: an EBS snapshot's data set, or a cache volume the
+    shards of an s3:// data set are staged onto once per zone, and what an instance type offers
+    for data."""
+
+    def attach_snapshot(self, instance: Instance, snapshot_id: str) -> AttachedVolume: ...
+
+    def instance_storage(self, instance: Instance) -> TypeStorage | None: ...
+
+    def attach_cache_volume(self, instance: Instance, size_gb: int) -> CacheVolume: ...

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from spotrun.agent.watcher import DEADLINE, NO_PROGRESS
 from spotrun.cloud.base import Instance, InstanceRequest, Provider
+from spotrun.cloud.capabilities import PacesPolls
 from spotrun.control.agent_end import AgentEnd, AgentEnds, adopt_files
 from spotrun.control.budget_watch import BudgetWatch
 from spotrun.control.cache_zone import prefer_cache_zone
@@ -66,7 +67,9 @@ class RunController:
         self.pace = pace  # shared by the runs of one process: polls widen as they grow many
         run = ledger.get_run(run_id)
         default_poll_s = 0.5 if provider.shares_filesystem else 2.0
-        self.poll_s = poll_s if poll_s is not None else getattr(provider, "poll_s", default_poll_s)
+        if poll_s is None:
+            poll_s = provider.poll_s if isinstance(provider, PacesPolls) else default_poll_s
+        self.poll_s = poll_s
         multi_node = run.spec.resources.nodes > 1  # --nodes N: torchrun across N instances
         self.instances = RunInstances(ledger, provider, run_id, multi_node=multi_node)
         self.transitions = RunTransitions(ledger, run_id)

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from spotrun.cloud.base import Instance, Provider
+from spotrun.cloud.capabilities import AttachesDataVolumes
 from spotrun.control.cache_zone import CACHE_ROLE
 from spotrun.core.config import Settings
 from spotrun.core.errors import SpotrunError, UsageError
@@ -55,13 +56,12 @@ def attach_snapshot_data(
     spec = parse_data(data)
     if not isinstance(spec, SnapshotData):
         return {}
-    attach = getattr(provider, "attach_snapshot", None)
-    if attach is None:
+    if not isinstance(provider, AttachesDataVolumes):
         raise UsageError(
             f"data {spec.uri} is an EBS snapshot: the {provider.name} cloud cannot attach it",
             hint="launch with --cloud aws",
         )
-    volume = attach(instance, spec.snapshot_id)
+    volume = provider.attach_snapshot(instance, spec.snapshot_id)
     _record_volume(ledger, run, instance, volume.id, volume.size_gb, volume.created_at)
     ledger.add_event(
         run.id,
@@ -70,8 +70,7 @@ def attach_snapshot_data(
         f"{volume.zone}, attached to {instance.id}",
     )
     env = {DATA_VOLUME_VAR: volume.id}
-    storage_of = getattr(provider, "instance_storage", None)
-    storage = storage_of(instance) if storage_of is not None else None
+    storage = provider.instance_storage(instance)
     if storage is not None:
         placed = snapshot_placement(volume.size_gb, storage)
         what = "copied to the instance store" if placed.action == "copy" else "read in place"
@@ -88,14 +87,17 @@ def attach_data_cache(
     `instance` (the one an earlier instance in this zone staged onto, or a new one sized for
     the data set); the job's environment for it ({} when the run has none)."""
     data = run_data(run)
-    attach = getattr(provider, "attach_cache_volume", None)
-    if data is None or attach is None or not ledger.settings.aws.data_cache_volume:
+    if (
+        data is None
+        or not isinstance(provider, AttachesDataVolumes)
+        or not ledger.settings.aws.data_cache_volume
+    ):
         return {}
     spec = parse_data(data)
     if not isinstance(spec, S3Data):
         return {}
     size_gb = cache_size_gb(data_set_disk_bytes(spec))
-    found = attach(instance, size_gb)
+    found = provider.attach_cache_volume(instance, size_gb)
     volume = found.volume
     for other in found.deleted:
         _close_volume(ledger, run, other, time.time())

@@ -24,7 +24,12 @@ from pathlib import Path
 from spotrun.agent.session import session_name
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Instance, InstanceRequest, Offer, Provider
-from spotrun.cloud.capabilities import AttachesOverSsh, PullsStoredFiles, UploadsCheckpoints
+from spotrun.cloud.capabilities import (
+    AttachesOverSsh,
+    PacesPolls,
+    PullsStoredFiles,
+    UploadsCheckpoints,
+)
 from spotrun.core.config import Resources
 from spotrun.core.errors import RemoteError, SpotrunError, StateError
 from spotrun.cost.bills import bill_run
@@ -99,7 +104,7 @@ class PackedProvider:
         self.gpus_per_trial = gpus_per_trial
         self.name = real.name
         self.shares_filesystem = real.shares_filesystem
-        self.poll_s: float = float(getattr(real, "poll_s", 2.0))
+        self.poll_s: float = real.poll_s if isinstance(real, PacesPolls) else 2.0
         self._reals: dict[str, Instance] = {}  # share id -> the pack's instance behind it
 
     # --------------------------------------------------------------- views
