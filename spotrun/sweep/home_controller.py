@@ -22,17 +22,16 @@ sweep code).
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-from types import FrameType
 from typing import IO
 
 from spotrun.control.controller import RunController
+from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
 from spotrun.control.home import WAKE, acquire
 from spotrun.control.supervisor import _try_lock
 from spotrun.core.config import Settings, load_settings
@@ -167,16 +166,8 @@ class HomeController:
             self.wake.clear()
 
 
-def _raise_exit(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main() -> int:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s",
-        stream=sys.stdout,
-    )
+    log_to_stdout("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     # The wake handler goes in before the lock is taken: once the lock holds this pid, any
     # command may send WAKE, and SIGUSR1's default action would kill the controller unseen.
     woken = threading.Event()
@@ -186,10 +177,7 @@ def main() -> int:
     if lock is None:
         log.info("another controller holds %s; leaving it to that one", settings.home)
         return 0
-    faulthandler.register(signal.SIGUSR2, all_threads=True)  # `kill -USR2 PID`: every stack
-    # SIGTERM/SIGHUP end the controller only; the runs go on and the next command restarts it.
-    signal.signal(signal.SIGTERM, _raise_exit)
-    signal.signal(signal.SIGHUP, _raise_exit)
+    end_on_term_or_hangup()  # the controller only: the runs go on
     controller = HomeController(settings, wake=woken)
     log.info("controller of %s (pid %d)", settings.home, os.getpid())
     return controller.serve(lock)

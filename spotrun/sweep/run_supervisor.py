@@ -9,26 +9,20 @@ instance (spotrun.sweep.packs.run_provider), and control never imports sweep cod
 
 from __future__ import annotations
 
-import faulthandler
 import logging
 import os
-import signal
 import sys
-from types import FrameType
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.capabilities import Warms
 from spotrun.control.controller import RunController
+from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
 from spotrun.control.supervisor import _try_lock
 from spotrun.core.config import load_settings
 from spotrun.core.errors import SpotrunError
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
 from spotrun.store.ledger import Ledger
 from spotrun.sweep.packs import run_provider
-
-
-def _raise_exit(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
 
 
 def _await_run(cloud: str) -> str | None:
@@ -57,11 +51,7 @@ def main(argv: list[str]) -> int:
             return 0
         argv = [awaited]
     run_id = argv[0]
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stdout,
-    )
+    log_to_stdout()
     settings = load_settings()
     ledger = Ledger(settings)
     run = ledger.get_run(run_id)
@@ -69,10 +59,7 @@ def main(argv: list[str]) -> int:
     if lock is None:
         logging.info("another supervisor holds run %s; leaving it to that one", run_id)
         return 0
-    faulthandler.register(signal.SIGUSR2, all_threads=True)  # `kill -USR2 PID`: every stack
-    # SIGTERM/SIGHUP end the supervisor only; the run goes on and the next command restarts it.
-    signal.signal(signal.SIGTERM, _raise_exit)
-    signal.signal(signal.SIGHUP, _raise_exit)
+    end_on_term_or_hangup()  # the supervisor only: the run goes on
     ledger.set_supervisor(run_id, os.getpid())
     logging.info("supervising run %s (pid %d) from state %s", run_id, os.getpid(), run.state)
     final = RunController(ledger, run_id, provider=run_provider(ledger, run)).drive()

@@ -11,22 +11,20 @@ adopts the trials that are still live.
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import logging
 import math
 import os
-import signal
 import sys
 import threading
 import time
 from fractions import Fraction
 from pathlib import Path
-from types import FrameType
 from typing import IO, Literal
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
 from spotrun.control.controller import RunController
+from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
 from spotrun.control.supervisor import _try_lock
 from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
 from spotrun.core.errors import SpotrunError, StateError
@@ -335,17 +333,9 @@ def _outcome(trial: TrialRecord, run: RunRecord) -> Literal["complete", "pruned"
 
 
 # --------------------------------------------------------------------- main
-def _raise_exit(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str]) -> int:
     sweep_id = argv[0]
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stdout,
-    )
+    log_to_stdout()
     settings = load_settings()
     ledger = Ledger(settings)
     store = SweepStore(ledger)
@@ -354,9 +344,7 @@ def main(argv: list[str]) -> int:
     if lock is None:
         logging.info("another supervisor holds sweep %s; leaving it to that one", sweep_id)
         return 0
-    faulthandler.register(signal.SIGUSR2, all_threads=True)  # `kill -USR2 PID`: every stack
-    signal.signal(signal.SIGTERM, _raise_exit)
-    signal.signal(signal.SIGHUP, _raise_exit)
+    end_on_term_or_hangup()
     store.set_supervisor(sweep_id, os.getpid())
     try:
         final = SweepSupervisor(settings, sweep_id).drive()
