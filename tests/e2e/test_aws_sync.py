@@ -11,23 +11,20 @@ import pytest
 from spotlab import Lab
 from spotlab.hosts import Host
 from spotrun.cloud.aws import AwsProvider
-from spotrun.cloud.base import InstanceRequest
-from spotrun.core.config import Resources, load_settings
+from spotrun.core.config import load_settings
 from spotrun.core.errors import RemoteError
 from spotrun.remote.runner import Runner
 from spotrun.remote.sync import pull_run_dir
 from tests.conftest import Env
+from tests.e2e.lab_instance import one_instance
 
 RUN_ID = "sync00000001"
 
 
 @pytest.fixture
 def host(aws_env: Env, lab: Lab) -> Iterator[tuple[Runner, Host]]:
-    provider = AwsProvider(load_settings(aws_env.home))
-    (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
-    (instance,) = provider.wait_ready(provider.launch(InstanceRequest(RUN_ID, offer)), 20)
-    yield provider.runner(instance), lab.host(instance.id)
-    provider.terminate(RUN_ID)
+    with one_instance(aws_env.home, lab, RUN_ID) as both:
+        yield both
 
 
 def test_pull_moves_only_what_changed(host: tuple[Runner, Host], tmp_path: Path) -> None:

@@ -14,12 +14,10 @@ import pytest
 
 from spotlab import Lab
 from spotlab.hosts import Host
-from spotrun.cloud.aws import AwsProvider
-from spotrun.cloud.base import InstanceRequest
-from spotrun.core.config import Resources, load_settings
 from spotrun.core.errors import RemoteError
 from spotrun.remote.runner import Runner
 from tests.conftest import Env
+from tests.e2e.lab_instance import one_instance
 from tests.helpers import wait_for
 
 RUN_ID = "dropped00001"
@@ -27,11 +25,8 @@ RUN_ID = "dropped00001"
 
 @pytest.fixture
 def host(aws_env: Env, lab: Lab) -> Iterator[tuple[Runner, Host]]:
-    provider = AwsProvider(load_settings(aws_env.home))
-    (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
-    (instance,) = provider.wait_ready(provider.launch(InstanceRequest(RUN_ID, offer)), 20)
-    yield provider.runner(instance), lab.host(instance.id)
-    provider.terminate(RUN_ID)
+    with one_instance(aws_env.home, lab, RUN_ID) as both:
+        yield both
 
 
 def test_a_dropped_sftp_session_is_replaced_by_the_next_call(

@@ -7,25 +7,10 @@ from dataclasses import replace
 
 from spotrun.cloud.aws.instances import Image, run_instances_params
 from spotrun.cloud.aws.offers import InstanceType
-from spotrun.cloud.base import Instance, Offer
+from spotrun.cloud.base import Offer
 from spotrun.control import cluster
 from spotrun.core import node_order
-
-
-def _instance(iid: str, private: str, public: str | None = None) -> Instance:
-    return Instance(
-        id=iid,
-        run_id="r1",
-        provider="aws",
-        instance_type="p4d.24xlarge",
-        region="us-east-1",
-        zone="us-east-1a",
-        market="spot",
-        state="running",
-        address=public or private,
-        private_address=private,
-    )
-
+from tests.unit.cluster_nodes import node_instance
 
 OFFER = Offer(
     provider="aws",
@@ -44,7 +29,7 @@ OFFER = Offer(
 
 
 def test_torchrun_on_each_node_meets_at_node_0() -> None:
-    nodes = node_order.order([_instance("i-a", "10.0.0.5"), _instance("i-b", "10.0.0.7")])
+    nodes = node_order.order([node_instance("i-a", "10.0.0.5"), node_instance("i-b", "10.0.0.7")])
     spec = cluster.ClusterSpec("r1", nodes, procs_per_node=8, port=29400, efa=True)
     head = spec.torchrun_argv("/venv/bin/python", 0, ["-m", "spotrun", "train", "x"])
     other = spec.torchrun_argv("/venv/bin/python", 1, ["-m", "spotrun", "train", "x"])
@@ -58,7 +43,7 @@ def test_torchrun_on_each_node_meets_at_node_0() -> None:
 
 
 def test_nccl_settings_are_spotruns_and_overridable() -> None:
-    nodes = [_instance("i-a", "10.0.0.5"), _instance("i-b", "10.0.0.7")]
+    nodes = [node_instance("i-a", "10.0.0.5"), node_instance("i-b", "10.0.0.7")]
     efa = cluster.ClusterSpec("r1", nodes, 8, 29400, efa=True)
     env = efa.env(1, {"NCCL_DEBUG": "INFO", "FI_PROVIDER": "tcp"})
     assert env["SPOTRUN_NODE_RANK"] == "1" and env["SPOTRUN_NNODES"] == "2"

@@ -5,30 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from spotrun.cloud.base import Instance
 from spotrun.core import node_order
 from spotrun.core.errors import UsageError
-
-
-def _instance(iid: str, private: str, public: str | None = None) -> Instance:
-    return Instance(
-        id=iid,
-        run_id="r1",
-        provider="aws",
-        instance_type="p4d.24xlarge",
-        region="us-east-1",
-        zone="us-east-1a",
-        market="spot",
-        state="running",
-        address=public or private,
-        private_address=private,
-    )
+from tests.unit.cluster_nodes import node_instance
 
 
 def test_nodes_are_ordered_as_c10d_orders_them_by_address_text() -> None:
     # c10d sorts the joining nodes' addresses as strings: "10.0.0.10" before "10.0.0.9"
-    a = _instance("i-a", "10.0.0.9", public="3.3.3.3")
-    b = _instance("i-b", "10.0.0.10", public="1.1.1.1")
+    a = node_instance("i-a", "10.0.0.9", public="3.3.3.3")
+    b = node_instance("i-b", "10.0.0.10", public="1.1.1.1")
     assert [i.id for i in node_order.order([a, b])] == ["i-b", "i-a"]
     assert node_order.node_address(a) == "10.0.0.9"  # the private one, not the public
 
