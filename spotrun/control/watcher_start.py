@@ -15,6 +15,7 @@ from fractions import Fraction
 from spotrun.cloud.base import Instance, Provider
 from spotrun.core.rundir import WATCHER_LOG_FILE, WATCHER_PID_FILE
 from spotrun.cost import budget
+from spotrun.remote.detached import start_once
 from spotrun.remote.runner import Runner
 from spotrun.store.ledger import Ledger, RunRecord
 
@@ -80,11 +81,11 @@ def start_watcher(
     deadline = agent_deadline(ledger, run, planned.spot_usd_per_hour if planned else None)
     if deadline is not None:
         argv += ["--deadline", f"{deadline:.0f}"]
-    folder = shlex.quote(remote_dir)
-    command = (
-        f"mkdir -p {folder} && cd {folder} && "
-        f"{{ test -f {WATCHER_PID_FILE} && kill -0 $(cat {WATCHER_PID_FILE}) 2>/dev/null || "
-        f"{{ setsid nohup {shlex.join(argv)} >> {WATCHER_LOG_FILE} 2>&1 < /dev/null & "
-        f"echo $! > {WATCHER_PID_FILE}; }}; }}"
+    start_once(
+        runner,
+        remote_dir,
+        shlex.join(argv),
+        pid_file=WATCHER_PID_FILE,
+        log_file=WATCHER_LOG_FILE,
+        what="starting the agent's watcher",
     )
-    runner.run(command, timeout_s=60).check("starting the agent's watcher")

@@ -12,6 +12,7 @@ import shlex
 
 from spotrun.core.errors import RemoteError
 from spotrun.core.rundir import EXIT_FILE, UPLOADER_LOG_FILE, UPLOADER_PID_FILE
+from spotrun.remote.detached import start_once
 from spotrun.remote.runner import Runner
 
 log = logging.getLogger(__name__)
@@ -44,16 +45,16 @@ def push_command(
 
 def start(runner: Runner, run_dir: str, watch_command: str) -> None:
     """Start the uploader unless it already runs (idempotent)."""
-    folder = shlex.quote(run_dir)
-    command = (
-        f"mkdir -p {folder} && cd {folder} && "
-        f"{{ test -f {UPLOADER_PID_FILE} && kill -0 $(cat {UPLOADER_PID_FILE}) 2>/dev/null || "
+    start_once(
+        runner,
+        run_dir,
         # --since: the moment it was asked for, in the instance's clock. Its own clock starts
         # after python and boto3 load, by when a quick job may already have ended.
-        f'{{ setsid nohup {watch_command} --since "$(date +%s)" >> {UPLOADER_LOG_FILE} 2>&1 '
-        f"< /dev/null & echo $! > {UPLOADER_PID_FILE}; }}; }}"
+        f'{watch_command} --since "$(date +%s)"',
+        pid_file=UPLOADER_PID_FILE,
+        log_file=UPLOADER_LOG_FILE,
+        what="starting the checkpoint uploader",
     )
-    runner.run(command, timeout_s=60).check("starting the checkpoint uploader")
 
 
 def flush(runner: Runner, run_dir: str, once_command: str, what: str) -> None:
