@@ -160,7 +160,9 @@ def _pull_listed(
     fetched: list[str] = []
     appended = whole = unchanged = 0
     changed = False
-    for item in listing:
+    # Growing files last: a reader who finds a new metrics line then finds the files written
+    # before it (a resumed job's recipe.json, with its new epoch count) already home.
+    for item in sorted(listing, key=lambda listed: grows(listed.path)):
         key = item.path
         target = safe_join(local_dir, key, what="file listed by the instance")
         try:
