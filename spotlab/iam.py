@@ -165,6 +165,10 @@ class Iam:
         params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
         params.update(query)
         name = params.get("Action", "")
+        if not name:
+            # No action named (a request cut short: its sender was killed while sending it).
+            # AWS answers MissingAction before any authorization; so does the service here.
+            return None
         action = f"{service}:{name}"
         resources: tuple[Resource, ...] = (Resource("*"),)
         passes_role = None

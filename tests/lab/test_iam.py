@@ -193,3 +193,30 @@ def test_a_controller_role_stops_only_itself_and_the_user_starts_only_controller
     user.start_instances(InstanceIds=[a])  # a controller instance: the user may start it
     wait_for(lambda: lab.host(a).alive, timeout=20, what="a's host to boot again")
     user.terminate_instances(InstanceIds=[a, b, run])
+
+
+def test_a_request_that_names_no_action_is_no_permission_question(lab: Lab) -> None:
+    """A request cut short (its sender killed while sending) names no Action: AWS answers
+    MissingAction before authorizing anything, so the lab records no refusal for it."""
+    from botocore.auth import SigV4Auth  # late: only this test signs by hand
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    keys = Credentials(
+        FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
+    )
+    headers = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}
+    request = AWSRequest(method="POST", url=f"{lab.front.url}/", data=b"", headers=headers)
+    SigV4Auth(keys, "ec2", "us-east-1").add_auth(request)
+    sent = urllib.request.Request(
+        request.url, data=b"", headers=dict(request.headers.items()), method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as answered:
+        urllib.request.urlopen(sent, timeout=30)
+    assert answered.value.code >= 400  # the service refuses it, as it is
+    assert lab.front.iam.denied == []
+    assert _code(_as_user(lab, "ec2").describe_availability_zones) == ("UnauthorizedOperation", 403)
+    assert lab.front.iam.denied  # a named action outside the policy still is refused
+    lab.front.iam.denied.clear()  # provoked on purpose (the fixture fails on any left)
