@@ -44,6 +44,11 @@ class LedgerError(SpotrunError):
     """The local state under SPOTRUN_HOME cannot be read or written."""
 
 
+class LedgerWriteError(LedgerError):
+    """The ledger cannot be written now (read-only, disk full, I/O error): a fault of this
+    machine, waited out like a busy ledger and never a reason to end a run's instances."""
+
+
 class LedgerBusyError(LedgerError):
     """Another process kept the ledger locked past the wait's bound: transient, never a
     reason to tear a run down (spotrun.store.ledger waits, the controller tries its step again)."""
@@ -67,6 +72,11 @@ class PricingError(SpotrunError):
 
 class RemoteError(SpotrunError):
     """An instance could not be reached or a command on it failed."""
+
+
+class LocalFileError(SpotrunError):
+    """A file cannot be written on this machine (a name or path too long here, a folder where
+    a file should go, a full or read-only disk): the laptop's fault, never the instance's."""
 
 
 class DataError(SpotrunError):
