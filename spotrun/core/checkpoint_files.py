@@ -30,13 +30,13 @@ def newest_complete_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
     if not folder.is_dir():
         return None
     found = sorted(
-        (p for p in folder.iterdir() if CHECKPOINT_NAME.match(p.name)),
+        (p for p in folder.iterdir() if CHECKPOINT_NAME.fullmatch(p.name)),
         key=lambda p: p.name,
         reverse=True,
     )
     for path in found:
         if checkpoint_is_complete(path):
-            match = CHECKPOINT_NAME.match(path.name)
+            match = CHECKPOINT_NAME.fullmatch(path.name)
             assert match is not None
             return path, int(match.group(1))
         log.warning("checkpoint %s is incomplete; looking at the one before it", path.name)

@@ -31,7 +31,7 @@ DEFAULT_IMAGE_SSM_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
 
-NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 CloudName = Literal["local", "aws"]
 
@@ -278,7 +278,7 @@ class LaunchSpec(StrictModel):
     @field_validator("name")
     @classmethod
     def _name_is_safe(cls, value: str | None) -> str | None:
-        if value is not None and not NAME_PATTERN.match(value):
+        if value is not None and not NAME_PATTERN.fullmatch(value):
             raise ValueError(
                 "a run name is 1-63 characters of a-z, 0-9, '-' and '_', starting with a "
                 "letter or digit"

@@ -36,13 +36,13 @@ class SshTarget:
 
 
 _URL = re.compile(
-    r"^ssh://(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9._-]+)(?::(?P<port>\d+))?/?$"
+    r"ssh://(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9._-]+)(?::(?P<port>\d+))?/?"
 )
 
 
 def parse_ssh_url(text: str) -> SshTarget:
     """ssh://[USER@]HOST[:PORT] -> SshTarget (UsageError for anything else)."""
-    match = _URL.match(text.strip())
+    match = _URL.fullmatch(text.strip())
     if match is None:
         raise UsageError(
             f"--on {text!r}: expected ssh://[USER@]HOST[:PORT]",

@@ -10,7 +10,7 @@ from spotrun.core.errors import UsageError
 
 NEVER = 0.0
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>[smh]?)$")
+_DURATION = re.compile(r"(?P<number>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>[smh]?)")
 
 
 def parse_duration(text: str, *, what: str = "duration") -> float:
@@ -18,7 +18,7 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
     word = text.strip().lower()
     if word == "never":
         return NEVER
-    match = _DURATION.match(word)
+    match = _DURATION.fullmatch(word)
     if match is None:
         raise UsageError(
             f"{what} {text!r} is not a duration",

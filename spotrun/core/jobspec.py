@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from spotrun.core.rundir import CHECKPOINTS_DIR, RESERVED_VAR_PREFIX
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SHELL = "bash"
 
 
@@ -64,7 +64,7 @@ class JobSpec(JobModel):
     @classmethod
     def _env_names(cls, envs: dict[str, str]) -> dict[str, str]:
         for key in envs:
-            if not ENV_NAME.match(key):
+            if not ENV_NAME.fullmatch(key):
                 raise ValueError(
                     f"'{key}' is not a valid environment variable name "
                     "(letters, digits and '_', not starting with a digit)"

@@ -43,7 +43,7 @@ DURABLE_STATE_FILE = ".store.json"  # what has been uploaded to the durable stor
 # ------------------------------------------------------------------ training (train.*)
 CHECKPOINTS_DIR = "checkpoints"  # synced, stored durably, restored on a replacement instance
 # A checkpoint: CHECKPOINTS_DIR/ckpt-<step, 9 digits>.pt, a torch zip archive.
-CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{9})\.pt$")
+CHECKPOINT_NAME = re.compile(r"ckpt-(\d{9})\.pt")
 CHECKPOINT_RESTORE_DIR = ".checkpoints-restore"  # the push state of restored checkpoints
 METRICS_FILE = "metrics.jsonl"  # one JSON line per evaluation, written by the trainer
 # Where training is inside its epoch (spotrun.train.progress writes it, followers read it).

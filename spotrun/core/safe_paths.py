@@ -14,7 +14,7 @@ from pathlib import Path
 
 from spotrun.core.errors import UnsafePathError
 
-_FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def plain_relpath(name: str, *, what: str) -> str:
@@ -36,7 +36,7 @@ def safe_join(dest: Path, name: str, *, what: str) -> Path:
 def plain_folder_name(name: str, *, what: str) -> str:
     """`name` if it is one visible folder name of letters, digits, '.', '_' and '-' that starts
     with a letter or digit (so never a hidden folder such as spotrun's own state folder)."""
-    if not _FOLDER_NAME.match(name):
+    if not _FOLDER_NAME.fullmatch(name):
         raise UnsafePathError(
             f"{what} {name!r} is not a plain folder name",
             hint="letters, digits, '.', '_' and '-', starting with a letter or digit",

@@ -64,7 +64,7 @@ class SweepSpec(StrictModel):
 
     @model_validator(mode="after")
     def _name_is_safe(self) -> SweepSpec:
-        if self.name is not None and not NAME_PATTERN.match(self.name):
+        if self.name is not None and not NAME_PATTERN.fullmatch(self.name):
             raise ValueError(
                 "a sweep name is 1-63 characters of a-z, 0-9, '-' and '_', starting with a "
                 "letter or digit"

@@ -40,9 +40,9 @@ FORMATS = ("spotrun-shards/1", FORMAT)  # what staging reads
 Checksum = Literal["sha256", "crc32"]
 # What a file costs on disk beyond its bytes, at most: the rest of its last 4 KiB block.
 BLOCK_BYTES = 4096
-_SHARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.tar$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_CRC32 = re.compile(r"^[0-9a-f]{8}$")
+_SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.tar")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_CRC32 = re.compile(r"[0-9a-f]{8}")
 
 
 def _folder_name(value: str, what: str) -> str:
@@ -72,7 +72,7 @@ class Shard(_Strict):
     @field_validator("name")
     @classmethod
     def _plain_name(cls, value: str) -> str:
-        if not _SHARD_NAME.match(value):
+        if not _SHARD_NAME.fullmatch(value):
             raise ValueError(f"'{value}' is not a plain shard file name (NAME.tar)")
         return value
 
@@ -84,14 +84,14 @@ class Shard(_Strict):
     @field_validator("sha256")
     @classmethod
     def _hex(cls, value: str) -> str:
-        if not _SHA256.match(value):
+        if not _SHA256.fullmatch(value):
             raise ValueError("sha256 must be 64 lowercase hex digits")
         return value
 
     @field_validator("crc32")
     @classmethod
     def _crc_hex(cls, value: str | None) -> str | None:
-        if value is not None and not _CRC32.match(value):
+        if value is not None and not _CRC32.fullmatch(value):
             raise ValueError("crc32 must be 8 lowercase hex digits")
         return value
 

@@ -21,8 +21,8 @@ S3_SCHEME = "s3://"
 SNAPSHOT_SCHEME = "snapshot:"
 
 # S3's bucket naming rules (general purpose buckets): 3-63 of a-z, 0-9, '.', '-'.
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_SNAPSHOT = re.compile(r"^snap-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_SNAPSHOT = re.compile(r"snap-(?:[0-9a-f]{8}|[0-9a-f]{17})")
 
 S3_FORM = "s3://BUCKET/PREFIX (a prefix holding manifest.json and shards, or an ImageFolder)"
 SNAPSHOT_FORM = "snapshot:snap-0123456789abcdef0, or snapshot:snap-.../folder/in/it"
@@ -89,7 +89,7 @@ def parse_data(text: str) -> DataSpec:
 def parse_s3(text: str) -> S3Data:
     rest = text[len(S3_SCHEME) :]
     bucket, _, prefix = rest.partition("/")
-    if not _BUCKET.match(bucket) or ".." in bucket:
+    if not _BUCKET.fullmatch(bucket) or ".." in bucket:
         raise UsageError(
             f"data '{text}': '{bucket}' is not an S3 bucket name",
             hint=f"expected {S3_FORM}; bucket names are 3-63 of a-z, 0-9, '.' and '-'",
@@ -104,7 +104,7 @@ def parse_s3(text: str) -> S3Data:
 def parse_snapshot(text: str) -> SnapshotData:
     rest = text[len(SNAPSHOT_SCHEME) :]
     snapshot_id, _, folder = rest.partition("/")
-    if not _SNAPSHOT.match(snapshot_id):
+    if not _SNAPSHOT.fullmatch(snapshot_id):
         raise UsageError(
             f"data '{text}': '{snapshot_id}' is not an EBS snapshot id", hint=SNAPSHOT_FORM
         )

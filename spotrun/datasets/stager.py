@@ -55,7 +55,7 @@ from spotrun.datasets.progress import StagingStatus, Tracker, fmt_bytes
 from spotrun.datasets.spec import S3Data
 from spotrun.train.data.source import EVAL_SPLITS, TRAIN_SPLIT
 
-_MD5 = re.compile(r"^[0-9a-f]{32}$")
+_MD5 = re.compile(r"[0-9a-f]{32}")
 COPY_BYTES = 1 << 20
 
 
@@ -431,7 +431,7 @@ class _FileStager(_Stager):
                 f"{exc.strerror or exc} (another key is a file of that name)"
             ) from exc
         tmp = target.with_name(f".{target.name}.part")
-        md5 = info.etag if _MD5.match(info.etag) else None
+        md5 = info.etag if _MD5.fullmatch(info.etag) else None
         problem: str | None = None
         for attempt in (1, 2):
             if self.cancelled.is_set():

@@ -26,7 +26,7 @@ def parse_envs(items: list[str]) -> dict[str, str]:
     envs: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not ENV_NAME.match(key):
+        if not sep or not ENV_NAME.fullmatch(key):
             raise UsageError(
                 f"--env '{item}' is not KEY=VALUE with a variable name as KEY",
                 hint="e.g. --env LR=0.1",
@@ -53,7 +53,7 @@ def read_env_file(path: str) -> dict[str, str]:
             continue
         key, sep, value = stripped.partition("=")
         key = key.strip()
-        if not sep or not ENV_NAME.match(key):
+        if not sep or not ENV_NAME.fullmatch(key):
             raise UsageError(
                 f"--env-file {path}, line {number}: not KEY=VALUE with a variable name as KEY",
                 hint="e.g. WANDB_PROJECT=my-project",
@@ -106,7 +106,7 @@ def task_label(name: str | None) -> str:
     """What the run is listed as (its RECIPE column, and its default name's first part)."""
     if name is None:
         return DEFAULT_LABEL
-    if not NAME_PATTERN.match(name):
+    if not NAME_PATTERN.fullmatch(name):
         raise UsageError(
             f"task name '{name}' must be 1-63 characters of a-z, 0-9, '-' and '_', starting "
             "with a letter or digit"

@@ -42,7 +42,7 @@ def apply_overrides(obj: M, items: list[str], *, what: str = "recipe") -> M:
 # until stopped). Every other integer key is bounded by MAX_COUNT.
 COUNT_LIMITS = {"epochs": 100_000, "grace_epochs": 100_000}
 MAX_COUNT = 1_000_000_000
-_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def _check_bounds(key: str, raw: str, annotation: Any) -> None:
@@ -52,7 +52,7 @@ def _check_bounds(key: str, raw: str, annotation: Any) -> None:
     if is_optional(annotation) and text.lower() in ("null", "none", ""):
         return
     if base is int:
-        if not _INTEGER.match(text):
+        if not _INTEGER.fullmatch(text):
             raise UsageError(f"--set {key}: expected an integer, got '{raw}'")
         limit = COUNT_LIMITS.get(key.rsplit(".", 1)[-1], MAX_COUNT)
         if abs(int(text)) > limit:

@@ -83,7 +83,7 @@ class Checkpointer:
         """Checkpoint files, newest first."""
         if not self.directory.exists():
             return []
-        found = [p for p in self.directory.iterdir() if CHECKPOINT_NAME.match(p.name)]
+        found = [p for p in self.directory.iterdir() if CHECKPOINT_NAME.fullmatch(p.name)]
         return sorted(found, key=lambda p: p.name, reverse=True)
 
     def save(self, payload: dict[str, Any], step: int) -> Path:

@@ -211,7 +211,7 @@ def stored_checkpoints(s3: Any, bucket: str, run_id: str, region: str) -> list[t
         keys = [obj["Key"] for page in pages for obj in page.get("Contents", [])]
     found = []
     for key in keys:
-        match = CHECKPOINT_NAME.match(key[len(prefix) :])
+        match = CHECKPOINT_NAME.fullmatch(key[len(prefix) :])
         if match:
             found.append((match.group(0), int(match.group(1))))
     return sorted(found, key=lambda item: item[1], reverse=True)
