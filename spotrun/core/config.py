@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from spotrun.core.durations import MAX_HOURS, MAX_SECONDS
 from spotrun.core.errors import UsageError
 from spotrun.core.home import CONFIG_FILE, LEDGER_FILE, RUNS_FOLDER, default_home
 from spotrun.core.jobspec import JobSpec
@@ -36,8 +37,15 @@ NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 CloudName = Literal["local", "aws"]
 
 
+# Bounds on counts that drive work or money, so that a typo (gpus: 80000) is refused at launch.
+MAX_GPUS_PER_NODE = 64  # the largest instances have 8-16
+MAX_NODES = 1024
+MAX_DISK_GB = 65536  # EBS volumes end at 64 TiB
+
+
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # no setting is infinite: `1e400` in TOML is inf, a timeout that never ends
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class AwsSettings(StrictModel):
@@ -52,14 +60,16 @@ class AwsSettings(StrictModel):
     ssh_address: Literal["public", "private"] = "public"
     ssh_user: str = "ubuntu"
     ssh_port: int = Field(22, ge=1, le=65535)
-    ssh_timeout_s: float = Field(600.0, gt=0, description="boot + SSH banner wait, then terminate")
+    ssh_timeout_s: float = Field(
+        600.0, gt=0, le=MAX_SECONDS, description="boot + SSH banner wait, then terminate"
+    )
     ssh_cidr: str | None = Field(
         None, description="who may reach SSH; default this machine's own address as a /32"
     )
     caller_ip_url: str = Field(
         "https://checkip.amazonaws.com", description="answers this machine's public address"
     )
-    root_volume_gb: int = Field(200, ge=8)
+    root_volume_gb: int = Field(200, ge=8, le=MAX_DISK_GB)
     data_cache_volume: bool = Field(
         False,
         description="stage s3:// data onto an EBS volume of the run's that a replacement "
@@ -80,6 +90,7 @@ class AwsSettings(StrictModel):
     controller_idle_stop_s: float = Field(
         1800.0,
         ge=0,
+        le=MAX_SECONDS,
         description="`controller up --on aws`'s instance stops itself when nothing has been "
         "live and no command has come for this long (the next command starts it); 0 = never",
     )
@@ -96,14 +107,20 @@ class AwsSettings(StrictModel):
         description="type patterns offered to recipes that need no GPU",
     )
     expires_after_hours: float = Field(
-        24.0, gt=0, description="spotrun:expires tag when a launch sets no --max-hours"
+        24.0,
+        gt=0,
+        le=MAX_HOURS,
+        description="spotrun:expires tag when a launch sets no --max-hours",
     )
     pricing_api: bool = Field(True, description="ask the Pricing API for on-demand prices")
     max_attempts: int = Field(8, ge=1, description="calls per request, throttling retries included")
-    poll_s: float = Field(2.0, gt=0, description="how often the controller looks at a job")
+    poll_s: float = Field(
+        2.0, gt=0, le=MAX_SECONDS, description="how often the controller looks at a job"
+    )
     consistency_s: float = Field(
         120.0,
         gt=0,
+        le=MAX_SECONDS,
         description="how long a new instance may be unknown to EC2's describe calls "
         "(eventual consistency) before spotrun takes it as gone",
     )
@@ -112,16 +129,18 @@ class AwsSettings(StrictModel):
         5.0, gt=0, le=5.0, description="how often the instance's agent asks IMDS for a notice"
     )
     unreachable_s: float = Field(
-        60.0, gt=0, description="a running instance silent this long is replaced"
+        60.0, gt=0, le=MAX_SECONDS, description="a running instance silent this long is replaced"
     )
     end_grace_s: float = Field(
         300.0,
         gt=0,
+        le=MAX_SECONDS,
         description="after its job ends, an instance no controller collected ends itself",
     )
     no_progress_s: float = Field(
         3600.0,
         ge=0,
+        le=MAX_SECONDS,
         description="a job whose log, metrics, data staging and checkpoints have not moved this "
         "long is stopped (it checkpoints) and its instance ended; 0 = never. A silent "
         "controller never ends a job.",
@@ -135,6 +154,7 @@ class AwsSettings(StrictModel):
     cluster_replace_s: float = Field(
         300.0,
         gt=0,
+        le=MAX_SECONDS,
         description="how long a lost node's replacement is sought in the cluster's zone "
         "before the whole cluster moves",
     )
@@ -165,9 +185,22 @@ class Settings(StrictModel):
         "home (started by any command when something is live, gone when nothing is); "
         "per-run: a supervisor process per run and per sweep",
     )
-    budget_check_s: float = Field(30.0, gt=0, description="how often a capped run is projected")
+    budget_check_s: float = Field(
+        30.0, gt=0, le=MAX_SECONDS, description="how often a capped run is projected"
+    )
     budget_stop_margin_s: float = Field(
-        180.0, ge=0, description="seconds a budget stop takes: checkpoint, sync, terminate"
+        180.0,
+        ge=0,
+        le=MAX_SECONDS,
+        description="seconds a budget stop takes: checkpoint, sync, terminate",
+    )
+    ledger_write_wait_s: float = Field(
+        600.0,
+        gt=0,
+        le=MAX_SECONDS,
+        description="how long a controller waits out a ledger or run folder it cannot write "
+        "(read-only, disk full, I/O error) before it gives way to a fresh controller; the "
+        "run's instances go on",
     )
     data_dir: Path | None = Field(
         None, description="where recipes find data sets by name (data=cifar10); None = home/data"
@@ -214,6 +247,8 @@ def load_settings(home: Path | None = None) -> Settings:
             ) from exc
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise UsageError(f"cannot read {config_path}: {exc}") from exc
+        except (RecursionError, ValueError) as exc:
+            raise UsageError(f"cannot read {config_path}: {unreadable_reason(exc)}") from exc
     if "home" in data:
         raise UsageError(
             f"{config_path}: 'home' cannot be set in the config file it lives in",
@@ -229,12 +264,6 @@ def load_settings(home: Path | None = None) -> Settings:
         return Settings(home=home, **data)
     except ValidationError as exc:
         raise UsageError(f"{config_path}: {describe_validation_error(exc, Settings)}") from exc
-
-
-# Bounds on counts that drive work or money, so that a typo (gpus: 80000) is refused at launch.
-MAX_GPUS_PER_NODE = 64  # the largest instances have 8-16
-MAX_NODES = 1024
-MAX_DISK_GB = 65536  # EBS volumes end at 64 TiB
 
 
 class Resources(StrictModel):
@@ -263,7 +292,7 @@ class LaunchSpec(StrictModel):
     cloud: CloudName = "local"
     # finite: `inf` or 1e400 is no cap, and a cap that is no cap is refused
     max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
-    max_hours: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_hours: float | None = Field(None, gt=0, le=MAX_HOURS, allow_inf_nan=False)
     job: JobSpec | None = Field(None, description="what runs; None: the recipe, as stored before")
     env: dict[str, str] = Field(
         default_factory=dict,
@@ -284,6 +313,14 @@ class LaunchSpec(StrictModel):
                 "letter or digit"
             )
         return value
+
+
+def unreadable_reason(exc: RecursionError | ValueError) -> str:
+    """Why Python's own parsers (json, tomllib, YAML) gave up on a file: they raise these on
+    arrays nested thousands deep and on integers of thousands of digits, not their own error."""
+    if isinstance(exc, RecursionError):
+        return "values nested too deeply"
+    return f"a number of more than {sys.get_int_max_str_digits()} digits"
 
 
 def describe_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> str:

@@ -9,6 +9,10 @@ import re
 from spotrun.core.errors import UsageError
 
 NEVER = 0.0
+# The longest wait or timeout spotrun takes: longer is a typo, and a time that far ahead
+# overflows the dates it becomes (a tag's expiry, a deadline).
+MAX_SECONDS = 366 * 86400.0
+MAX_HOURS = MAX_SECONDS / 3600
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(?P<number>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>[smh]?)")
 
@@ -28,6 +32,10 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
     if seconds <= 0:
         raise UsageError(
             f"{what} {text!r} is no time at all", hint="give a positive duration, or never"
+        )
+    if seconds > MAX_SECONDS:
+        raise UsageError(
+            f"{what} {text!r} is more than a year", hint="give at most 366 days (8784h), or never"
         )
     return seconds
 

@@ -22,7 +22,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from spotrun.core.config import MAX_DISK_GB, MAX_GPUS_PER_NODE, MAX_NODES
+from spotrun.core.config import (
+    MAX_DISK_GB,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    unreadable_reason,
+)
+from spotrun.core.durations import MAX_HOURS
 from spotrun.core.errors import UsageError
 from spotrun.core.suggest import unknown_key
 from spotrun.datasets.spec import is_remote, parse_data
@@ -59,7 +65,7 @@ class TaskFile(TaskModel):
     checkpoint_dir: str | None = None
     data: str | None = None
     max_cost: float | None = Field(None, gt=0, allow_inf_nan=False)
-    max_hours: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_hours: float | None = Field(None, gt=0, le=MAX_HOURS, allow_inf_nan=False)
 
     @field_validator("run")
     @classmethod
@@ -108,6 +114,8 @@ def load_task(path: Path) -> TaskFile:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise UsageError(f"task file {path} is not valid YAML: {exc}") from exc
+    except (RecursionError, ValueError) as exc:
+        raise UsageError(f"cannot read task file {path}: {unreadable_reason(exc)}") from exc
     if not isinstance(data, dict):
         raise UsageError(f"task file {path} must be a mapping of keys (name, run, ...)")
     try:

@@ -40,7 +40,8 @@ def apply_overrides(obj: M, items: list[str], *, what: str = "recipe") -> M:
 
 # Counts that drive work: a value past these is a typo, not a plan (epochs=1e23 would train
 # until stopped). Every other integer key is bounded by MAX_COUNT.
-COUNT_LIMITS = {"epochs": 100_000, "grace_epochs": 100_000}
+# Threads past 1,024 are a typo on any instance, and torch crashes creating 99,999,999.
+COUNT_LIMITS = {"epochs": 100_000, "grace_epochs": 100_000, "threads": 1_024}
 MAX_COUNT = 1_000_000_000
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
