@@ -16,6 +16,7 @@ from pathlib import Path
 from spotrun.cloud.base import Instance, Provider
 from spotrun.cloud.capabilities import FetchesCheckpoints
 from spotrun.core.checkpoint_files import newest_complete_checkpoint
+from spotrun.core.metrics_file import parse_line
 from spotrun.core.rundir import (
     CHECKPOINTS_DIR,
     EXIT_FILE,
@@ -35,11 +36,10 @@ def truncate_metrics(path: Path, step: int) -> None:
         return
     kept = []
     for line in path.read_text().splitlines():
-        try:
-            if json.loads(line).get("step", 0) <= step:
-                kept.append(line)
-        except ValueError:
-            continue
+        record = parse_line(line)  # a line that is not one object goes, as it was unread
+        at = record.get("step", 0) if record is not None else None
+        if isinstance(at, int | float) and at <= step:
+            kept.append(line)
     text = "".join(f"{line}\n" for line in kept)
     if text != path.read_text():
         path.write_text(text)

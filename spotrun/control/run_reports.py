@@ -30,6 +30,15 @@ class RunReports:
             self.ledger.add_event(run.id, "device", line)
 
     def pull_metrics(self, run: RunRecord) -> None:
+        skipped = self.metrics.skipped
         new = self.metrics.read_new()
         if new:
             self.ledger.set_metrics(run.id, new[-1])
+        if self.metrics.skipped > skipped:  # what a job writes is data: counted, never fatal
+            count = self.metrics.skipped - skipped
+            self.ledger.add_event(
+                run.id,
+                "metrics",
+                f"skipped {count} line{'s' if count > 1 else ''} of {METRICS_FILE} that "
+                f"{'are' if count > 1 else 'is'} not one JSON object",
+            )
