@@ -3,7 +3,9 @@
 `find -printf '%P\\0%s\\0%T@\\0'` lists a folder: NUL-separated, since a file name may hold any
 byte but NUL (a tab or newline in a name must not drop or split it). Dot files, lock and
 partial files, the controller's own log and the job's copy of its workdir stay out (the
-workdir's declared outputs come back on their own).
+workdir's declared outputs come back on their own). `find` lists what is there without
+following links; what is later read is checked once opened (OWN_FUNCTION), since the job may
+swap a listed file for a link between the listing and the read.
 """
 
 from __future__ import annotations
@@ -23,6 +25,20 @@ SKIPPED_NAMES = frozenset({SUPERVISOR_LOG_FILE})
 SKIPPED_FOLDERS = (WORKDIR_DIR + "/",)
 # find's fields for each file: its path under the starting point, size, mtime.
 FIND_FIELDS = "-printf '%P\\0%s\\0%T@\\0'"
+
+# `_own PATH`, with $top the run folder's physical path and PATH open as fd 3: whether what was
+# opened is that very file, a plain file reached through no link (0), gone since (4), or a
+# link, a moved or special file (5). The kernel's name for the open file (/proc/self/fd/3) is
+# what counts, not the name listed: a folder on the path swapped for a link shows there.
+# The x keeps a name's trailing newlines from $( ); one newline is readlink's own.
+OWN_LINKED = 5
+OWN_GONE = 4
+OWN_FUNCTION = (
+    "nl='\n'; _own() { p=$(readlink /proc/self/fd/3 && printf x) || return 5; "
+    'p=${p%x}; p=${p%"$nl"}; '
+    '[ "$p" = "$top/$1" ] && [ -f /proc/self/fd/3 ] && return 0; '
+    '[ "$p" = "$top/$1 (deleted)" ] && return 4; return 5; }; '
+)
 
 
 @dataclass(frozen=True)
