@@ -28,7 +28,13 @@ from dataclasses import dataclass
 from spotrun.core.errors import RemoteError
 from spotrun.core.rundir import WORKDIR_DIR
 from spotrun.remote.job import JobStatus, parse_status, status_shell
-from spotrun.remote.listing import FIND_FIELDS, RemoteFile, output_files, remote_file
+from spotrun.remote.listing import (
+    FIND_FIELDS,
+    OWN_FUNCTION,
+    RemoteFile,
+    output_files,
+    remote_file,
+)
 from spotrun.remote.runner import Runner
 
 # The most of one growing file a poll brings; the rest comes with the next poll.
@@ -36,15 +42,20 @@ MAX_TAIL_BYTES = 64 << 20
 PROBE_TIMEOUT_S = 120.0
 _ANSWER_BLOCK = 4 << 20  # the answer is held and written in blocks of this many bytes
 
-# stat, then at most COUNT bytes from OFFSET (padded should the file shrink), then stat again
+# The file opened once as fd 3 and checked (listing's _own: itself, no link on its path, a
+# plain file); its size, then at most COUNT bytes from OFFSET (padded should it shrink), then
+# its size again. Anything else answers size -1 and no bytes.
 _TAIL_FUNCTION = (
-    '_st() { s=$(stat -c %s -- "$1" 2>/dev/null) || s=-1; n=0; '
+    '_sto() { s=-1; _own "$1" && s=$(stat -L -c %s /proc/self/fd/3 2>/dev/null) || s=-1; n=0; '
     '[ "$s" -gt "$2" ] && n=$((s - $2)); '
     f'[ "$n" -gt {MAX_TAIL_BYTES} ] && n={MAX_TAIL_BYTES}; '
     'printf \'%s\\0%s\\0\' "$s" "$n"; [ "$n" -gt 0 ] || return 0; '
-    '{ tail -c +$(($2 + 1)) -- "$1" 2>/dev/null | head -c "$n"; head -c "$n" /dev/zero; } '
-    '| head -c "$n"; a=$(stat -c %s -- "$1" 2>/dev/null) || a=-1; '
-    "printf '%s\\0' \"$a\"; }; "
+    '{ tail -c +$(($2 + 1)) <&3 2>/dev/null | head -c "$n"; head -c "$n" /dev/zero; } '
+    '| head -c "$n"; a=$(stat -L -c %s /proc/self/fd/3 2>/dev/null) || a=-1; '
+    "printf '%s\\0' \"$a\"; return 0; }; "
+    # a FIFO opened for reading would wait for a writer: only a plain file is opened
+    '_st() { if [ -f "$1" ] && [ ! -L "$1" ] && _sto "$@" 3<"$1"; then :; '
+    "else printf '%s\\0%s\\0' -1 0; fi; }; "
 )
 
 
@@ -76,7 +87,8 @@ def probe_command(probe: Probe) -> str:
     q = shlex.quote
     parts = [status_shell(probe.run_dir, probe.session) + "; "] if probe.session else []
     parts.append(
-        f"if cd {q(probe.run_dir)} 2>/dev/null; then printf 'L\\0'; "
+        # a run folder that is a link (the job swapped it) is none: never listed through
+        f"if [ ! -L {q(probe.run_dir)} ] && cd {q(probe.run_dir)} 2>/dev/null; then printf 'L\\0'; "
         f"find . -type f {FIND_FIELDS}; printf '\\0%d\\0' $?; "
     )
     if probe.outputs:
@@ -86,7 +98,7 @@ def probe_command(probe: Probe) -> str:
             "-printf '%p\\0%s\\0%T@\\0' 2>/dev/null); printf '\\0'; "
         )
     if probe.tails:
-        parts.append(_TAIL_FUNCTION)
+        parts.append(OWN_FUNCTION + "top=$(pwd -P); " + _TAIL_FUNCTION)
         parts.extend(f"_st {q(t.path)} {int(t.offset)}; " for t in probe.tails)
     parts.append("else printf 'N\\0'; fi; printf 'E\\0'")
     # One write of the whole answer, not one per printf: each write would travel as an SSH
