@@ -218,10 +218,15 @@ def stage_job_env(
     home: Path, record: ControllerHost, args: list[str], valued: Collection[str], *, log: Log
 ) -> list[str]:
     """`launch`'s or `sweep`'s arguments with the job environment of this machine put on the
-    host: each --env-file travels, and the trackers' variables of this shell (W&B, MLflow),
-    which the host's shell does not have, travel as one more --env-file. Both are 0600 files
-    in the staging folder: a variable's value never appears on a command line there."""
+    host: each --env-file travels, the trackers' variables of this shell (W&B, MLflow), which
+    the host's shell does not have, travel as one more --env-file ahead of them, and the
+    --env values as one after them (so the host applies them in the same order: trackers,
+    files, --env). All are 0600 files in the staging folder: a variable's value never
+    appears on a command line there, nor in this machine's ssh command."""
     units = _split(args[1:], valued)
+    end = next((i for i, unit in enumerate(units) if unit == ["--"]), len(units))
+    flags = [unit[1] for unit in units[:end] if unit[0] == "--env" and len(unit) == 2]
+    units = [u for i, u in enumerate(units) if i >= end or not (u[0] == "--env" and len(u) == 2)]
     stager = Stager(home, record, log)
     for index, unit in enumerate(units):
         if unit[0] == "--env-file" and len(unit) == 2:
@@ -237,17 +242,44 @@ def stage_job_env(
         log(f"not carrying {key}: its value spans lines (give it with --env-file on the host)")
     if carried:  # names only: values such as WANDB_API_KEY are never printed
         log(f"carrying {', '.join(carried)} into the job's environment")
-        with tempfile.TemporaryDirectory(prefix="spotrun-env-") as tmp:
-            local = Path(tmp) / "trackers.env"
-            fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.writelines(f"{key}={value}\n" for key, value in carried.items())
-            staged = ["--env-file", stager.file(local, private=True)]
-        # before a `--` (what follows it is the job's, not spotrun's), else last: never ahead
-        # of a subcommand such as `sweep run`
+        staged = ["--env-file", _stage_values(stager, "trackers.env", carried)]
+        # ahead of the first --env-file (the user's files win over the shell's trackers),
+        # else before a `--` (what follows it is the job's, not spotrun's), else last: never
+        # ahead of a subcommand such as `sweep run`
+        first_file = next((i for i, unit in enumerate(units) if unit[0] == "--env-file"), None)
         end = next((i for i, unit in enumerate(units) if unit == ["--"]), len(units))
-        units.insert(end, staged)
+        units.insert(end if first_file is None else first_file, staged)
+    if flags:
+        values = _flag_values(flags)
+        end = next((i for i, unit in enumerate(units) if unit == ["--"]), len(units))
+        units.insert(end, ["--env-file", _stage_values(stager, "env-flags.env", values)])
     return [args[0], *(word for unit in units for word in unit)]
+
+
+def _flag_values(flags: list[str]) -> dict[str, str]:
+    """The --env KEY=VALUE flags, checked here as the host would check them (a bad one is
+    refused before anything moves); a value of several lines cannot be one line of a file."""
+    from spotrun.jobs.own_command import parse_envs  # pydantic (~0.1 s): launch and sweep only
+
+    values = parse_envs(flags)
+    for key, value in values.items():
+        if "\n" in value or "\r" in value:
+            raise UsageError(
+                f"--env {key}: its value spans lines, which cannot travel to the controller host",
+                hint="give a one-line value, or set the variable in a file on the host "
+                "and name it with --env-file there",
+            )
+    return values
+
+
+def _stage_values(stager: Stager, name: str, values: dict[str, str]) -> str:
+    """`values` as KEY=VALUE lines in a 0600 file of the staging folder; its path there."""
+    with tempfile.TemporaryDirectory(prefix="spotrun-env-") as tmp:
+        local = Path(tmp) / name
+        fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.writelines(f"{key}={value}\n" for key, value in values.items())
+        return stager.file(local, private=True)
 
 
 # -------------------------------------------------------------------- forwarding
