@@ -122,17 +122,18 @@ def follow_run(
     quiet: bool = False,
 ) -> int:
     """Show the run until it ends; its exit code (0 only if it succeeded, 130 on Ctrl-C)."""
-    # late: the bills and the ledger's tables (~30 ms) stay off ls, which imports this module
-    from spotrun.cost.bills import run_cost
-    from spotrun.service.follow import follow
+    shown: ProgressShown | None = None
+    try:  # from the first line: a Ctrl-C at any moment says how the run goes on
+        # late: the bills and the ledger's tables (~30 ms) stay off ls, which imports this module
+        from spotrun.cost.bills import run_cost
+        from spotrun.service.follow import follow
 
-    run = ledger.get_run(run_id)
-    t0 = run.created_at
-    shown = ProgressShown(out)
-    cost: float | None = None
-    priced_at = 0.0
-    epochs: int | None = None
-    try:
+        run = ledger.get_run(run_id)
+        t0 = run.created_at
+        shown = ProgressShown(out)
+        cost: float | None = None
+        priced_at = 0.0
+        epochs: int | None = None
         for update in follow(ledger, run_id, start=start, output=False if quiet else None):
             stamp = f"[{fmt_duration(max(0.0, update.at - t0)):>7}]"
             if update.kind == "state":
@@ -162,17 +163,23 @@ def follow_run(
                 shown.close()
                 return _summary(ledger, run_id, out)
     except KeyboardInterrupt:
-        shown.close()
+        if shown is not None:
+            shown.close()
         run = ledger.get_run(run_id)
-        err.print(
-            f"\ndetached from {run.name}; it goes on under its supervisor. "
-            f"`spotrun stop {run.name}` stops it.",
-            markup=False,
-        )
+        err.print(f"\ndetached from {run.name}; {detached_note(run)}", markup=False)
         return 130
     finally:
-        shown.close()
+        if shown is not None:
+            shown.close()
     return FAILURE
+
+
+def detached_note(run: Any) -> str:
+    """How a run left running in the background goes on, and how to follow or stop it."""
+    return (
+        "it goes on detached under its supervisor: follow it with "
+        f"`spotrun logs -f {run.name}`, stop it with `spotrun stop {run.name}`"
+    )
 
 
 def _epoch_total(run_dir: Path) -> int | None:

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from spotrun.cli.common import Cloud, job_environment
-from spotrun.cli.follow_view import follow_run
+from spotrun.cli.follow_view import detached_note, follow_run
 from spotrun.cli.library import api, load_settings, supervisor
 from spotrun.cli.render import err, out
 from spotrun.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from spotrun.store.ledger import Ledger
 
 
 def launch(
@@ -70,64 +73,118 @@ def launch(
       spotrun launch --cmd "python train.py" --workdir .
       spotrun launch task.yaml --detach
     """
-    settings = load_settings()
-    own = OwnJobFlags(cmd, workdir, setup, env_, env_file)
-    own.check(target, set_)
-    ledger = api.open_ledger(settings)
-    chosen_cloud = cloud.value if cloud else settings.default_cloud
-    # The run's supervisor starts now and gets ready (imports, cloud clients) while we plan.
-    warm = None if dry_run else supervisor.Prewarmed(settings, chosen_cloud)
-    flags = resource_flags(gpu_model, instance_type, region, zone, disk_gb)
-    if nodes is not None:
-        flags["nodes"] = nodes
+    # Ctrl-C at any moment says what it left behind: nothing, or a run that goes on detached.
+    progress = LaunchProgress()
     try:
-        if own.wanted(target):
-            prepared = own.prepare(
-                settings,
-                target,
-                cloud=cloud.value if cloud else None,
-                gpus=gpus,
-                name=name,
-                max_cost_usd=max_cost,
-                max_hours=max_hours,
-                resources=flags,
+        settings = load_settings()
+        own = OwnJobFlags(cmd, workdir, setup, env_, env_file)
+        own.check(target, set_)
+        progress.ledger = ledger = api.open_ledger(settings)
+        progress.run_id = api.new_run_id()
+        chosen_cloud = cloud.value if cloud else settings.default_cloud
+        # The run's supervisor starts now and gets ready (imports, cloud clients) while we plan.
+        if not dry_run:
+            progress.warm = supervisor.Prewarmed(settings, chosen_cloud)
+        flags = resource_flags(gpu_model, instance_type, region, zone, disk_gb)
+        if nodes is not None:
+            flags["nodes"] = nodes
+        try:
+            if own.wanted(target):
+                prepared = own.prepare(
+                    settings,
+                    target,
+                    cloud=cloud.value if cloud else None,
+                    gpus=gpus,
+                    name=name,
+                    max_cost_usd=max_cost,
+                    max_hours=max_hours,
+                    resources=flags,
+                )
+            else:
+                assert target is not None
+                prepared = api.prepare_launch(
+                    settings,
+                    target,
+                    overrides=set_,
+                    cloud=chosen_cloud,
+                    gpus=gpus,
+                    name=name,
+                    max_cost_usd=max_cost,
+                    max_hours=max_hours,
+                    resources=flags,
+                    envs=own.job_env(),
+                )
+        except BaseException:
+            progress.cancel_warm()
+            raise
+        if prepared.spec.cloud != chosen_cloud:  # a task file chose its cloud
+            progress.cancel_warm()
+        if dry_run:
+            passed = api.dry_run(settings, prepared)
+            out.print(f"dry run on {prepared.spec.cloud}: {prepared.plan.reason}")
+            out.print(f"permitted: {', '.join(passed)}; nothing was launched")
+            return
+        run = api.launch(ledger, prepared, prewarmed=progress.warm, run_id=progress.run_id)
+        if detach:
+            sys.stdout.write(run.id + "\n")
+            err.print(
+                f"launched {run.name} ({run.id}) on {run.cloud}: {prepared.plan.reason}\n"
+                f"follow it with `spotrun logs -f {run.name}`, "
+                f"stop it with `spotrun stop {run.name}`"
             )
+            return
+        out.print(f"run {run.id}  {run.name}  on {run.cloud}")
+        code = follow_run(ledger, run.id, out, err, quiet=quiet)
+    except KeyboardInterrupt:
+        raise typer.Exit(progress.interrupted()) from None
+    except Exception as exc:
+        if not caused_by_interrupt(exc):
+            raise
+        raise typer.Exit(progress.interrupted()) from None
+    raise typer.Exit(code)
+
+
+def caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a Ctrl-C lies under `exc`: one that came while a class was being made (an
+    import) surfaces as a RuntimeError from type.__new__, the KeyboardInterrupt its cause."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+class LaunchProgress:
+    """How far a launch got: what a Ctrl-C leaves behind, and says it left."""
+
+    def __init__(self) -> None:
+        self.ledger: Ledger | None = None
+        self.run_id: str | None = None  # chosen before the run is recorded under it
+        self.warm: supervisor.Prewarmed | None = None
+
+    def cancel_warm(self) -> None:
+        if self.warm is not None:
+            self.warm.cancel()
+            self.warm = None
+
+    def interrupted(self) -> int:
+        """Say what the interrupted launch left behind; its exit code."""
+        run = None
+        if self.ledger is not None and self.run_id is not None:
+            # api.launch made the run whole (handed on) or left nothing of it
+            run = api.find_run(self.ledger, self.run_id)
+        if run is None:
+            self.cancel_warm()
+            err.print("\ninterrupted: nothing was launched", markup=False)
         else:
-            assert target is not None
-            prepared = api.prepare_launch(
-                settings,
-                target,
-                overrides=set_,
-                cloud=chosen_cloud,
-                gpus=gpus,
-                name=name,
-                max_cost_usd=max_cost,
-                max_hours=max_hours,
-                resources=flags,
-                envs=own.job_env(),
+            err.print(
+                f"\ninterrupted: {run.name} ({run.id}) was launched; {detached_note(run)}",
+                markup=False,
             )
-    except BaseException:
-        if warm is not None:
-            warm.cancel()
-        raise
-    if warm is not None and prepared.spec.cloud != chosen_cloud:  # a task file chose its cloud
-        warm.cancel()
-        warm = None
-    if dry_run:
-        passed = api.dry_run(settings, prepared)
-        out.print(f"dry run on {prepared.spec.cloud}: {prepared.plan.reason}")
-        out.print(f"permitted: {', '.join(passed)}; nothing was launched")
-        return
-    run = api.launch(ledger, prepared, prewarmed=warm)
-    if detach:
-        sys.stdout.write(run.id + "\n")
-        err.print(
-            f"launched {run.name} ({run.id}) on {run.cloud}: {prepared.plan.reason}\n"
-            f"follow it with `spotrun logs -f {run.name}`, stop it with `spotrun stop {run.name}`"
-        )
-        return
-    out.print(f"run {run.id}  {run.name}  on {run.cloud}")
-    raise typer.Exit(follow_run(ledger, run.id, out, err, quiet=quiet))
+        return 130
 
 
 class OwnJobFlags:

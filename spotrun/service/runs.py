@@ -10,12 +10,14 @@ exec, the cost report (spotrun.cost.cost_report) and reading runs (service.looku
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from spotrun.control import supervisor
-from spotrun.core.errors import StateError, UsageError
+from spotrun.core.errors import NotFoundError, StateError, UsageError
+from spotrun.core.interrupts import interrupts_deferred
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.cost.bills import run_cost
 from spotrun.cost.cost_report import (
@@ -44,7 +46,15 @@ from spotrun.service.prepare import (
     prepare_launch,
 )
 from spotrun.service.prices import PriceTable, catalog_prices, prices
-from spotrun.store.ledger import CostLine, InstanceRecord, Ledger, RunEvent, RunRecord, Transition
+from spotrun.store.ledger import (
+    CostLine,
+    InstanceRecord,
+    Ledger,
+    RunEvent,
+    RunRecord,
+    Transition,
+    new_run_id,
+)
 from spotrun.sweep.packs import run_provider
 
 # The library surface: defined here, or re-exported from the module that holds it.
@@ -70,10 +80,12 @@ __all__ = [
     "cost_rows",
     "dry_run",
     "exec_command",
+    "find_run",
     "follow",
     "gc",
     "launch",
     "log_path",
+    "new_run_id",
     "node_log_paths",
     "open_ledger",
     "parse_since",
@@ -93,17 +105,71 @@ __all__ = [
 
 # -------------------------------------------------------------------- launch
 def launch(
-    ledger: Ledger, prepared: LaunchPlan, *, prewarmed: supervisor.Prewarmed | None = None
+    ledger: Ledger,
+    prepared: LaunchPlan,
+    *,
+    prewarmed: supervisor.Prewarmed | None = None,
+    run_id: str | None = None,
 ) -> RunRecord:
-    """Record the run and hand it to a new supervisor (or to `prewarmed`); returns at once."""
-    run = ledger.create_run(prepared.spec, plan=prepared.plan)
-    ledger.add_event(run.id, "plan", prepared.plan.reason)
-    lacking = ledger.settings.aws.without_credentials() if run.spec.cloud == "aws" else None
-    if lacking:
-        ledger.add_event(run.id, "plan", lacking)
-    pid = prewarmed.hand(run) if prewarmed else supervisor.spawn(ledger.settings, run)
-    ledger.set_supervisor(run.id, pid)
-    return ledger.get_run(run.id)
+    """Record the run with its folder and hand it to a new supervisor (or to `prewarmed`);
+    returns at once.
+
+    The run and its folder appear together or not at all, and a recorded run is handed on
+    even when Ctrl-C comes meanwhile (its KeyboardInterrupt is raised once the run is handed
+    on, or once the folder is taken away again). A caller that chose `run_id` then learns from
+    `find_run` which of the two it got."""
+    run_id = run_id or new_run_id()
+    folder = ledger.settings.runs_dir / run_id
+    if folder.exists():  # not ours to take away below
+        raise StateError(f"a run folder {folder} already exists", hint="launch again")
+    started = False
+    try:
+        # The folder first: whoever finds the run in the ledger (the home's controller looks
+        # every second) finds its folder too.
+        folder.mkdir(parents=True)
+        ledger.create_run(prepared.spec, run_id=run_id, plan=prepared.plan)
+        with interrupts_deferred():
+            started = True
+            _hand_on(ledger, run_id, prepared, prewarmed)
+    except BaseException:
+        with interrupts_deferred():
+            if not _recorded(ledger, run_id):
+                shutil.rmtree(folder, ignore_errors=True)
+            elif not started:  # recorded just before the interrupt (or error) came
+                _hand_on(ledger, run_id, prepared, prewarmed)
+        raise
+    return ledger.get_run(run_id)
+
+
+def _hand_on(
+    ledger: Ledger, run_id: str, prepared: LaunchPlan, prewarmed: supervisor.Prewarmed | None
+) -> None:
+    """A recorded run's plan noted, and the run handed to its supervisor."""
+    run = ledger.get_run(run_id)
+    try:
+        ledger.add_event(run.id, "plan", prepared.plan.reason)
+        lacking = ledger.settings.aws.without_credentials() if run.spec.cloud == "aws" else None
+        if lacking:
+            ledger.add_event(run.id, "plan", lacking)
+    finally:  # a recorded run is driven whatever became of its notes
+        pid = prewarmed.hand(run) if prewarmed else supervisor.spawn(ledger.settings, run)
+        ledger.set_supervisor(run.id, pid)
+
+
+def _recorded(ledger: Ledger, run_id: str) -> bool:
+    """Whether the run's row is committed. A Ctrl-C inside COMMIT's wait for a busy ledger
+    leaves its transaction open: rolled back here, so that the row is committed or gone."""
+    if ledger.db.in_transaction:
+        ledger.db.execute("ROLLBACK")
+    return find_run(ledger, run_id) is not None
+
+
+def find_run(ledger: Ledger, run_id: str) -> RunRecord | None:
+    """The run with this exact id, or None when the ledger has none."""
+    try:
+        return ledger.get_run(run_id)
+    except NotFoundError:
+        return None
 
 
 # -------------------------------------------------------------------- status
