@@ -13,15 +13,51 @@ from spotrun.cli.follow_view import fmt_duration, fmt_metrics
 from spotrun.cli.library import api
 from spotrun.cli.plain_table import plain_table
 from spotrun.cli.render import Table, money, out, print_json
+from spotrun.core.errors import LedgerWriteError
+from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
+from spotrun.store.adopt import adopt_run_folders
+from spotrun.store.connection import home_write_fault
+from spotrun.store.ledger import Ledger
 
 HEADERS = ("ID", "NAME", "RECIPE", "CLOUD", "STATE", "STARTED", "DURATION", "COST", "METRICS")
 NO_RUNS = "no runs yet; start one with `spotrun launch digits-fast`"
 
 
+def _note(message: str) -> None:
+    sys.stderr.write(f"note: {message}\n")
+
+
+def _ledger() -> Ledger:
+    """The ledger, its live runs driven and the run folders it lost adopted back; a ledger
+    that cannot be written now is still listed, with a note saying why nothing moves."""
+    try:
+        ledger = api.open_ledger()
+    except LedgerWriteError as exc:
+        _note(exc.user_message())
+        return api.open_ledger(reconcile=False)
+    try:
+        adopted = adopt_run_folders(ledger)
+    except LedgerWriteError as exc:
+        _note(f"run folders the ledger does not know were not adopted: {exc.user_message()}")
+        return ledger
+    for run in adopted:
+        _note(
+            f"run {run.run_id} was in its folder but not in the ledger (a damaged ledger?): "
+            f"adopted back as {run.state.value}"
+        )
+    if any(run.state is RunState.RUNNING for run in adopted):
+        ledger.close()
+        ledger = api.open_ledger()  # its controller started, to drive it again
+    return ledger
+
+
 def show_runs(all_: bool, as_json: bool) -> None:
-    ledger = api.open_ledger()
+    ledger = _ledger()
     runs = ledger.list_runs(include_all=all_)
+    fault = home_write_fault(ledger.home) if any(not r.is_terminal for r in runs) else None
+    if fault is not None:  # the live runs' controller waits; say why nothing moves
+        _note(f"{fault}: live runs wait until it can be written")
     rows = [api.run_summary(ledger, r) for r in runs]
     if as_json:
         print_json(rows)

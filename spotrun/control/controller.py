@@ -40,9 +40,16 @@ from spotrun.control.run_instances import RunInstances
 from spotrun.control.run_reports import RunReports
 from spotrun.control.run_sync import RunSync
 from spotrun.control.transitions import RunTransitions
-from spotrun.core.errors import CapacityError, LedgerBusyError, SpotrunError, StateError
+from spotrun.control.write_faults import WriteFaultWait, as_write_fault
+from spotrun.core.errors import (
+    CapacityError,
+    LedgerBusyError,
+    LedgerWriteError,
+    SpotrunError,
+    StateError,
+)
 from spotrun.core.exitcodes import CHECKPOINTED
-from spotrun.core.rundir import SUPERVISOR_LOG_FILE
+from spotrun.core.rundir import EXIT_FILE, SUPERVISOR_LOG_FILE
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import SYSTEM_CLOCK, Backoff, Clock, pause, wait_until
 from spotrun.remote.job import JobDriver, JobStatus
@@ -84,6 +91,8 @@ class RunController:
         self.reports = RunReports(ledger, run)
         self.costs = CostLines(ledger, provider, clock=clock)
         self.budget = BudgetWatch(ledger, provider, clock=clock)
+        self.write_faults = WriteFaultWait(ledger, run_id, clock=clock)
+        self.lost_exit_note: str | None = None  # why a lost job's exit code is unknown
         self.cluster = (
             ClusterSteps(
                 ledger,
@@ -117,7 +126,15 @@ class RunController:
             try:
                 # the stop's reason: the user's, or the one a sweep gave (ASHA, its budget)
                 why = run.message or "stopped by the user"
-                run = self._stop(run, why) if run.stop_requested else steps[run.state](run)
+                with as_write_fault():
+                    run = self._stop(run, why) if run.stop_requested else steps[run.state](run)
+                self.write_faults.cleared()
+            except LedgerWriteError as exc:
+                # This machine cannot write now (read-only, full, I/O): the job goes on and no
+                # instance ends for it; past the bound this raises and the controller gives way.
+                self.write_faults.wait(exc)
+                run = self.ledger.get_run(self.run_id)
+                continue
             except StateError:
                 run = self.ledger.get_run(self.run_id)  # another process moved it; look again
                 continue
@@ -234,7 +251,9 @@ class RunController:
             state, stopping = self.ledger.state_of(self.run_id)
             if stopping or state is not RunState.RUNNING:
                 return self.ledger.get_run(self.run_id)
-            return self._watch(run, live, driver)
+            moved = self._watch(run, live, driver)
+            self.write_faults.cleared()  # a whole heartbeat written: the fault, if any, passed
+            return moved
 
         # Quick at first, so that a short job's end is seen at once: 0.1, 0.2, 0.4 s, ... up
         # to poll_s, or wider while this process polls many runs (spotrun.control.poll_pace)
@@ -274,6 +293,9 @@ class RunController:
             return self._job_ended(run, status)
         if status.lost:
             if self.instances.live():
+                self.lost_exit_note = _empty_exit_record(run)
+                if self.lost_exit_note is not None:
+                    self.ledger.add_event(run.id, "job", self.lost_exit_note)
                 write_exit(run.run_dir, 137)  # session killed with no exit code written
                 return self._job_ended(run, JobStatus(False, 137))
             end = self.agent_ends.find(run, stored=True)
@@ -325,7 +347,10 @@ class RunController:
         code = exit_code(run.run_dir)
         if code == 0:
             return self._move(RunState.SUCCEEDED, "job exited with code 0")
-        return self._move(RunState.FAILED, failure_message(run.run_dir, code))
+        message = failure_message(run.run_dir, code)
+        if self.lost_exit_note is not None:
+            message = f"{message}; {self.lost_exit_note}"
+        return self._move(RunState.FAILED, message)
 
     def _stop(self, run: RunRecord, reason: str = "stopped by the user") -> RunRecord:
         live = self.instances.live()
@@ -360,3 +385,19 @@ class RunController:
         mark_data_volumes_deleted(self.ledger, run)  # the provider deleted them with the run
         self.instances.record_teardown({i.id for i in ended}, reason)
         self.costs.record(run)
+
+
+def _empty_exit_record(run: RunRecord) -> str | None:
+    """Why a job that ended left an empty exit record: the wrapper began it but could not
+    write it (a full or read-only disk), so the job's own exit code is lost."""
+    record = run.run_dir / EXIT_FILE
+    try:
+        empty = record.stat().st_size == 0
+    except OSError:
+        return None
+    if not empty:
+        return None
+    return (
+        f"the job ended but its exit record ({record}) is empty: its disk could not be "
+        "written when it ended (full or read-only?), so its exit code is unknown"
+    )

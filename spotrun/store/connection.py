@@ -5,6 +5,7 @@ and SPOTRUN_HOME private to their user."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import time
@@ -13,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from spotrun.core.errors import LedgerBusyError, LedgerError
+from spotrun.core.errors import LedgerBusyError, LedgerError, LedgerWriteError
 from spotrun.core.home import LEDGER_FILE
 from spotrun.core.rundir import HOME_VAR
 from spotrun.store.schema import migrate
@@ -29,6 +30,26 @@ BUSY_BOUND_S = 600.0
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc)
     return "locked" in text or "busy" in text
+
+
+# Faults of this machine that pass (a read-only mount or file, a full disk, a failing device):
+# the ledger cannot be written now, and may be later. SQLite names them in sqlite_errorname.
+_WRITE_FAULT_CODES = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_IOERR")
+_WRITE_FAULT_TEXTS = ("readonly database", "disk is full", "disk I/O error")
+# The same faults met by a write of our own to a file
+WRITE_FAULT_ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO})
+
+
+def _is_write_fault(exc: sqlite3.DatabaseError) -> bool:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(_WRITE_FAULT_CODES) or any(t in str(exc) for t in _WRITE_FAULT_TEXTS)
+
+
+def _write_fault(where: str, exc: BaseException) -> LedgerWriteError:
+    return LedgerWriteError(
+        f"cannot write the ledger at {where} now ({exc})",
+        hint="it is read-only, its disk is full or failing; runs wait until it can be written",
+    )
 
 
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:
@@ -53,6 +74,9 @@ class BusyRetryConnection(sqlite3.Connection):
 
     bound_s: float = BUSY_BOUND_S
     where: str = "the ledger"  # its path, for messages
+    # Set once a write met a read-only, full or failing ledger: a connection opened while the
+    # file was read-only stays read-only for life, so its owner opens a new one (LedgerDatabase).
+    stale: bool = False
 
     def _retrying(self, sql: str, call: Callable[[], sqlite3.Cursor]) -> sqlite3.Cursor:
         retriable = not self.in_transaction or sql.lstrip().upper().startswith("COMMIT")
@@ -63,6 +87,9 @@ class BusyRetryConnection(sqlite3.Connection):
             except sqlite3.OperationalError as exc:
                 if _is_damage(exc):
                     raise _damaged(self.where, exc) from exc
+                if _is_write_fault(exc):
+                    self.stale = True
+                    raise _write_fault(self.where, exc) from exc
                 if not (retriable and _is_busy(exc)):
                     raise
                 if time.monotonic() >= deadline:
@@ -74,6 +101,9 @@ class BusyRetryConnection(sqlite3.Connection):
             except sqlite3.DatabaseError as exc:
                 if _is_damage(exc):
                     raise _damaged(self.where, exc) from exc
+                if _is_write_fault(exc):
+                    self.stale = True
+                    raise _write_fault(self.where, exc) from exc
                 raise
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
@@ -122,10 +152,27 @@ def ensure_writable_home(home: Path) -> None:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.unlink(probe)
     except OSError as exc:
-        raise LedgerError(
+        error = LedgerWriteError if exc.errno in WRITE_FAULT_ERRNOS else LedgerError
+        raise error(
             f"{HOME_VAR} at {home} is not writable: {exc.strerror or exc}",
             hint=f"fix its permissions or set {HOME_VAR} to a folder you can write",
         ) from exc
+
+
+def home_write_fault(home: Path) -> str | None:
+    """Why SPOTRUN_HOME cannot take a byte now (read-only, full, failing), or None. A byte, not
+    an empty file: a full disk still makes empty files."""
+    probe = home / f".write-probe-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"\n")
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        return f"{HOME_VAR} at {home} cannot be written now ({exc.strerror or exc})"
+    return None
 
 
 class LedgerDatabase:
@@ -138,20 +185,23 @@ class LedgerDatabase:
         self.path = home / LEDGER_FILE
         ensure_writable_home(home)
         keep_private(self.path)
+        self._conn = self._connect()
+
+    def _connect(self) -> BusyRetryConnection:
         try:
-            self._db = sqlite3.connect(
+            db = sqlite3.connect(
                 self.path,
                 timeout=BUSY_WAIT_S,
                 isolation_level=None,
                 factory=BusyRetryConnection,
             )
-            self._db.row_factory = sqlite3.Row
-            self._db.where = str(self.path)
-            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_WAIT_S * 1000)}")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA foreign_keys = ON")
-            with self.write() as db:
-                migrate(db, self.path)
+            db.row_factory = sqlite3.Row
+            db.where = str(self.path)
+            db.execute(f"PRAGMA busy_timeout = {int(BUSY_WAIT_S * 1000)}")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA foreign_keys = ON")
+            with _transaction(db) as tx:
+                migrate(tx, self.path)
             keep_private(self.path)  # the -wal and -shm SQLite just made
         except LedgerError:
             raise
@@ -167,6 +217,11 @@ class LedgerDatabase:
                 f"{self.path} is not a readable spotrun ledger ({exc})",
                 hint=f"move it aside (mv {self.path} {self.path}.bad) and spotrun starts a new one",
             ) from exc
+        return db
+
+    @property
+    def _db(self) -> BusyRetryConnection:
+        return self._conn
 
     # The sweep and price tables' own accessors (spotrun.store.sweeps, price_cache) share this
     # connection and its transactions.
@@ -176,15 +231,28 @@ class LedgerDatabase:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction: readers go on, other writers wait for it."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
-            self._db.execute("COMMIT")
+        """One IMMEDIATE transaction: readers go on, other writers wait for it. After a write
+        that found the ledger read-only, full or failing, on a new connection: one opened while
+        the file was read-only never writes again, and the ledger must be written once it can."""
+        if self._conn.stale and not self._conn.in_transaction:
+            self._conn.close()
+            self._conn = self._connect()
+        with _transaction(self._conn) as db:
+            yield db
 
     def close(self) -> None:
-        self._db.close()
+        self._conn.close()
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+        db.execute("COMMIT")
+    except BaseException:
+        # A COMMIT that failed (full disk, lock held past the bound) leaves it open; SQLite
+        # itself ends one that an I/O error or a full disk broke: nothing left to roll back.
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise

@@ -56,3 +56,9 @@ def forget_run(ledger: Ledger, run_id: str) -> None:
         for table in _RUN_TABLES:
             db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
         db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        # Its folder goes after this: until then it must not be adopted back (store.adopt)
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (forgotten_key(run_id), "1"))
+
+
+def forgotten_key(run_id: str) -> str:
+    return f"forgotten:{run_id}"

@@ -124,7 +124,10 @@ class Share:
 class SweepStore:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.db = ledger.db
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        return self.ledger.db  # the ledger's current connection (it may open a new one)
 
     # ---------------------------------------------------------------- sweeps
     def create(

@@ -32,11 +32,12 @@ from typing import IO
 
 from spotrun.control.controller import RunController
 from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
-from spotrun.control.home import WAKE, acquire
+from spotrun.control.home import WAKE, acquire, spawn_controller
 from spotrun.control.supervisor import _try_lock
 from spotrun.core.config import Settings, load_settings
-from spotrun.core.errors import SpotrunError, StateError
+from spotrun.core.errors import LedgerWriteError, SpotrunError, StateError
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE
+from spotrun.store.adopt import adopt_run_folders
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepState, SweepStore
 from spotrun.sweep.packs import run_provider
@@ -52,30 +53,47 @@ RESTART_S = 10.0  # a thread that ended with its run still live is started again
 class RunThread(threading.Thread):
     """Drives one run to its end, holding the run's lock (so nothing else drives it)."""
 
-    def __init__(self, settings: Settings, run_id: str) -> None:
+    def __init__(self, settings: Settings, run_id: str, give_way: threading.Event) -> None:
         super().__init__(name=f"run-{run_id}", daemon=True)
         self.settings = settings
         self.run_id = run_id
+        self.give_way = give_way  # set when this machine could not write for too long
 
     def run(self) -> None:
-        ledger = Ledger(self.settings)
+        try:
+            ledger = Ledger(self.settings)
+        except LedgerWriteError as exc:
+            log.error("run %s: %s", self.run_id, exc.user_message())
+            return  # tried again after RESTART_S
         try:
             run = ledger.get_run(self.run_id)
             lock = _try_lock(run.run_dir / SUPERVISOR_LOCK_FILE)
             if lock is None:  # another process drives it (a per-run supervisor, `stop`)
                 return
             try:
-                ledger.set_supervisor(self.run_id, os.getpid())
+                _name_driver(ledger, self.run_id)
                 log.info("driving run %s from state %s", self.run_id, run.state)
                 provider = run_provider(ledger, run)  # a pack trial's: its share of the pack
                 final = RunController(ledger, self.run_id, provider=provider).drive()
                 log.info("run %s ended: %s %s", self.run_id, final.state, final.message or "")
             finally:
                 lock.close()
+        except LedgerWriteError as exc:  # waited out past its bound: nothing failed, nothing ended
+            log.error("run %s: the controller gives way: %s", self.run_id, exc.user_message())
+            self.give_way.set()
         except Exception:  # its controller has recorded the failure; the other runs go on
             log.exception("run %s: its controller stopped with an error", self.run_id)
         finally:
             ledger.close()
+
+
+def _name_driver(ledger: Ledger, run_id: str) -> None:
+    """The run's supervisor_pid: this process. Only a name (its lock is the proof), so a
+    ledger that cannot be written now does not hold the run up: its controller waits it out."""
+    try:
+        ledger.set_supervisor(run_id, os.getpid())
+    except LedgerWriteError as exc:
+        log.warning("run %s: not named its driver: %s", run_id, exc.message)
 
 
 class SweepThread(threading.Thread):
@@ -117,6 +135,7 @@ class HomeController:
         self.threads: dict[str, threading.Thread] = {}
         self.started_at: dict[str, float] = {}
         self.wake = wake if wake is not None else threading.Event()
+        self.give_way = threading.Event()
 
     def _start(self, key: str, thread: threading.Thread) -> None:
         known = self.threads.get(key)
@@ -137,9 +156,23 @@ class HomeController:
         active = self.ledger.active_run_sweeps()
         runs = [run_id for run_id, sweep_id in active.items() if sweep_id not in swept]
         for run_id in runs:
-            self._start(f"run:{run_id}", RunThread(self.settings, run_id))
+            self._start(f"run:{run_id}", RunThread(self.settings, run_id, self.give_way))
         alive = sum(1 for t in self.threads.values() if t.is_alive())
         return len(sweeps) + len(runs) + alive
+
+    def adopt(self) -> None:
+        """Runs whose folders the ledger lost (a damaged ledger) recorded again, to drive."""
+        try:
+            adopted = adopt_run_folders(self.ledger)
+        except LedgerWriteError as exc:
+            log.warning("run folders the ledger does not know not adopted: %s", exc.message)
+            return
+        for run in adopted:
+            log.warning(
+                "run %s was in its folder but not in the ledger: adopted back as %s",
+                run.run_id,
+                run.state.value,
+            )
 
     def _anything_live(self) -> bool:
         return bool(self.ledger.active_run_sweeps() or SweepStore(self.ledger).live())
@@ -147,6 +180,8 @@ class HomeController:
     def serve(self, lock: IO[str]) -> int:
         idle_since: float | None = None
         while True:
+            if self.give_way.is_set():
+                return self._give_way(lock)
             if self.tick():
                 idle_since = None
             else:
@@ -165,6 +200,20 @@ class HomeController:
             self.wake.wait(POLL_S)
             self.wake.clear()
 
+    def _give_way(self, lock: IO[str]) -> int:
+        """A run could not be written for longer than its bound: let go of the home and hand
+        it to a fresh controller (a fresh ledger connection; one opened while the ledger was
+        read-only never writes again). Every instance goes on; the runs' own locks go with
+        this process, and the fresh controller takes them up as it does after a crash."""
+        lock.close()
+        try:
+            pid = spawn_controller(self.settings)
+        except OSError as exc:  # the home itself cannot be written: the next command starts one
+            log.error("the controller gives way; no fresh one started (%s)", exc)
+            return 1
+        log.info("the controller gives way to a fresh one (pid %d)", pid)
+        return 1
+
 
 def main() -> int:
     log_to_stdout("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
@@ -180,6 +229,7 @@ def main() -> int:
     end_on_term_or_hangup()  # the controller only: the runs go on
     controller = HomeController(settings, wake=woken)
     log.info("controller of %s (pid %d)", settings.home, os.getpid())
+    controller.adopt()
     return controller.serve(lock)
 
 

@@ -17,9 +17,9 @@ from spotrun.cloud import get_provider
 from spotrun.cloud.capabilities import Warms
 from spotrun.control.controller import RunController
 from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
-from spotrun.control.supervisor import _try_lock
+from spotrun.control.supervisor import _try_lock, spawn
 from spotrun.core.config import load_settings
-from spotrun.core.errors import SpotrunError
+from spotrun.core.errors import LedgerWriteError, SpotrunError
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
 from spotrun.store.ledger import Ledger
 from spotrun.sweep.packs import run_provider
@@ -60,9 +60,21 @@ def main(argv: list[str]) -> int:
         logging.info("another supervisor holds run %s; leaving it to that one", run_id)
         return 0
     end_on_term_or_hangup()  # the supervisor only: the run goes on
-    ledger.set_supervisor(run_id, os.getpid())
+    try:  # only a name (the lock is the proof): a ledger not writable now is waited out below
+        ledger.set_supervisor(run_id, os.getpid())
+    except LedgerWriteError as exc:
+        logging.warning("run %s: not named its supervisor: %s", run_id, exc.message)
     logging.info("supervising run %s (pid %d) from state %s", run_id, os.getpid(), run.state)
-    final = RunController(ledger, run_id, provider=run_provider(ledger, run)).drive()
+    try:
+        final = RunController(ledger, run_id, provider=run_provider(ledger, run)).drive()
+    except LedgerWriteError as exc:  # waited out past its bound: the run and its instances go on
+        logging.error("run %s: the supervisor gives way: %s", run_id, exc.user_message())
+        lock.close()
+        try:
+            logging.info("a fresh supervisor takes over (pid %d)", spawn(settings, run))
+        except OSError as again:  # the home cannot be written: the next command starts one
+            logging.error("no fresh supervisor started (%s)", again)
+        return 1
     logging.info("run %s ended: %s %s", run_id, final.state, final.message or "")
     lock.close()
     return 0
