@@ -15,6 +15,7 @@ from spotrun.cli.run_list import show_runs
 from spotrun.cli.ssh import require_terminal
 from spotrun.core.terminal_text import printable
 from spotrun.core.waiting import pause
+from spotrun.remote.sync import not_home
 
 
 def list_runs(
@@ -49,6 +50,7 @@ def status(
     ledger = api.open_ledger()
     st = api.run_status(ledger, run)
     summary = api.run_summary(ledger, st.run)
+    missing = not_home(st.run.run_dir)  # files this machine could not write, and why
     if as_json:
         print_json(
             {
@@ -68,6 +70,7 @@ def status(
                 "instances": [i.__dict__ for i in st.instances],
                 "events": [e.__dict__ for e in st.events],
                 "cost_lines": [c.__dict__ for c in st.cost_lines],
+                "not_home": missing,
             }
         )
         return
@@ -86,6 +89,10 @@ def status(
     if summary.get("device"):
         out.print(f"device    {summary['device']['line']}", markup=False)
     out.print(f"folder    {r.run_dir}")
+    if missing:
+        out.print(f"not home  {len(missing)} file(s) could not be written here:")
+        for why in sorted(missing.values()):
+            out.print(f"  {printable(why)}", markup=False)
     out.print("history:")
     for t in st.transitions:
         out.print(

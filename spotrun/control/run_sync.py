@@ -4,6 +4,9 @@ durable store (S3 on AWS) for what the runner could not reach.
 Node 0's folder is the run folder; a multi-node run's other nodes sync beside it
 (spotrun.control.cluster.local_dir). Nothing is pulled when the cloud shares this machine's
 disk (the local cloud): the job writes the run folder itself.
+
+A file this machine cannot write is the laptop's problem, not the instance's: the sync skips
+it and the run goes on; each such file is one event, and the final sync lists them all.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from spotrun.cloud.capabilities import PullsStoredFiles
 from spotrun.control import cluster
 from spotrun.control.recovery import InstanceAccess
 from spotrun.core.errors import RemoteError
+from spotrun.remote.fetch import shown_path
 from spotrun.remote.job import JobDriver, JobStatus
-from spotrun.remote.sync import Polled, poll_run_dir
+from spotrun.remote.sync import Polled, not_home, poll_run_dir
 from spotrun.store.ledger import Ledger, RunRecord
 
 
@@ -46,7 +50,7 @@ class RunSync:
         local = cluster.local_dir(run.run_dir, instance.id) if self.multi_node else run.run_dir
         # the job's outputs come to the run folder, from node 0
         job = run.spec.job if local == run.run_dir else None
-        return poll_run_dir(
+        polled = poll_run_dir(
             self.provider.runner(instance),
             self.provider.run_dir(instance, run.id),
             local,
@@ -54,6 +58,9 @@ class RunSync:
             final=final,
             outputs=job.outputs if job is not None else None,
         )
+        for _, why in polled.synced.unsaved:
+            self.ledger.add_event(run.id, "sync", f"{why}; skipped, the run goes on")
+        return polled
 
     def final(self, run: RunRecord, live: list[Instance]) -> None:
         """The last pull before teardown: over the runner, then from the durable store.
@@ -72,6 +79,19 @@ class RunSync:
             except RemoteError as exc:
                 self.ledger.add_event(run.id, "sync", f"last sync of {inst.id}: {exc.message}")
         self.durable(run)
+        folders = [run.run_dir]
+        if self.multi_node:
+            folders += [cluster.local_dir(run.run_dir, inst.id) for inst in live[1:]]
+        missing = [path for folder in folders for path in sorted(not_home(folder))]
+        if missing:
+            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            self.ledger.add_event(
+                run.id,
+                "sync",
+                f"{len(missing)} file(s) could not come home (`spotrun status` lists why): "
+                + ", ".join(shown_path(path) for path in missing[:10])
+                + more,
+            )
 
     def durable(self, run: RunRecord) -> None:
         """What the durable store holds that the run folder lacks."""
