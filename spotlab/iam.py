@@ -43,6 +43,7 @@ EC2_RESOURCES = {
     "StartInstances": ("InstanceId", "instance"),
     "DeleteVolume": ("VolumeId", "volume"),
     "DeleteSecurityGroup": ("GroupId", "security-group"),
+    "RevokeSecurityGroupIngress": ("GroupId", "security-group"),
     "DeleteKeyPair": ("KeyName", "key-pair"),
     "CancelSpotInstanceRequests": ("SpotInstanceRequestId", "spot-instances-request"),
     "DeletePlacementGroup": ("GroupName", "placement-group"),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from spotrun.agent.exec_window import exec_status, start_exec
 from spotrun.agent.session import kill_session, session_exists, start_session
-from spotrun.agent.wrapper import Setup, read_env_file, run_wrapped, signal_job
+from spotrun.agent.wrapper import Setup, private_folder, read_env_file, run_wrapped, signal_job
 from spotrun.core.errors import SpotrunError
 from spotrun.core.rundir import DATA_DIR_VAR, EXIT_FILE, JOB_FILE, SETUP_DONE_FILE
 from spotrun.core.waiting import poll_until
@@ -51,7 +51,7 @@ def start_job(
     tmux. The job's environment is in the env file, never on tmux's command line."""
     if session_exists(session):
         return {"session": session, "started": False}
-    run_dir.mkdir(parents=True, exist_ok=True)
+    private_folder(run_dir)
     if cwd is not None:
         Path(cwd).mkdir(parents=True, exist_ok=True)
     (run_dir / EXIT_FILE).unlink(missing_ok=True)

@@ -253,6 +253,14 @@ class _Wrapper:
         )
 
 
+def private_folder(folder: Path) -> None:
+    """`folder` made, or tightened to, 0700 (one of another user's is left as it is)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    found = folder.stat()
+    if found.st_uid == os.getuid() and found.st_mode & 0o077:
+        os.chmod(folder, 0o700)
+
+
 def link_checkpoints(path: Path, store: Path) -> str | None:
     """Make the job's checkpoint folder `path` the run's `store` (a link when they differ).
 
@@ -260,7 +268,7 @@ def link_checkpoints(path: Path, store: Path) -> str | None:
     the durable store, and put back on a replacement instance before the job starts again.
     Returns a problem to report, or None.
     """
-    store.mkdir(parents=True, exist_ok=True)
+    private_folder(store)
     if path.absolute() == store.absolute():
         return None
     if path.is_symlink():
@@ -298,7 +306,10 @@ def run_wrapped(
     checkpoint_dir: Path | None = None,
     data: str | None = None,
 ) -> int:
-    run_dir.mkdir(parents=True, exist_ok=True)
+    # The job's files (job.log, metrics, checkpoints) are its user's alone, as is the folder
+    # that holds them (made earlier by a push or a restore, with another umask).
+    os.umask(0o077)
+    private_folder(run_dir)
     (run_dir / EXIT_FILE).unlink(missing_ok=True)
     wrapper = _Wrapper(run_dir, argv, cwd, checkpoint_dir)
     for sig in _FORWARDED:

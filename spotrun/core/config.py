@@ -99,6 +99,13 @@ class AwsSettings(StrictModel):
         None, description="spotrun's folder on the instance; default ~/.spotrun of ssh_user"
     )
     metadata_url: str = "http://169.254.169.254"
+    metadata_hop_limit: int = Field(
+        1,
+        ge=1,
+        le=2,
+        description="network hops the instance metadata service answers: 2 lets containers "
+        "on the instance (Docker's bridge) read it and the instance role's credentials",
+    )
     gpu_instance_types: list[str] = Field(
         default_factory=lambda: ["g*", "p*"], description="type patterns searched for GPU offers"
     )

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from spotrun.core.errors import UsageError
+from spotrun.core.errors import LocalFileError, UsageError
 from spotrun.core.home import REMOTE_RECORD_FILE
 from spotrun.core.rundir import HOME_VAR
 
@@ -125,9 +125,25 @@ def load_record(home: Path) -> ControllerHost | None:
         ) from exc
 
 
+def private_home(home: Path) -> None:
+    """SPOTRUN_HOME made, or tightened to, 0700: the controller host's key pin and its shared
+    connection live there beside the ledger, the user's alone (a home of another user's is
+    left as it is)."""
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mode = home.stat()
+        if mode.st_uid == os.getuid() and mode.st_mode & 0o077:
+            os.chmod(home, 0o700)
+    except OSError as exc:
+        raise LocalFileError(
+            f"cannot make {HOME_VAR} at {home} private: {exc.strerror or exc}",
+            hint=f"set {HOME_VAR} to a folder you own",
+        ) from exc
+
+
 def save_record(home: Path, record: ControllerHost) -> Path:
     """Write remote.json atomically (temp file, fsync, rename)."""
-    home.mkdir(parents=True, exist_ok=True)
+    private_home(home)
     path = record_path(home)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w") as fh:

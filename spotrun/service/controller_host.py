@@ -87,6 +87,7 @@ def controller_up(
     """Make the host behind `on` (ssh://[USER@]HOST[:PORT], or `aws`: an on-demand instance
     of spotrun's own, which stops itself after `idle_stop_s` idle, by default
     aws.controller_idle_stop_s; 0: never) this home's controller."""
+    records.private_home(settings.home)  # before the host's key pin is written there
     if on == "aws":
         if idle_stop_s is None:
             idle_stop_s = settings.aws.controller_idle_stop_s
@@ -238,8 +239,10 @@ def _up_on_ssh(
     copied = False
     if settings.config_path.is_file():
         log(f"copying {settings.config_path} to {host_home}/config.toml (no credentials)")
-        runner.run(f"mkdir -p {q(host_home)}", timeout_s=30).check(f"making {HOME_VAR} there")
-        runner.put(settings.config_path, f"{host_home}/config.toml")
+        runner.run(
+            f"umask 077 && mkdir -p {q(host_home)} && chmod 700 {q(host_home)}", timeout_s=30
+        ).check(f"making {HOME_VAR} there")
+        runner.put(settings.config_path, f"{host_home}/config.toml", private=True)
         copied = True
     path = records.save_record(home, record)
     restarted = _restart_controller(runner, record, log)

@@ -50,6 +50,7 @@ NOT_CHECKED = {
     "yet, and a DryRun on a made-up id is answered NotFound",
     "ec2:DeleteKeyPair": "tag-scoped, on the run's key pair, made at launch",
     "ec2:DeleteSecurityGroup": "tag-scoped, on the run's security group, made at launch",
+    "ec2:RevokeSecurityGroupIngress": "tag-scoped, on a reused run's security group",
     "ec2:DeleteVolume": "tag-scoped, on a run's volume (snapshot: data)",
     "ec2:CancelSpotInstanceRequests": "tag-scoped, on a run's spot request",
     "ec2:DeletePlacementGroup": "tag-scoped, on a multi-node run's placement group",

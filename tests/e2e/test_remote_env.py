@@ -2,12 +2,14 @@
 0600 file of the host's staging folder, like --env-file, and no process's command line holds
 them (this machine's ssh, the host's `spotrun launch`, the job's), while the job still sees
 them, over an --env-file's value for the same name (SECURITY.md: no command line carries
-them). The laptop and its always-on host as in test_remote_controller; the host's local cloud
+them). `controller up` also leaves this home 0700 and the host's home and config private
+(point 12). The laptop and its always-on host as in test_remote_controller; the host's local cloud
 runs the job."""
 
 from __future__ import annotations
 
 import secrets
+import stat
 import sys
 from pathlib import Path
 
@@ -50,8 +52,13 @@ def test_env_values_reach_the_job_through_a_private_file_not_a_command_line(
 ) -> None:
     env, host, key = laptop
     url = f"ssh://root@{host.address}:{host.spec.port}"
+    env.home.chmod(0o755)  # a home made before with the default umask
     env.cli("controller", "up", "--on", url, "--key", str(key), "--python", sys.executable,
             check=True, timeout=300)  # fmt: skip
+    # issue 38, point 12: this home is tightened, the host's home and its config are private
+    assert stat.S_IMODE(env.home.stat().st_mode) == 0o700
+    assert stat.S_IMODE(host.path(HOST_HOME).stat().st_mode) == 0o700
+    assert stat.S_IMODE(host.path(f"{HOST_HOME}/config.toml").stat().st_mode) == 0o600
     secret = f"tok-{secrets.token_hex(8)}"
     env_file = tmp_path / "job.env"
     env_file.write_text("NOTE=from the file\nSECRET_TOKEN=overridden by --env\n")

@@ -105,6 +105,7 @@ def run_instances_params(
     instance_profile: str | None,
     placement_group: str | None = None,
     efa: bool = False,
+    metadata_hop_limit: int = 1,
 ) -> dict[str, Any]:
     params: dict[str, Any] = {
         "ImageId": image.id,
@@ -112,11 +113,12 @@ def run_instances_params(
         "MinCount": count,
         "MaxCount": count,
         "ClientToken": token,
-        # IMDSv2 only: a token is needed to read metadata (and the instance role's credentials).
+        # IMDSv2 only: a token is needed to read metadata (and the instance role's credentials);
+        # one hop, so a container on the instance cannot read them unless a setting asks
         "MetadataOptions": {
             "HttpTokens": "required",
             "HttpEndpoint": "enabled",
-            "HttpPutResponseHopLimit": 2,
+            "HttpPutResponseHopLimit": metadata_hop_limit,
         },
         "BlockDeviceMappings": [
             {

@@ -187,6 +187,9 @@ def ensure_key_pair(
 
 
 # --------------------------------------------------------- security group
+SSH_RULE = "spotrun: SSH"  # the description of the one SSH rule spotrun adds (and revokes)
+
+
 def ensure_security_group(
     clients: AwsClients, region: str, subnet: Subnet, run_id: str, tags: list[dict[str, str]]
 ) -> str:
@@ -202,15 +205,18 @@ def ensure_security_group(
             ]
         )["SecurityGroups"]
     cidr = caller_cidr(clients, subnet)
+    stale: list[str] = []
     if groups:
         group_id = str(groups[0]["GroupId"])
-        admitted = {
-            r.get("CidrIp")
+        ours = {
+            str(r.get("CidrIp"))
             for perm in groups[0].get("IpPermissions", [])
-            if perm.get("FromPort") == port
+            if perm.get("FromPort") == port and perm.get("IpProtocol") == "tcp"
             for r in perm.get("IpRanges", [])
+            if r.get("Description") == SSH_RULE
         }
-        if cidr in admitted:
+        stale = sorted(ours - {cidr})  # the caller moved: its old address is let in no more
+        if cidr in ours and not stale:
             return group_id
     else:
         with aws_call("ec2", "CreateSecurityGroup", region):
@@ -226,9 +232,13 @@ def ensure_security_group(
         "IpProtocol": "tcp",
         "FromPort": port,
         "ToPort": port,
-        "IpRanges": [{"CidrIp": cidr, "Description": "spotrun: SSH"}],
+        "IpRanges": [{"CidrIp": cidr, "Description": SSH_RULE}],
     }
     _authorize_ingress(clients, region, group_id, ssh_in)
+    if stale:
+        old_in = {**ssh_in, "IpRanges": [{"CidrIp": old} for old in stale]}
+        with aws_call("ec2", "RevokeSecurityGroupIngress", region):
+            ec2.revoke_security_group_ingress(GroupId=group_id, IpPermissions=[old_in])
     return group_id
 
 

@@ -43,6 +43,7 @@ USER_TAGGED_ACTIONS = (
     "ec2:TerminateInstances",
     "ec2:DeleteKeyPair",
     "ec2:DeleteSecurityGroup",
+    "ec2:RevokeSecurityGroupIngress",  # a reused run's group: the caller's old address
     "ec2:DeleteVolume",
     "ec2:CancelSpotInstanceRequests",
     "ec2:DeletePlacementGroup",

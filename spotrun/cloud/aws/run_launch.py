@@ -104,6 +104,7 @@ class RunLaunch:
             instance_profile=self.aws.instance_profile,
             placement_group=group_name,
             efa=cluster and offer.efa,
+            metadata_hop_limit=self.aws.metadata_hop_limit,
         )
         made = ec2i.run_instances(self.clients, region, params)
         self.records.remember_made(request.run_id, [str(i["InstanceId"]) for i in made])
