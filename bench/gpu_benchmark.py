@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from spotrun.recipes import Recipe, get_recipe  # noqa: E402
+from spotrun.train.batch_plan import BatchPlan  # noqa: E402
 from spotrun.train.build import build_trainer, make_optimizer, seed_everything  # noqa: E402
 from spotrun.train.callbacks import Callback  # noqa: E402
 from spotrun.train.device import detect_capabilities  # noqa: E402
@@ -148,6 +149,7 @@ class SyntheticBatches:
         self.x = torch.randn(batch, 3, side, side, generator=gen).to(device)
         self.y = torch.randint(0, classes, (batch,), generator=gen).to(device)
         self.count = count
+        self.plan = BatchPlan(batch)  # one process, the whole batch in one pass
 
     def __len__(self) -> int:
         return self.count
@@ -205,18 +207,21 @@ def _trainer(
 
 
 def train_rate(recipe: Recipe, side: int, steps: int, warmup: int, device: torch.device) -> Rate:
-    data = SyntheticBatches(warmup + steps, recipe.batch_size, side, recipe.num_classes, device)
+    per_gpu = recipe.device_batch or recipe.batch_size  # one GPU's part of the global batch
+    data = SyntheticBatches(warmup + steps, per_gpu, side, recipe.num_classes, device)
     clock = StepClock(warmup, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     _trainer(recipe, data, device, clock).fit()
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
-    return Rate(f"{recipe.name} train", side, steps * recipe.batch_size / clock.seconds, peak)
+    return Rate(f"{recipe.name} train", side, steps * per_gpu / clock.seconds, peak)
 
 
 def eval_rate(recipe: Recipe, side: int, steps: int, device: torch.device) -> Rate:
     batch = recipe.eval_batch_size or recipe.batch_size
-    train = SyntheticBatches(1, recipe.batch_size, 32, recipe.num_classes, device)
+    train = SyntheticBatches(
+        1, recipe.device_batch or recipe.batch_size, 32, recipe.num_classes, device
+    )
     trainer = _trainer(recipe, train, device, None)
     trainer.eval_data = SyntheticBatches(1, batch, side, recipe.num_classes, device)
     trainer.evaluate()  # warm-up
@@ -303,7 +308,7 @@ def throughput_part(device: torch.device, dry_run: bool, steps: int, warmup: int
     fast, deeper = _shrunk("resnet50-fast", dry_run), _shrunk("resnet101-fast", dry_run)
     base = _shrunk("resnet50-baseline", dry_run)
     print(
-        f"\n== images/s on one {device_name(device)}, synthetic data, {fast.batch_size} images per step "
+        f"\n== images/s on one {device_name(device)}, synthetic data, {fast.device_batch or fast.batch_size} images per step "
         f"(the recipes' per-GPU batch); {warmup} warm-up steps, then {steps} timed"
     )
     rates, fast_at = fast_rates(fast, device, steps, warmup)

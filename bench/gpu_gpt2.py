@@ -120,7 +120,7 @@ def throughput(
     train = TextWindows(
         random_ids,
         block_size=recipe.text.block_size,
-        batch_size=recipe.batch_size,
+        batch_size=recipe.device_batch or recipe.batch_size,  # one GPU's part of a step
         steps=warmup + steps,
     )
     clock = LossClock(device, target=float("-inf"), warmup=warmup)

@@ -90,7 +90,9 @@ class Recipe(StrictModel):
         None, ge=8, description="pixels (square) of training images; None = as stored"
     )
     eval_image_size: int | None = Field(None, ge=8, description="test images; None = image_size")
-    eval_batch_size: int | None = Field(None, ge=1, description="per process; None = batch_size")
+    eval_batch_size: int | None = Field(
+        None, ge=1, description="per process; None = device_batch, else batch_size"
+    )
     data_workers: int | None = Field(
         None, ge=0, description="image decoding processes; None = CPU count up to 8; 0 = inline"
     )
@@ -114,7 +116,17 @@ class Recipe(StrictModel):
     num_classes: int = Field(10, ge=2)
 
     epochs: int = Field(ge=1)
-    batch_size: int = Field(ge=1, description="per process")
+    batch_size: int = Field(
+        ge=1,
+        description="the global batch: samples (images, windows) per optimizer step over all "
+        "processes, whatever their number; each takes an equal share",
+    )
+    device_batch: int | None = Field(
+        None,
+        ge=1,
+        description="the most samples one device computes at once: a larger share per device "
+        "is accumulated over equal micro-batches before the step; None = the whole share",
+    )
     optimizer: Literal["sgd", "adamw"] = "sgd"
     lr: float = Field(gt=0, description="peak learning rate")
     momentum: float = Field(0.9, ge=0, lt=1)
@@ -128,6 +140,10 @@ class Recipe(StrictModel):
     methods: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="speed-up method name -> its options"
     )
+
+    def eval_batch(self) -> int:
+        """Evaluation samples per batch and process."""
+        return self.eval_batch_size or self.device_batch or self.batch_size
 
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "result": self.result}

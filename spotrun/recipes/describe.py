@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from spotrun.recipes.base import Recipe
+from spotrun.recipes.batching import global_batch_summary
 from spotrun.train.methods.catalog import validate_methods
 
 LABEL_WIDTH = 12
@@ -91,11 +92,7 @@ def _text_data(recipe: Recipe) -> str:
 
 
 def _training(recipe: Recipe) -> str:
-    unit = "windows" if recipe.text is not None else "images"
-    per_step = f"{recipe.batch_size} {unit} per step"
-    gpus = recipe.resources.gpus * recipe.resources.nodes
-    if gpus > 1:
-        per_step += f" per GPU ({recipe.batch_size * gpus:,} on {gpus} GPUs)"
+    per_step = global_batch_summary(recipe)
     momentum = f"momentum {recipe.momentum:g}" + (" nesterov" if recipe.nesterov else "")
     optimizer = (
         f"{recipe.optimizer} lr {recipe.lr:.6g}, {momentum}"

@@ -22,7 +22,8 @@ from spotrun.core.config import Resources
 from spotrun.recipes.base import Recipe, Target, Text
 
 GPUS = 8
-PER_GPU_BATCH = 12  # windows of 1,024 tokens per GPU per step: 98,304 tokens per step on 8
+GLOBAL_BATCH = 96  # windows of 1,024 tokens per step (98,304 tokens), on any number of GPUs
+DEVICE_BATCH = 12  # windows one GPU computes at once: 8 GPUs x 12, or 4 x 12 x 2 accumulated
 GPT2_VOCAB = 50_257
 # GPT-2 small (Radford et al., 2019): 12 layers, 12 heads, 768 wide, 1,024 tokens of context,
 # output layer tied to the token embedding. 124,439,808 parameters with GPT-2's vocabulary.
@@ -56,7 +57,8 @@ def gpt2_small_baseline() -> Recipe:
         model_options=dict(GPT2_SMALL),
         num_classes=GPT2_VOCAB,
         epochs=50,  # of 1,000 steps
-        batch_size=PER_GPU_BATCH,
+        batch_size=GLOBAL_BATCH,
+        device_batch=DEVICE_BATCH,
         eval_batch_size=16,
         optimizer="adamw",
         lr=6e-4,
@@ -91,7 +93,8 @@ def gpt2_small_fast() -> Recipe:
         # 47 ids past GPT-2's never occur, so they learn to be unlikely at once.
         num_classes=50_304,
         epochs=25,  # of 1,000 steps: half the baseline's tokens
-        batch_size=PER_GPU_BATCH,
+        batch_size=GLOBAL_BATCH,
+        device_batch=DEVICE_BATCH,
         eval_batch_size=16,
         optimizer="adamw",
         lr=1.8e-3,  # QK norm bounds the attention logits, so a 3x higher peak stays stable

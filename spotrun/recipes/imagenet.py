@@ -22,7 +22,8 @@ RESNET50_TARGET = Target(metric="test_acc", value=0.759)
 RESNET101_TARGET = Target(metric="test_acc", value=0.77)
 
 GPUS = 8
-PER_GPU_BATCH = 128  # images per GPU per step; 1,024 per step on 8 GPUs
+GLOBAL_BATCH = 1024  # images per step, on any number of GPUs
+DEVICE_BATCH = 128  # images one GPU computes at once: 8 GPUs x 128, or 4 x 128 x 2 accumulated
 
 # Random-resized-crop of 8%-100% of the image area and a mirror half the time: the standard
 # ImageNet training augmentation (Szegedy et al., 2015), done while decoding.
@@ -50,10 +51,11 @@ def resnet50_baseline() -> Recipe:
         model_options={"stem": "imagenet", "width": 64},  # 25,557,032 parameters
         num_classes=1000,
         epochs=90,
-        batch_size=PER_GPU_BATCH,  # per GPU
+        batch_size=GLOBAL_BATCH,
+        device_batch=DEVICE_BATCH,
         eval_batch_size=250,
         optimizer="sgd",
-        lr=0.1 * GPUS * PER_GPU_BATCH / 256,  # 0.4: 0.1 per 256 images (linear scaling)
+        lr=0.1 * GLOBAL_BATCH / 256,  # 0.4: 0.1 per 256 images (linear scaling)
         momentum=0.9,
         nesterov=False,
         weight_decay=1e-4,  # on every parameter
@@ -91,10 +93,11 @@ def _fast_resnet(depth: int, *, epochs: int, result: str) -> Recipe:
         model_options={"stem": "imagenet", "width": 64},
         num_classes=1000,
         epochs=epochs,
-        batch_size=PER_GPU_BATCH,  # per GPU
+        batch_size=GLOBAL_BATCH,
+        device_batch=DEVICE_BATCH,
         eval_batch_size=250,
         optimizer="sgd",
-        lr=0.256 * GPUS * PER_GPU_BATCH / 256,  # peak 1.024: 0.256 per 256 images, as NVIDIA's
+        lr=0.256 * GLOBAL_BATCH / 256,  # peak 1.024: 0.256 per 256 images, as NVIDIA's
         # and Composer's ResNet-50 recipes use with a cosine schedule
         momentum=0.9,
         nesterov=True,

@@ -7,12 +7,14 @@ import logging
 import os
 import random
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
 import numpy as np
 import torch
 
+from spotrun.core.errors import UsageError
 from spotrun.core.exitcodes import CHECKPOINTED
 from spotrun.core.node_order import check_node_rank
 from spotrun.core.rundir import (
@@ -24,6 +26,8 @@ from spotrun.core.rundir import (
     TRACE_FILE,
 )
 from spotrun.recipes.base import Recipe
+from spotrun.recipes.batching import plan_words
+from spotrun.train.batch_plan import BatchPlan
 from spotrun.train.callbacks import Callback, ConsoleProgress, MetricsFile
 from spotrun.train.curves import TensorBoardCurves
 from spotrun.train.data.loading import load_data
@@ -115,6 +119,7 @@ def build_trainer_on_device(
     train, test = load_data(recipe, rank=launch.rank, world_size=launch.world_size, device=device)
     probe = None if launch.distributed else measured_precision(recipe, run_dir, caps, train)
     resolved = resolve_methods(recipe.methods, caps, probe)
+    check_accumulation(resolved.methods, train.plan)
     algorithms = build_methods(resolved.methods)
     if recipe.text is not None:
         assert isinstance(test, EvalWindows)
@@ -149,6 +154,17 @@ def build_trainer_on_device(
         # ranks do not repeat each other's augmentation. Checkpoints keep every rank's state.
         seed_everything(recipe.seed * 1_000_003 + launch.rank)
     return trainer, resolved
+
+
+def check_accumulation(methods: Mapping[str, object], plan: BatchPlan) -> None:
+    """Refuse a method that needs the whole share in one pass where the plan accumulates."""
+    if plan.accumulation > 1 and "sam" in methods:
+        raise UsageError(
+            f"sam recomputes the loss on one batch, but {plan.describe()}: each process's "
+            "share is cut into micro-batches",
+            hint="raise device_batch to the share (--set device_batch=N), use more GPUs, or "
+            "drop sam",
+        )
 
 
 def measured_precision(
@@ -204,6 +220,7 @@ def train_recipe(recipe: Recipe, run_dir: Path, launch: LaunchEnv | None = None)
             if isinstance(trainer.train_data, TextWindows) and trainer.train_data.tokenizer:
                 write_vocabulary(run_dir, trainer.train_data.tokenizer)
             ranks = f" on {launch.world_size} processes" if launch.distributed else ""
+            ranks += f" ({plan_words(trainer.train_data.plan, recipe, caps.kind)})"
             methods = ", ".join(a.name for a in trainer.engine.algorithms) or "none"
             threads = f"; {torch.get_num_threads()} CPU threads" if caps.kind == "cpu" else ""
             print(

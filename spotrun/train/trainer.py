@@ -16,6 +16,7 @@ import math
 import signal
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -27,13 +28,14 @@ from torch import nn
 
 from spotrun.core.errors import TrainingError
 from spotrun.train.algorithm import Algorithm, Engine
+from spotrun.train.batch_plan import split_micro_batches
 from spotrun.train.callbacks import Callback
 from spotrun.train.checkpoint import Checkpointer, LoadedCheckpoint, rng_state, set_rng_state
-from spotrun.train.data import BatchSource
+from spotrun.train.data import BatchSource, TrainingBatches
 from spotrun.train.distributed import Cluster
 from spotrun.train.events import Event
 from spotrun.train.state import State
-from spotrun.train.wrapping import unwrap_model
+from spotrun.train.wrapping import ddp_of, unwrap_model
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ class Trainer:
         *,
         model: nn.Module,
         optimizer: torch.optim.Optimizer,
-        train_data: BatchSource,
+        train_data: TrainingBatches,
         eval_data: BatchSource | None,
         max_epochs: int,
         algorithms: Sequence[Algorithm] = (),
@@ -153,9 +155,32 @@ class Trainer:
         return False
 
     def _train_batch(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
+        """One optimizer step on this rank's share of the step's global batch, cut into the
+        plan's micro-batches; gradients are exchanged between ranks after the last one only."""
         s = self.state
         s.skip_step = False
         self._event(Event.BATCH_START)
+        s.optimizer.zero_grad(set_to_none=True)
+        parts = split_micro_batches(inputs, targets, self.train_data.plan.accumulation)
+        for i, (micro_inputs, micro_targets) in enumerate(parts):
+            # Each micro-batch's mean loss weighs by its part of the share, so the gradient is
+            # the share's mean: what one process computing the whole share would get.
+            weight = len(micro_inputs) / len(inputs)
+            with self._gradient_sync(last=i == len(parts) - 1):
+                self._forward_backward(micro_inputs, micro_targets, weight)
+        self._event(Event.AFTER_BACKWARD)
+        self._event(Event.BEFORE_OPTIMIZER_STEP)
+        if not s.skip_step:
+            s.optimizer.step()
+        self._event(Event.AFTER_OPTIMIZER_STEP)
+        s.step += 1
+        s.batch_index += 1
+        self._event(Event.BATCH_END)
+        s.inputs = s.targets = s.outputs = s.loss = None
+
+    def _forward_backward(self, inputs: torch.Tensor, targets: torch.Tensor, weight: float) -> None:
+        """One micro-batch: its own pass through the batch methods, forward, loss, backward."""
+        s = self.state
         s.inputs = inputs.to(s.device, non_blocking=True)
         s.targets = targets.to(s.device, non_blocking=True)
         self._event(Event.AFTER_DATALOADER)
@@ -168,18 +193,17 @@ class Trainer:
         # Summed on the device (no sync per step), before a method may scale the loss.
         s.epoch_loss_sum += s.loss.detach()  # float64 += float32: exact promotion
         s.epoch_loss_count += 1
-        s.optimizer.zero_grad(set_to_none=True)
         self._event(Event.BEFORE_BACKWARD)
-        s.loss.backward()
-        self._event(Event.AFTER_BACKWARD)
-        self._event(Event.BEFORE_OPTIMIZER_STEP)
-        if not s.skip_step:
-            s.optimizer.step()
-        self._event(Event.AFTER_OPTIMIZER_STEP)
-        s.step += 1
-        s.batch_index += 1
-        self._event(Event.BATCH_END)
-        s.inputs = s.targets = s.outputs = s.loss = None
+        # A weight of 1/2^k scales every gradient exactly, so 2 processes x B and 1 process x
+        # B x 2 accumulated add the same numbers.
+        (s.loss if weight == 1.0 else s.loss * weight).backward()
+
+    def _gradient_sync(self, *, last: bool) -> AbstractContextManager[object]:
+        """DDP's gradient all-reduce only on a step's last micro-batch (no_sync before it)."""
+        ddp = ddp_of(self.state.model)
+        if ddp is None or last:
+            return nullcontext()
+        return ddp.no_sync()
 
     def _after_epoch(self) -> None:
         s = self.state
@@ -336,14 +360,40 @@ class Trainer:
         s.epoch, s.step, s.batch_index = pos["epoch"], pos["step"], pos["batch_index"]
         s.train_seconds = p["train"]["train_seconds"]
         s.metrics = dict(p["train"]["metrics"])
-        mine = p["ranks"][s.rank]
-        s.epoch_loss_sum = torch.tensor(
-            mine["epoch_loss_sum"], dtype=torch.float64, device=s.device
-        )
-        s.epoch_loss_count = mine["epoch_loss_count"]
-        set_rng_state(mine["rng"])
+        self._restore_rank_state(p["ranks"])
         self._saved_step = s.step
         self.resumed_from = loaded.path
+
+    def _restore_rank_state(self, ranks: list[dict[str, Any]]) -> None:
+        """This rank's random streams and loss sums from the checkpoint's ranks.
+
+        On the world size that wrote it, each rank takes its own. On another, the steps and
+        their batches are the same (the global batch is the contract) but the random streams
+        cannot be: rank r takes rank r's streams where there was one and a fresh seed where
+        not, and rank 0 carries the epoch's whole loss sum so the epoch's mean stays exact.
+        """
+        s = self.state
+        mine: dict[str, Any] | None
+        if len(ranks) == s.world_size:
+            mine = ranks[s.rank]
+            loss_sum, loss_count = mine["epoch_loss_sum"], mine["epoch_loss_count"]
+        else:
+            first = s.rank == 0
+            loss_sum = math.fsum(r["epoch_loss_sum"] for r in ranks) if first else 0.0
+            loss_count = sum(r["epoch_loss_count"] for r in ranks) if first else 0
+            mine = ranks[s.rank] if s.rank < len(ranks) else None
+        s.epoch_loss_sum = torch.tensor(loss_sum, dtype=torch.float64, device=s.device)
+        s.epoch_loss_count = loss_count
+        if mine is not None:
+            set_rng_state(mine["rng"])
+        else:
+            torch.manual_seed(s.step * 1_000_003 + s.rank)
+        if len(ranks) != s.world_size and s.is_main:
+            print(
+                f"resuming on {s.world_size} process(es) a run checkpointed on {len(ranks)}: "
+                f"{self.train_data.plan.describe()}",
+                flush=True,
+            )
 
     def _check_compatible(self, payload: dict[str, Any], path: Path) -> None:
         theirs_cfg = payload.get("config", {})
@@ -353,13 +403,6 @@ class Trainer:
             raise TrainingError(
                 f"checkpoint {path} was written by recipe '{theirs}', not '{ours}'",
                 hint="use a fresh --run-dir for a different recipe",
-            )
-        written_by = payload.get("world_size", 1)
-        if written_by != self.state.world_size:
-            raise TrainingError(
-                f"checkpoint {path} was written by {written_by} process(es); this run has "
-                f"{self.state.world_size}",
-                hint=f"resume with --nproc-per-node {written_by}, or use a fresh --run-dir",
             )
         changed = _changed_keys(theirs_cfg.get("resolved"), self.config.get("resolved"))
         if changed and self.state.is_main:

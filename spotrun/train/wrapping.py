@@ -28,3 +28,11 @@ def without_ddp(model: nn.Module) -> nn.Module:
     if isinstance(inner, DistributedDataParallel):
         return inner.module
     return model
+
+
+def ddp_of(model: nn.Module) -> DistributedDataParallel | None:
+    """The DDP wrapper around the model (also inside torch.compile's), if there is one."""
+    if isinstance(model, DistributedDataParallel):
+        return model
+    inner = getattr(model, "_orig_mod", None)
+    return inner if isinstance(inner, DistributedDataParallel) else None

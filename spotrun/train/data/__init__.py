@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import torch
 
+    from spotrun.train.batch_plan import BatchPlan
+
 
 class BatchSource(Protocol):
     """Batches of one epoch, in an order fixed by the epoch number alone (so resume is exact)."""
@@ -21,3 +23,11 @@ class BatchSource(Protocol):
     def batches(
         self, epoch: int, start: int = 0
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]: ...
+
+
+class TrainingBatches(BatchSource, Protocol):
+    """Training batches: each one this rank's share of a step's global batch, dealt in the
+    global order (so the steps are the same on any number of processes), and the plan that
+    says how many micro-batches the trainer cuts each share into."""
+
+    plan: BatchPlan

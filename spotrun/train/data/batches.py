@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from spotrun.train.batch_plan import BatchPlan, plan_batches
 from spotrun.train.data.augment import IMAGENET_MEAN, IMAGENET_STD, ImagePipeline, batch_generator
 from spotrun.train.data.memory import batch_count, epoch_order
 
@@ -34,6 +35,7 @@ class Sharding:
     seed: int = 0
     rank: int = 0
     world_size: int = 1
+    device_batch: int | None = None  # training: the most one micro-batch holds (None: a share)
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,20 @@ def make_pipeline(recipe: Recipe, mean: tuple[float, ...], std: tuple[float, ...
     )
 
 
+def sharded_plan(batch_size: int, sharding: Sharding, *, train: bool) -> BatchPlan:
+    """Training: `batch_size` is the global batch, planned over the ranks. Evaluation: it is
+    per rank, and nothing is accumulated."""
+    if train:
+        return plan_batches(batch_size, sharding.world_size, sharding.device_batch)
+    return BatchPlan(batch_size * sharding.world_size, sharding.world_size)
+
+
 class ImageBatches:
-    """Batches from N x 3 x H x W uint8 images held in memory (on the training device)."""
+    """Batches from N x 3 x H x W uint8 images held in memory (on the training device).
+
+    Training batches are this rank's share of each step's global batch (`batch_size`), dealt
+    as epoch_order's step_batch split; evaluation batches are `batch_size` per rank.
+    """
 
     def __init__(
         self,
@@ -83,7 +97,8 @@ class ImageBatches:
         self.device = torch.device(device)
         self.images = images.to(self.device)
         self.labels = labels.to(self.device)
-        self.batch_size = batch_size
+        self.plan = sharded_plan(batch_size, sharding, train=train)
+        self.batch_size = self.plan.share if train else batch_size
         self.pipeline = pipeline
         self.train = train
         self.sharding = sharding
@@ -91,6 +106,8 @@ class ImageBatches:
         self.drop_last = train  # equal batches: no tiny last batch for BatchNorm, static shapes
 
     def __len__(self) -> int:
+        if self.train:
+            return len(self.images) // self.plan.global_batch
         return batch_count(
             len(self.images),
             self.batch_size,
@@ -107,6 +124,7 @@ class ImageBatches:
             epoch=epoch,
             rank=sh.rank,
             world_size=sh.world_size,
+            step_batch=self.plan.global_batch if self.train else None,
         ).to(self.device)
         for b in range(start, len(self)):
             idx = order[b * self.batch_size : (b + 1) * self.batch_size]

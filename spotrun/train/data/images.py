@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from spotrun.core.errors import UsageError
-from spotrun.train.data import BatchSource
+from spotrun.train.data import BatchSource, TrainingBatches
 from spotrun.train.data.archive import ArchiveSplit, archive_key, read_image_archive, unpacked
 from spotrun.train.data.augment import channel_stats, resize_images
 from spotrun.train.data.batches import ImageBatches, Placement, Sharding, make_pipeline
@@ -67,21 +67,21 @@ def _check_classes(recipe: Recipe, classes: tuple[str, ...], where: str) -> None
         )
 
 
-def _check_enough(recipe: Recipe, count: int, where: str, world_size: int) -> None:
-    if count // world_size < recipe.batch_size:
+def _check_enough(recipe: Recipe, count: int, where: str) -> None:
+    if count < recipe.batch_size:
         raise UsageError(
-            f"{where} has {count:,} training images, fewer than one batch of "
-            f"{recipe.batch_size} per process",
+            f"{where} has {count:,} training images, fewer than one step's batch of "
+            f"{recipe.batch_size:,}",
             hint="lower batch_size (--set batch_size=N)",
         )
 
 
 def _in_memory(
     recipe: Recipe, train: DecodedSplit, test: DecodedSplit, where: Placement
-) -> tuple[BatchSource, BatchSource]:
+) -> tuple[TrainingBatches, BatchSource]:
     """Sources over decoded splits, each already at its final size (train and eval)."""
     pipeline = make_pipeline(recipe, train.mean, train.std)
-    sharding = Sharding(recipe.seed, where.rank, where.world_size)
+    sharding = Sharding(recipe.seed, where.rank, where.world_size, recipe.device_batch)
     train_source = ImageBatches(
         torch.from_numpy(train.images),
         torch.from_numpy(train.labels),
@@ -94,7 +94,7 @@ def _in_memory(
     test_source = ImageBatches(
         torch.from_numpy(test.images),
         torch.from_numpy(test.labels),
-        recipe.eval_batch_size or recipe.batch_size,
+        recipe.eval_batch(),
         pipeline,
         train=False,
         sharding=sharding,
@@ -113,10 +113,12 @@ def _resized(images: np.ndarray, size: int | None, chunk: int = 4096) -> np.ndar
     return np.concatenate(parts)
 
 
-def cifar_data(recipe: Recipe, source: Path, where: Placement) -> tuple[BatchSource, BatchSource]:
+def cifar_data(
+    recipe: Recipe, source: Path, where: Placement
+) -> tuple[TrainingBatches, BatchSource]:
     arrays = read_cifar10(source)
     _check_classes(recipe, arrays.classes, str(source))
-    _check_enough(recipe, len(arrays.train_images), str(source), where.world_size)
+    _check_enough(recipe, len(arrays.train_images), str(source))
     train_x = _resized(arrays.train_images, recipe.image_size)
     test_x = _resized(arrays.test_images, recipe.eval_image_size or recipe.image_size)
     mean, std = channel_stats(torch.from_numpy(train_x))
@@ -171,7 +173,7 @@ def _from_archive(
 
 def image_folder_data(
     recipe: Recipe, location: DataLocation, cache_dir: Path, where: Placement
-) -> tuple[BatchSource, BatchSource]:
+) -> tuple[TrainingBatches, BatchSource]:
     assert location.path is not None
     workers = decode_workers(recipe)
     if (
@@ -210,7 +212,7 @@ def image_folder_data(
         )
         return _in_memory_checked(recipe, train, test, str(train_dir.parent), where)
     _check_classes(recipe, train_index.classes, str(train_dir))
-    _check_enough(recipe, len(train_index), str(train_dir), where.world_size)
+    _check_enough(recipe, len(train_index), str(train_dir))
     return streamed_sources(recipe, train_index, eval_index, cache_dir, workers, where)
 
 
@@ -220,7 +222,7 @@ def _listing(index: SplitIndex) -> ImageList:
 
 def _in_memory_checked(
     recipe: Recipe, train: DecodedSplit, test: DecodedSplit, where_from: str, where: Placement
-) -> tuple[BatchSource, BatchSource]:
+) -> tuple[TrainingBatches, BatchSource]:
     _check_classes(recipe, train.classes, where_from)
-    _check_enough(recipe, len(train.images), where_from, where.world_size)
+    _check_enough(recipe, len(train.images), where_from)
     return _in_memory(recipe, train, test, where)

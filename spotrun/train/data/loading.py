@@ -9,7 +9,7 @@ import torch
 from spotrun.core.config import load_settings
 from spotrun.datasets.prepare import local_data, stage_s3_streaming
 from spotrun.datasets.spec import is_remote, parse_s3
-from spotrun.train.data import BatchSource
+from spotrun.train.data import BatchSource, TrainingBatches
 from spotrun.train.data.batches import Placement
 from spotrun.train.data.digits import load_digits_split
 from spotrun.train.data.memory import TensorBatches
@@ -26,8 +26,9 @@ def load_data(
     rank: int = 0,
     world_size: int = 1,
     device: torch.device | str | None = None,
-) -> tuple[BatchSource, BatchSource]:
-    """Train and eval sources for this process (rank of world_size).
+) -> tuple[TrainingBatches, BatchSource]:
+    """Train and eval sources for this process (rank of world_size): each training batch is
+    this rank's share of a step's global batch (recipe.batch_size), dealt in the global order.
 
     `device` is where image batches are assembled and augmented (pass the trainer's device so
     a cached set lives on the GPU); None means the CPU, and the trainer moves batches over.
@@ -44,6 +45,7 @@ def load_data(
             seed=recipe.seed,
             rank=rank,
             world_size=world_size,
+            device_batch=recipe.device_batch,
         )
         test = TensorBatches(test_x, test_y, 512, shuffle=False, rank=rank, world_size=world_size)
         return train, test

@@ -24,7 +24,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from spotrun.core.errors import UsageError
 from spotrun.datasets.layout import staged_images
-from spotrun.train.data import BatchSource
+from spotrun.train.batch_plan import BatchPlan
+from spotrun.train.data import BatchSource, TrainingBatches
 from spotrun.train.data.augment import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -32,7 +33,7 @@ from spotrun.train.data.augment import (
     batch_generator,
     channel_stats,
 )
-from spotrun.train.data.batches import Placement, Sharding, make_pipeline
+from spotrun.train.data.batches import Placement, Sharding, make_pipeline, sharded_plan
 from spotrun.train.data.decode import (
     EVAL_CROP_FRACTION,
     DecodeError,
@@ -134,10 +135,10 @@ class _EpochBatches:
     """
 
     def __init__(
-        self, n: int, batch_size: int, batches: int, *, train: bool, sharding: Sharding
+        self, n: int, plan: BatchPlan, batches: int, *, train: bool, sharding: Sharding
     ) -> None:
         self.n = n
-        self.batch_size = batch_size
+        self.plan = plan
         self.count = batches
         self.train = train
         self.sharding = sharding
@@ -153,8 +154,9 @@ class _EpochBatches:
             epoch=self.epoch,
             rank=sh.rank,
             world_size=sh.world_size,
+            step_batch=self.plan.global_batch if self.train else None,
         ).tolist()
-        size = self.batch_size
+        size = self.plan.share
         for b in range(self.start, self.count):
             yield [(self.epoch, i) for i in order[b * size : (b + 1) * size]]
 
@@ -168,16 +170,17 @@ class _FeedBatches:
     seeded shuffle, waiting for each shard's marker before its first image; later epochs wait
     for the whole set and shuffle all of it. Both orders are fixed by the seed alone, so a
     restart at (epoch, batch) yields what an unbroken run would have. Under torchrun every rank
-    walks the same order and takes every world_size-th image of it (as epoch_order splits), so
-    each rank waits only for the shards its own images are in."""
+    walks the same order and takes its contiguous part of every step's global batch (as
+    epoch_order's step_batch splits), so each rank waits only for the shards its own images
+    are in."""
 
     def __init__(
-        self, feed: ShardFeed, classes: list[str], batch_size: int, batches: int, sh: Sharding
+        self, feed: ShardFeed, classes: list[str], plan: BatchPlan, batches: int, sh: Sharding
     ) -> None:
         self.feed = feed
         self.label_of = {name: label for label, name in enumerate(classes)}
         self.classes = classes
-        self.batch_size = batch_size
+        self.plan = plan
         self.count = batches
         self.seed = sh.seed
         self.rank, self.world_size = sh.rank, sh.world_size
@@ -192,11 +195,15 @@ class _FeedBatches:
         return str(self.feed.root / rel), self.label_of[parts[1]]
 
     def _first_epoch(self) -> Iterator[tuple[str, int]]:
-        """This rank's images of epoch 0: positions rank, rank + world_size, ... of the order
+        """This rank's images of epoch 0: its part of every step's global batch in the order
         every rank shares; a shard none of them falls in is not waited for."""
-        at = 0  # position in the shared order of the shard's first image
+        plan, at = self.plan, 0  # at: position in the shared order of the shard's first image
         for k, shard in enumerate(self.feed.train_shards):
-            mine = range(-(at - self.rank) % self.world_size, shard.files, self.world_size)
+            mine = [
+                j
+                for j in range(shard.files)
+                if (at + j) % plan.global_batch // plan.share == self.rank
+            ]
             at += shard.files
             if not mine:
                 continue
@@ -213,7 +220,6 @@ class _FeedBatches:
         return self._everything
 
     def __iter__(self) -> Iterator[list[tuple[int, int, str, int]]]:
-        size = self.batch_size
         if self.epoch == 0:
             stream: Iterator[tuple[str, int]] = self._first_epoch()
         else:
@@ -225,13 +231,14 @@ class _FeedBatches:
                 epoch=self.epoch,
                 rank=self.rank,
                 world_size=self.world_size,
+                step_batch=self.plan.global_batch,
             )
             stream = (every[i] for i in picks.tolist())
         batch: list[tuple[int, int, str, int]] = []
         b = 0
         for i, (path, label) in enumerate(stream):
             batch.append((self.epoch, i, path, label))
-            if len(batch) == size:
+            if len(batch) == self.plan.share:
                 if b >= self.start:
                     yield batch
                 b += 1
@@ -274,7 +281,9 @@ class StreamedImageBatches:
         )
         self.decode_size = decode_size
         self._n = feed[0].train_files if feed is not None else len(paths)
-        self.batch_size = batch_size
+        # training: batch_size is the global batch, each batch here this rank's share of it
+        self.plan = sharded_plan(batch_size, sharding, train=train)
+        self.batch_size = self.plan.share if train else batch_size
         self.pipeline = pipeline
         self.train = train
         self.sharding = sharding
@@ -285,10 +294,10 @@ class StreamedImageBatches:
         if feed is not None:
             if not train:
                 raise ValueError("a set still being staged feeds training only")
-            self._sampler = _FeedBatches(feed[0], feed[1], batch_size, len(self), sharding)
+            self._sampler = _FeedBatches(feed[0], feed[1], self.plan, len(self), sharding)
         else:
             self._sampler = _EpochBatches(
-                len(paths), batch_size, len(self), train=train, sharding=sharding
+                len(paths), self.plan, len(self), train=train, sharding=sharding
             )
         self._loader: DataLoader[Any] = DataLoader(
             self.samples,
@@ -302,6 +311,8 @@ class StreamedImageBatches:
         )
 
     def __len__(self) -> int:
+        if self.train:
+            return self._n // self.plan.global_batch
         return batch_count(
             self._n,
             self.batch_size,
@@ -347,7 +358,7 @@ def _eval_source(
     return StreamedImageBatches(
         _paths(eval_index),
         list(eval_index.labels),
-        recipe.eval_batch_size or recipe.batch_size,
+        recipe.eval_batch(),
         pipeline,
         train=False,
         decode_size=decode_size,
@@ -364,7 +375,7 @@ def streamed_sources(
     cache_dir: Path,
     workers: int,
     where: Placement,
-) -> tuple[BatchSource, BatchSource]:
+) -> tuple[TrainingBatches, BatchSource]:
     if recipe.image_size is None:
         raise UsageError(
             f"recipe {recipe.name}: images decoded every epoch need image_size",
@@ -375,7 +386,7 @@ def streamed_sources(
     if recipe.normalize == "dataset":
         mean, std = sample_stats(train_index, recipe.image_size, cache_dir, workers)
     pipeline = make_pipeline(recipe, mean, std)
-    sharding = Sharding(recipe.seed, where.rank, where.world_size)
+    sharding = Sharding(recipe.seed, where.rank, where.world_size, recipe.device_batch)
 
     train = StreamedImageBatches(
         _paths(train_index),
@@ -395,7 +406,7 @@ def streamed_sources(
 
 def fed_sources(
     recipe: Recipe, feed: ShardFeed, workers: int, where: Placement
-) -> tuple[BatchSource, BatchSource]:
+) -> tuple[TrainingBatches, BatchSource]:
     """Sources over a set still being staged: its evaluation split is in place, its training
     shards are read as they arrive (spotrun.datasets.feed)."""
     if recipe.image_size is None:
@@ -413,7 +424,7 @@ def fed_sources(
         )
     eval_index = index_split(feed.root / feed.manifest.eval_split, classes)
     pipeline = make_pipeline(recipe, IMAGENET_MEAN, IMAGENET_STD)  # normalize=dataset refused
-    sharding = Sharding(recipe.seed, where.rank, where.world_size)
+    sharding = Sharding(recipe.seed, where.rank, where.world_size, recipe.device_batch)
     train = StreamedImageBatches(
         [],
         [],

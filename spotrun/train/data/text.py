@@ -6,10 +6,11 @@
   `spotrun data push TEXT --tokenizer gpt2|char|byte` makes, s3:// ones staged here first (a
   char folder carries its vocabulary).
 * Split: contiguous; the last `val_fraction` of the characters is held out for validation.
-* Training batches: `batch_size` windows of block_size + 1 tokens at random offsets, drawn from
-  a generator seeded by (seed, epoch, rank). Its state at any batch is a function of those and
-  the batch index, which the trainer checkpoints, so a resumed run draws exactly the windows
-  the uninterrupted one would have; an "epoch" is `steps_per_epoch` such batches.
+* Training batches: each step's global batch is `batch_size` windows of block_size + 1 tokens
+  at random offsets, drawn from a generator seeded by (seed, epoch) alone; each rank takes a
+  contiguous 1/world_size of every step's windows. So the windows and their order depend on
+  neither the number of processes nor a restart (a resumed run draws exactly the windows the
+  uninterrupted one would have); an "epoch" is `steps_per_epoch` such steps.
 * Evaluation: the validation split cut into consecutive non-overlapping windows (the same every
   time), so validation loss is comparable across runs and steps.
 
@@ -32,6 +33,7 @@ from spotrun.core.errors import UsageError
 from spotrun.core.rundir import VOCABULARY_FILE
 from spotrun.datasets.prepare import local_data
 from spotrun.datasets.spec import is_remote
+from spotrun.train.batch_plan import plan_batches
 from spotrun.train.data.gpt2_bpe import GPT2_VOCAB, decode_gpt2, encode_gpt2
 from spotrun.train.data.source import resolve_text_file
 from spotrun.train.data.token_files import TRAIN, VAL, TokenSequence, is_token_folder
@@ -130,7 +132,8 @@ def split_text(text: str, kind: TokenizerName, val_fraction: float = 0.1) -> Tex
 
 
 class TextWindows:
-    """Training batches: random windows, `steps` per epoch, order fixed by (seed, epoch, rank)."""
+    """Training batches: this rank's share of `steps` global batches of random windows per
+    epoch, fixed by (seed, epoch); `batch_size` is the global batch."""
 
     def __init__(
         self,
@@ -141,6 +144,8 @@ class TextWindows:
         steps: int,
         seed: int = 0,
         rank: int = 0,
+        world_size: int = 1,
+        device_batch: int | None = None,
         tokenizer: Tokenizer | None = None,
     ) -> None:
         if len(tokens) < block_size + 2:
@@ -151,7 +156,7 @@ class TextWindows:
         self.tokens = TokenSequence.of(tokens)  # windows are gathered, never copied out whole
         self.window = block_size + 1
         self.count = len(tokens) - block_size  # window starts: 0 .. len - block_size - 1
-        self.batch_size = batch_size
+        self.plan = plan_batches(batch_size, world_size, device_batch)
         self.steps = steps
         self.seed = seed
         self.rank = rank
@@ -161,9 +166,11 @@ class TextWindows:
         return self.steps
 
     def offsets(self, epoch: int) -> torch.Tensor:
-        """(steps, batch_size) window starts of `epoch` for this rank."""
-        gen = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) * 1009 + self.rank)
-        return torch.randint(self.count, (self.steps, self.batch_size), generator=gen)
+        """(steps, share) window starts of `epoch` for this rank: its columns of the whole
+        job's (steps, global batch) draw."""
+        gen = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) * 1009)
+        every = torch.randint(self.count, (self.steps, self.plan.global_batch), generator=gen)
+        return every[:, self.plan.rows(self.rank)]
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         offsets = self.offsets(epoch)
@@ -231,12 +238,14 @@ def text_data(
         steps=text.steps_per_epoch,
         seed=recipe.seed,
         rank=rank,
+        world_size=world_size,
+        device_batch=recipe.device_batch,
         tokenizer=split.tokenizer,
     )
     evaluation = EvalWindows(
         split.val,
         block_size=text.block_size,
-        batch_size=recipe.eval_batch_size or recipe.batch_size,
+        batch_size=recipe.eval_batch(),
         chars=split.val_chars,
         max_tokens=text.eval_tokens,
         rank=rank,

@@ -94,8 +94,8 @@ def test_baselines_use_no_speed_up_method_but_the_step_schedule() -> None:
 
 def test_resnet50_baseline_is_the_standard_recipe() -> None:
     r = get_recipe("resnet50-baseline", data_here=False)
-    total_batch = r.batch_size * r.resources.gpus
-    assert r.lr == pytest.approx(0.1 * total_batch / 256) and r.weight_decay == 1e-4
+    assert r.batch_size == 1024  # the global batch, on any number of GPUs
+    assert r.lr == pytest.approx(0.1 * r.batch_size / 256) and r.weight_decay == 1e-4
     assert r.epochs == 90 and r.image_size == 224 and r.model == "resnet50"
     milestones = r.methods["step_decay"]["milestones"]
     assert [round(m * r.epochs) for m in milestones] == [30, 60, 80]
@@ -241,7 +241,7 @@ def test_show_lists_every_method_with_all_options_in_application_order() -> None
 
     text = "\n".join(describe_recipe(get_recipe("resnet50-fast", data_here=False)))
     assert "8 GPUs with >= 24 GB each" in text
-    assert "128 images per step per GPU (1,024 on 8 GPUs)" in text
+    assert "1,024 images per step = 8 GPUs x 128, or 4 GPUs x 128 x 2 accumulated" in text
     assert "train 224 px, test 256 px" in text
     methods = text[text.index("methods") :].splitlines()[1:]
     names = [m.split()[0] for m in methods]
@@ -292,4 +292,11 @@ def test_gpt2_small_recipes_are_gpt2_small_and_unmeasured() -> None:
 
     shown = "\n".join(describe_recipe(fast))
     assert "gpt2 tokens in windows of 1,024, 1,000 steps an epoch" in shown
-    assert "a vocabulary of 50,304" in shown and "12 windows per step per GPU" in shown
+    assert (
+        "a vocabulary of 50,304" in shown
+        and (
+            "96 windows of 1,024 tokens per step = 8 GPUs x 12, or 4 GPUs x 12 x 2 accumulated "
+            "(98,304 tokens per step)"
+        )
+        in shown
+    )

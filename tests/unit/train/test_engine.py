@@ -247,15 +247,34 @@ def test_checkpoint_of_another_recipe_is_refused(tmp_path: Path) -> None:
         other.fit()
 
 
-def test_checkpoint_of_another_world_size_is_refused(tmp_path: Path) -> None:
-    make_trainer({}, tmp_path, callbacks=[StopAt(3)]).fit()
-    ck = Checkpointer(tmp_path / "checkpoints")
+def test_checkpoint_of_two_processes_resumes_on_one_with_the_epochs_loss_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The global batch is the contract, so another world size is no reason to refuse: the
+    two ranks' loss sums of the unfinished epoch become this process's, and the epoch's mean
+    train loss is the one an unmoved run reports."""
+    straight = make_trainer({}, tmp_path / "straight")
+    straight.fit()
+    run = tmp_path / "run"
+    make_trainer({}, run, callbacks=[StopAt(3)]).fit()  # mid-epoch: 6 steps an epoch
+    ck = Checkpointer(run / "checkpoints")
     loaded = ck.load_latest()
     assert loaded is not None
     payload = {k: v for k, v in loaded.payload.items() if k != "format"}
-    ck.save({**payload, "world_size": 2}, step=4)
-    with pytest.raises(TrainingError, match="written by 2 process"):
-        make_trainer({}, tmp_path).fit()
+    (mine,) = payload["ranks"]
+    half = mine["epoch_loss_sum"] / 2
+    other = {**mine, "epoch_loss_sum": half, "epoch_loss_count": 1}
+    two = [{**mine, "epoch_loss_sum": half, "epoch_loss_count": mine["epoch_loss_count"] - 1}]
+    ck.save({**payload, "world_size": 2, "ranks": [*two, other]}, step=4)
+    resumed = make_trainer({}, run)
+    resumed.fit()
+    assert "resuming on 1 process(es) a run checkpointed on 2" in capsys.readouterr().out
+    assert resumed.state.metrics["train_loss"] == pytest.approx(
+        straight.state.metrics["train_loss"], rel=1e-12
+    )
+    expected = unwrap_model(straight.state.model).state_dict()
+    for key, value in unwrap_model(resumed.state.model).state_dict().items():
+        assert torch.equal(value, expected[key]), key
 
 
 def test_checkpoint_of_another_format_is_refused(tmp_path: Path) -> None:

@@ -133,12 +133,16 @@ def test_ranks_split_the_epoch(tmp_path: Path) -> None:
     pipeline = ImagePipeline((0.0,) * 3, (1 / 255,) * 3)
     seen = []
     for rank in (0, 1):
+        # a global batch of 4: 2 steps of the 10 images, each rank 2 images of every step
         source = ImageBatches(
-            images, labels, 2, pipeline, train=True, sharding=Sharding(3, rank, 2)
+            images, labels, 4, pipeline, train=True, sharding=Sharding(3, rank, 2)
         )
         assert len(source) == 2
-        seen.append(torch.cat([y for _, y in source.batches(4)]).tolist())
-    assert not set(seen[0]) & set(seen[1]) and len(seen[0]) == len(seen[1]) == 4
+        seen.append([y.tolist() for _, y in source.batches(4)])
+    assert not set(sum(seen[0], [])) & set(sum(seen[1], [])) and len(seen[0]) == len(seen[1]) == 2
+    one = ImageBatches(images, labels, 4, pipeline, train=True, sharding=Sharding(3, 0, 1))
+    # rank 0's part then rank 1's is the one process's step, step by step
+    assert [a + b for a, b in zip(*seen, strict=True)] == [y.tolist() for _, y in one.batches(4)]
 
 
 def test_small_archive_is_decoded_in_memory(
@@ -175,7 +179,7 @@ def test_class_count_must_match_the_recipe(tmp_path: Path) -> None:
     folder = make_image_folder(tmp_path / "set").root
     with pytest.raises(UsageError, match=r"has 3 classes .* num_classes=10.*--set num_classes=3"):
         load_data(get_recipe("digits-fast", [f"data={folder}", "batch_size=4"]))
-    with pytest.raises(UsageError, match="fewer than one batch"):
+    with pytest.raises(UsageError, match="fewer than one step's batch of 64"):
         load_data(recipe(folder, "batch_size=64"))
 
 
