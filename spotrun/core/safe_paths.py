@@ -9,6 +9,8 @@ cleaned up into something that might still mean another place.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -31,6 +33,20 @@ def plain_relpath(name: str, *, what: str) -> str:
 def safe_join(dest: Path, name: str, *, what: str) -> Path:
     """`dest / name`, refused (UnsafePathError) unless it stays inside `dest`."""
     return dest / plain_relpath(name, what=what)
+
+
+# A temporary name keeps its file's name up to this many bytes; a longer one (a bucket key's
+# file may have 255, the most a file system takes) is hashed, so the temporary name fits too.
+_READABLE_NAME_BYTES = 100
+
+
+def part_path(target: Path) -> Path:
+    """Where `target` is written before it is renamed into place: a hidden `.NAME.part` beside
+    it, or `.HASH.part` for a long name (`.NAME.part` of a 252-byte name does not fit)."""
+    name = target.name
+    if len(os.fsencode(name)) > _READABLE_NAME_BYTES:
+        name = hashlib.sha256(os.fsencode(name)).hexdigest()[:32]
+    return target.with_name(f".{name}.part")
 
 
 def plain_folder_name(name: str, *, what: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from spotrun.core.safe_paths import part_path
 from spotrun.datasets.layout import STATE_DIR, _read_json, _write_json
 from spotrun.datasets.progress import fmt_bytes
 from spotrun.datasets.roots import STAGED_FOLDER, instance_store_mounts
@@ -85,7 +86,7 @@ def _copy(src: Path, dest: Path, spec: SnapshotData, log: Callable[[str], None])
         (dest / folder).mkdir(parents=True, exist_ok=True)
 
     def copy(item: tuple[str, int]) -> None:
-        part = dest / f"{item[0]}.part"
+        part = part_path(dest / item[0])
         shutil.copyfile(src / item[0], part)
         os.replace(part, dest / item[0])
 

@@ -31,7 +31,7 @@ from typing import Literal, TextIO
 
 from spotrun.core.errors import DataError, UsageError
 from spotrun.core.rundir import STAGE_ROOT_VAR
-from spotrun.core.safe_paths import plain_relpath, safe_join
+from spotrun.core.safe_paths import part_path, plain_relpath, safe_join
 from spotrun.datasets.extract import (
     Algorithm,
     DirCache,
@@ -430,7 +430,7 @@ class _FileStager(_Stager):
                 f"{self.store.where}/{info.key}: cannot make folder {target.parent}: "
                 f"{exc.strerror or exc} (another key is a file of that name)"
             ) from exc
-        tmp = target.with_name(f".{target.name}.part")
+        tmp = part_path(target)
         md5 = info.etag if _MD5.fullmatch(info.etag) else None
         problem: str | None = None
         for attempt in (1, 2):
