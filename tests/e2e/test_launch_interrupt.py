@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -130,22 +131,26 @@ def _controller_log(env: Env) -> str:
     return path.read_text() if path.exists() else ""
 
 
+def _opened_then(ledger: Path, delay: float) -> Callable[[Launch], bool]:
+    """The moment `delay` s after the launch opened the ledger."""
+
+    def moment(launch: Launch) -> bool:
+        if not _has_open(launch.proc.pid, ledger):
+            return False
+        time.sleep(delay)  # the chosen moment itself (the test's input), not a wait for an event
+        return True
+
+    return moment
+
+
 def test_ctrl_c_at_any_early_moment_leaves_a_whole_run_or_nothing(env: Env) -> None:
     ledger = env.home / "ledger.db"
     rows_before: list[set[str]] = []
     moments: list[tuple[str, Callable[[Launch], bool]]] = [
         ("it opened the ledger", lambda launch: _has_open(launch.proc.pid, ledger)),
     ]
-    # Chosen moments (the test's input, not a wait for something): after the ledger is open.
     for delay in (0.05, 0.15, 0.3, 0.45, 0.6, 0.8, 1.0, 1.3, 1.7):
-        moments.append(
-            (
-                f"{delay} s after it opened the ledger",
-                lambda launch, delay=delay: (
-                    _has_open(launch.proc.pid, ledger) and time.sleep(delay) is None
-                ),
-            )
-        )
+        moments.append((f"{delay} s after it opened the ledger", _opened_then(ledger, delay)))
     moments += [
         ("its run folder appeared", lambda launch: len(_folders(env)) > len(rows_before[-1])),
         ("its run was recorded", lambda launch: len(_rows(env)) > len(rows_before[-1])),
@@ -157,7 +162,7 @@ def test_ctrl_c_at_any_early_moment_leaves_a_whole_run_or_nothing(env: Env) -> N
         rows_before.append(set(_rows(env)))
         launch = Launch.start(env, name)
         try:
-            _await(lambda launch=launch, moment=moment: moment(launch), what)
+            _await(partial(moment, launch), what)
             code = launch.interrupt()
         finally:
             if launch.proc.poll() is None:
