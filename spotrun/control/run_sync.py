@@ -17,7 +17,7 @@ from spotrun.cloud.base import Instance, Provider
 from spotrun.cloud.capabilities import PullsStoredFiles
 from spotrun.control import cluster
 from spotrun.control.recovery import InstanceAccess
-from spotrun.core.errors import RemoteError
+from spotrun.core.errors import LocalFileError, RemoteError
 from spotrun.remote.fetch import shown_path
 from spotrun.remote.job import JobDriver, JobStatus
 from spotrun.remote.sync import Polled, not_home, poll_run_dir
@@ -71,7 +71,7 @@ class RunSync:
         for inst in live[:1]:
             try:
                 self.pull(run, inst, final=True)
-            except RemoteError as exc:
+            except (RemoteError, LocalFileError) as exc:  # LocalFileError: a damaged pin here
                 self.ledger.add_event(run.id, "sync", f"final sync failed: {exc.message}")
         for inst in live[1:]:  # a multi-node run's other nodes: their logs, best effort
             try:

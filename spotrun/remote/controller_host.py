@@ -3,11 +3,16 @@
 The run commands are carried out there over the user's own `ssh` binary (`ssh_argv`): their
 keys and agent, the host key pinned on first use in SPOTRUN_HOME/remote/known_hosts
 (StrictHostKeyChecking=yes after that), and one shared connection (ControlMaster) so that each
-command costs a round trip, not a handshake. Standard library only.
+command costs a round trip, not a handshake. Standard library only. A known_hosts that exists
+but cannot be read, or holds a line that is no host key, refuses every connection with one line
+naming it (LocalFileError): ssh would skip such a line and, on first use, pin whatever key the
+host shows.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import os
 import socket
@@ -16,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from spotrun.core.controller_record import ControllerHost, SshTarget
+from spotrun.core.errors import LocalFileError
 
 FOLDER = "remote"  # SPOTRUN_HOME/remote: known_hosts, the shared connection's socket
 KNOWN_HOSTS = "known_hosts"
@@ -27,6 +33,43 @@ _SOCKET_MAX = 100  # a unix socket path must stay under ~108 bytes
 # ------------------------------------------------------------------ ssh itself
 def known_hosts(home: Path) -> Path:
     return home / FOLDER / KNOWN_HOSTS
+
+
+def check_known_hosts(home: Path) -> None:
+    """LocalFileError unless the pins file is absent or every line of it reads as a pin."""
+    path = known_hosts(home)
+    hint = (
+        f"restore {path}; or remove the damaged line (or the file) and run `spotrun controller "
+        "up` again, which pins the key the host shows"
+    )
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LocalFileError(
+            f"the controller host's pinned keys {path} cannot be read ({exc}): connection refused",
+            hint=hint,
+        ) from exc
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if words[0].startswith("@"):  # @cert-authority, @revoked
+            words = words[1:]
+        if len(words) < 3 or not _is_base64(words[2]):
+            raise LocalFileError(
+                f"line {number} of the controller host's pinned keys {path} is not a host key: "
+                "connection refused",
+                hint=hint,
+            )
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        return bool(base64.b64decode(text, validate=True))
+    except (binascii.Error, ValueError):
+        return False
 
 
 def control_path(home: Path, target: SshTarget) -> Path:
@@ -47,6 +90,7 @@ def ssh_options(
     """ssh's options: the pinned host key (accepted on first use only), the key, no prompts."""
     folder = home / FOLDER
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_known_hosts(home)
     options = [
         "-p",
         str(target.port),
@@ -126,7 +170,8 @@ def host_key_name(target: SshTarget) -> str:
 def pinned_keys(home: Path, target: SshTarget) -> list[str]:
     """The host keys pinned for `target` ("TYPE BASE64" each), hashed names included."""
     path = known_hosts(home)
-    if not path.is_file():
+    check_known_hosts(home)  # a damaged file is no "none pinned": that would pin again
+    if not path.exists():
         return []
     proc = subprocess.run(
         ["ssh-keygen", "-F", host_key_name(target), "-f", str(path)],

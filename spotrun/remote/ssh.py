@@ -3,23 +3,28 @@
 Host keys are pinned per instance id on first use: the first connection to an instance records
 its key under SPOTRUN_HOME, and every later connection must present the same key or it is
 refused. Keying by instance id (not by address) matters on a cloud, where addresses are reused
-by later instances.
+by later instances. A pin that exists but cannot be read or parsed refuses the connection
+(LocalFileError naming the file): it is never taken for "not pinned" and pinned again.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import os
 import socket
 import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import paramiko
 
-from spotrun.core.errors import RemoteError
+from spotrun.core.errors import LocalFileError, RemoteError
+from spotrun.remote.fetch import local_fault
 from spotrun.remote.runner import BytesResult, CommandResult
 
 _EOF_WAIT_S = 2.0  # after the exit status, how long stragglers of output may take
@@ -38,11 +43,28 @@ class HostKeyPins:
         return self.directory / f"{instance_id}.pub"
 
     def pinned(self, instance_id: str) -> paramiko.PKey | None:
+        """The key pinned for the instance; None when none is (no file). LocalFileError when
+        its file cannot be read or is not a key: the connection is refused, never re-pinned."""
+        path = self.path(instance_id)
         try:
-            kind, data = self.path(instance_id).read_text().split()[:2]
-        except (OSError, ValueError):
+            text = path.read_text()
+        except FileNotFoundError:
             return None
-        return paramiko.PKey.from_type_string(kind, base64.b64decode(data))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise self._refused(instance_id, f"cannot be read ({exc})") from exc
+        try:
+            kind, data = text.split()[:2]
+            return paramiko.PKey.from_type_string(kind, base64.b64decode(data, validate=True))
+        except (ValueError, binascii.Error, paramiko.SSHException, paramiko.UnknownKeyType) as exc:
+            raise self._refused(instance_id, "is not a host key") from exc
+
+    def _refused(self, instance_id: str, what: str) -> LocalFileError:
+        path = self.path(instance_id)
+        return LocalFileError(
+            f"the host key pinned for instance {instance_id} in {path} {what}: connection refused",
+            hint=f"restore that file; or, if {instance_id} is surely the instance spotrun "
+            "launched, delete it and the next connection pins the key the instance shows",
+        )
 
     def pin(self, instance_id: str, key: paramiko.PKey) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -309,10 +331,15 @@ class SshRunner:
                 sftp.mkdir(path)
 
     def get(self, remote: str, local: Path) -> None:
+        """Copy a file or folder home; links there are never followed (a folder's are left
+        out). What this machine cannot write is a LocalFileError, never the instance's."""
         try:
             with self._sftp_lock:
                 sftp = self._sftp_client()
-                if stat.S_ISDIR(sftp.stat(remote).st_mode or 0):
+                mode = sftp.lstat(remote).st_mode or 0
+                if stat.S_ISLNK(mode):
+                    raise RemoteError(f"{self.where}:{remote} is a link: not copied")
+                if stat.S_ISDIR(mode):
                     self._get_tree(sftp, remote, local)
                 else:
                     self._get_file(sftp, remote, local)
@@ -321,19 +348,47 @@ class SshRunner:
             raise RemoteError(f"cannot copy {self.where}:{remote} to {local}: {exc}") from exc
 
     def _get_tree(self, sftp: paramiko.SFTPClient, remote: str, local: Path) -> None:
-        local.mkdir(parents=True, exist_ok=True)
-        for attr in sftp.listdir_attr(remote):
+        try:
+            local.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise local_fault(str(local), exc) from exc
+        for attr in sftp.listdir_attr(remote):  # each entry as lstat sees it
             source = f"{remote}/{attr.filename}"
             if stat.S_ISDIR(attr.st_mode or 0):
                 self._get_tree(sftp, source, local / attr.filename)
-            else:
+            elif stat.S_ISREG(attr.st_mode or 0):
                 self._get_file(sftp, source, local / attr.filename)
 
     def _get_file(self, sftp: paramiko.SFTPClient, remote: str, local: Path) -> None:
-        local.parent.mkdir(parents=True, exist_ok=True)
-        tmp = local.with_name(local.name + ".part")
-        sftp.get(remote, str(tmp))
+        # a short temporary name: a 255-byte name with a suffix would be too long here
+        try:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            handle, tmp = tempfile.mkstemp(dir=local.parent, prefix=".", suffix=".part")
+        except OSError as exc:
+            raise local_fault(str(local), exc) from exc
+        try:
+            with os.fdopen(handle, "wb", buffering=0) as out, sftp.open(remote, "rb") as source:
+                source.prefetch()
+                while chunk := source.read(_CHUNK):
+                    _write_here(out, chunk, local)
+            _replace_here(tmp, local)
+        finally:
+            with contextlib.suppress(FileNotFoundError):  # renamed into place: nothing left
+                os.unlink(tmp)
+
+
+def _write_here(out: BinaryIO, chunk: bytes, local: Path) -> None:
+    try:
+        out.write(chunk)
+    except OSError as exc:
+        raise local_fault(str(local), exc) from exc
+
+
+def _replace_here(tmp: str, local: Path) -> None:
+    try:
         os.replace(tmp, local)
+    except OSError as exc:
+        raise local_fault(str(local), exc) from exc
 
 
 def banner_answers(host: str, port: int, timeout_s: float = 2.0) -> bool:

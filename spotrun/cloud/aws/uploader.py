@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import shlex
 
-from spotrun.core.errors import RemoteError
+from spotrun.core.errors import LocalFileError, RemoteError
 from spotrun.core.rundir import EXIT_FILE, UPLOADER_LOG_FILE, UPLOADER_PID_FILE
 from spotrun.remote.detached import start_once
 from spotrun.remote.runner import Runner
@@ -73,7 +73,7 @@ def flush(runner: Runner, run_dir: str, once_command: str, what: str) -> None:
     )
     try:
         result = runner.run(command, timeout_s=330)
-    except RemoteError as exc:
+    except (RemoteError, LocalFileError) as exc:  # a damaged host-key pin here: ends anyway
         log.warning("could not flush the checkpoints of %s to S3: %s", what, exc.message)
         return
     if not result.ok:
