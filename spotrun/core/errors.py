@@ -59,11 +59,20 @@ class CloudError(SpotrunError):
 
 
 class CapacityError(CloudError):
-    """No offer could be filled (capacity, spot price, spot instance count)."""
+    """No offer could be filled (capacity, a spot price too low, a zone without the type)."""
 
 
 class QuotaError(CloudError):
     """An account quota or permission stands in the way; the message names which to raise."""
+
+
+class VcpuQuotaError(QuotaError):
+    """The account's vCPU quota `quota` cannot hold the request: offers under another quota
+    may still fit, and the hint is the request that raises this one."""
+
+    def __init__(self, message: str, *, quota: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.quota = quota
 
 
 class PricingError(SpotrunError):

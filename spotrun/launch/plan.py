@@ -1,15 +1,27 @@
-"""Planning, a pure function: which offers fit a job, in the order to try them."""
+"""Planning: which offers fit a job, in the order to try them (make_plan, a pure function),
+and the offers the account's quotas cannot hold left out first (plan_launch)."""
 
 from __future__ import annotations
 
-from spotrun.cloud.base import Offer, Plan
+from collections.abc import Sequence
+
+from spotrun.cloud.base import Offer, Plan, Provider
+from spotrun.cloud.quota_screen import ScreensQuotas
 from spotrun.core.config import Resources
 from spotrun.core.errors import UsageError
 
 MAX_FALLBACK_OFFERS = 12
 
 
-__all__ = ["MAX_FALLBACK_OFFERS", "Plan", "fits", "make_plan", "planned_gpus", "sort_key"]
+__all__ = [
+    "MAX_FALLBACK_OFFERS",
+    "Plan",
+    "fits",
+    "make_plan",
+    "plan_launch",
+    "planned_gpus",
+    "sort_key",
+]
 
 
 def fits(offer: Offer, resources: Resources) -> bool:
@@ -35,8 +47,14 @@ def sort_key(offer: Offer) -> tuple[float, int, str, str]:
 
 
 def make_plan(
-    resources: Resources, offers: list[Offer], *, limit: int | None = MAX_FALLBACK_OFFERS
+    resources: Resources,
+    offers: list[Offer],
+    *,
+    limit: int | None = MAX_FALLBACK_OFFERS,
+    notes: Sequence[str] = (),
 ) -> Plan:
+    """The fitting offers, cheapest first; `notes`: lines the reason carries below its own
+    (offers left out, quotas not known)."""
     fitting = sorted((o for o in offers if fits(o, resources)), key=sort_key)
     if not fitting:
         raise UsageError(_nothing_fits(resources, offers))
@@ -46,7 +64,21 @@ def make_plan(
         f"cheapest of {len(fitting)} fitting offer(s): {chosen.instance_type} in {chosen.zone} "
         f"({chosen.gpus} GPU, {price})"
     )
+    reason = "\n".join([reason, *notes])
     return Plan(fitting if limit is None else fitting[:limit], reason)
+
+
+def plan_launch(provider: Provider, resources: Resources) -> Plan:
+    """The plan of a launch: the provider's fitting offers, less those the account's quotas
+    cannot hold (a line says which); when no offer is left, the quota's refusal is raised."""
+    offers = provider.offers(resources)
+    fitting = [o for o in offers if fits(o, resources)]
+    if not fitting or not isinstance(provider, ScreensQuotas):
+        return make_plan(resources, offers)
+    screen = provider.screen_quotas(fitting, resources.nodes)
+    if not screen.kept and screen.refusal is not None:
+        raise screen.refusal
+    return make_plan(resources, screen.kept, notes=screen.lines)
 
 
 def _nothing_fits(resources: Resources, offers: list[Offer]) -> str:

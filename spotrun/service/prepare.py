@@ -25,7 +25,7 @@ from spotrun.core.jobspec import JobSpec
 from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data, parse_s3
 from spotrun.jobs import own_command
-from spotrun.launch.plan import Plan, make_plan
+from spotrun.launch.plan import Plan, plan_launch
 from spotrun.recipes import Recipe, check_recipe, get_recipe
 from spotrun.train.data.source import pin_data_paths
 
@@ -85,7 +85,7 @@ def prepare_launch(
         raise UsageError(f"recipe {recipe.name} declares itself single-node; drop --nodes")
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
-    plan = make_plan(merged, provider.offers(merged))
+    plan = plan_launch(provider, merged)
     check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
     return LaunchPlan(spec, recipe, plan, provider)
 
@@ -150,7 +150,7 @@ def prepare_job_launch(
     if job.data is not None:
         check_job_data(job.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
-    plan = make_plan(merged, provider.offers(merged))
+    plan = plan_launch(provider, merged)
     check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
     return LaunchPlan(spec, None, plan, provider)
 

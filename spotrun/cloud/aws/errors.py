@@ -24,6 +24,7 @@ from botocore.exceptions import (
     WaiterError,
 )
 
+from spotrun.cloud.aws.quota_table import console_url, increase_hint, quota_of
 from spotrun.core.errors import (
     CapacityError,
     CloudError,
@@ -31,6 +32,7 @@ from spotrun.core.errors import (
     QuotaError,
     SpotrunError,
     UsageError,
+    VcpuQuotaError,
 )
 
 # The request could be filled elsewhere: another zone, another type, later.
@@ -40,12 +42,15 @@ CAPACITY_CODES = frozenset(
         "InsufficientCapacity",
         "UnfulfillableCapacity",
         "SpotMaxPriceTooLow",
-        "MaxSpotInstanceCountExceeded",
         "InsufficientFreeAddressesInSubnet",
         "Unsupported",  # the type is not offered in this zone
     }
 )
-QUOTA_CODES = frozenset({"VcpuLimitExceeded", "InstanceLimitExceeded"})
+# The account's vCPU quota is full: EC2 says MaxSpotInstanceCountExceeded for a spot request,
+# VcpuLimitExceeded for an on-demand one (InstanceLimitExceeded: the older instance count limits)
+QUOTA_CODES = frozenset(
+    {"MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "InstanceLimitExceeded"}
+)
 PERMISSION_CODES = frozenset(
     {"UnauthorizedOperation", "AccessDenied", "AccessDeniedException", "Forbidden"}
 )
@@ -90,35 +95,44 @@ def error_message(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Message", "")).strip()
 
 
-# The Service Quotas names (and codes) of the spot vCPU quotas, by instance family letter(s).
-_SPOT_QUOTAS = (
-    (("p5", "p6"), "All P5 Spot Instance Requests"),
-    (("p4", "p3", "p2"), "All P4, P3 and P2 Spot Instance Requests (L-7212CCBC)"),
-    (("g", "vt"), "All G and VT Spot Instance Requests (L-3819A6DF)"),
-    (("inf",), "All Inf Spot Instance Requests"),
-    (("trn",), "All Trn Spot Instance Requests"),
-    (("dl",), "All DL Spot Instance Requests"),
-    (("f",), "All F Spot Instance Requests"),
-    (("x",), "All X Spot Instance Requests"),
-)
-_STANDARD_SPOT_QUOTA = (
-    "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests (L-34B43A08)"
-)
-_ON_DEMAND_QUOTAS = (
-    (("p",), "Running On-Demand P instances (L-417A185B)"),
-    (("g", "vt"), "Running On-Demand G and VT instances (L-DB2E81BA)"),
-)
-_STANDARD_ON_DEMAND_QUOTA = "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"
-
-
 def vcpu_quota_name(instance_type: str, spot: bool) -> str:
-    """The EC2 vCPU quota that a launch of `instance_type` counts against."""
-    family = instance_type.split(".", 1)[0].lower()
-    table = _SPOT_QUOTAS if spot else _ON_DEMAND_QUOTAS
-    for prefixes, name in table:
-        if family.startswith(prefixes):
-            return name
-    return _STANDARD_SPOT_QUOTA if spot else _STANDARD_ON_DEMAND_QUOTA
+    """The EC2 vCPU quota that a launch of `instance_type` counts against, with its code."""
+    quota = quota_of(instance_type, spot)
+    if quota is None:
+        return f"the {'spot' if spot else 'on-demand'} vCPU quota of {instance_type}"
+    return quota.name if quota.code is None else f"{quota.name} ({quota.code})"
+
+
+def vcpu_refusal(
+    code: str,
+    *,
+    region: str,
+    instance_type: str,
+    spot: bool,
+    needed: int | None = None,
+    desired: int | None = None,
+) -> QuotaError:
+    """EC2's refusal of a request over the account's vCPU quota, naming the quota and giving
+    the exact request that raises it to `desired` vCPUs (what the launch needs, with what is
+    in use under the same quota)."""
+    quota = quota_of(instance_type, spot)
+    if quota is None:
+        return QuotaError(
+            f"{code}: the account's vCPU quota does not allow {instance_type} in {region}",
+            hint="raise the quota of its family in Service Quotas, or ask for another type",
+        )
+    what = f"{needed} vCPUs of {instance_type}" if needed else instance_type
+    value = desired or needed
+    hint = (
+        increase_hint(quota, region, value)
+        if value
+        else f"raise it at {console_url(quota, region)}"
+    )
+    return VcpuQuotaError(
+        f"{code}: the account's vCPU quota {quota.label} in {region} cannot hold {what}",
+        quota=quota.name,
+        hint=hint,
+    )
 
 
 def translate(
@@ -148,16 +162,15 @@ def translate(
         raise exc
     code = error_code(exc)
     message = error_message(exc)
-    where = f"{instance_type} in {region}" if instance_type else region
     if code in CAPACITY_CODES:
         return CapacityError(f"{code}: {message}" if message else code)
     if code in QUOTA_CODES:
-        quota = vcpu_quota_name(instance_type or "", spot)
-        return QuotaError(
-            f"{code}: the account's vCPU quota does not allow {where}",
-            hint=f"raise the EC2 quota '{quota}' in Service Quotas ({region}), or ask for "
-            "fewer GPUs",
-        )
+        if instance_type is None:
+            return QuotaError(
+                f"{code}: the account's vCPU quota does not allow this request in {region}",
+                hint="raise the instance family's vCPU quota in Service Quotas",
+            )
+        return vcpu_refusal(code, region=region, instance_type=instance_type, spot=spot)
     if code in PERMISSION_CODES:
         action = f"{_iam_prefix(service)}:{operation}"
         # AWS names the action it refused, which is not always the call's own (RunInstances

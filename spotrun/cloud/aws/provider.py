@@ -23,15 +23,18 @@ from spotrun.cloud.aws.dryrun import dry_run
 from spotrun.cloud.aws.durable_store import DurableStore
 from spotrun.cloud.aws.offers import TypeCatalog, build_offers
 from spotrun.cloud.aws.prices import AwsPrices
-from spotrun.cloud.aws.quotas import check_cluster_quota
+from spotrun.cloud.aws.quota_table import quota_of
+from spotrun.cloud.aws.quotas import check_cluster_quota, launch_refusal, screen_offers
 from spotrun.cloud.aws.readiness import Readiness
 from spotrun.cloud.aws.region_records import RegionRecords
 from spotrun.cloud.aws.run_launch import RunLaunch
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.aws.ssh_access import SshAccess
 from spotrun.cloud.base import Instance, InstanceRequest, Offer
+from spotrun.cloud.quota_screen import QuotaScreen
 from spotrun.cloud.ssh_host import SshHost
 from spotrun.core.config import Resources, Settings
+from spotrun.core.errors import QuotaError
 from spotrun.datasets.placement import TypeStorage
 from spotrun.remote.provision import code_bundle, provision
 from spotrun.remote.runner import Runner
@@ -111,6 +114,14 @@ class AwsProvider:
         """A multi-node launch: refused at once when the vCPU quota cannot hold N nodes."""
         check_cluster_quota(self.clients, offer, nodes)
 
+    def screen_quotas(self, offers: list[Offer], nodes: int) -> QuotaScreen:
+        """The offers whose vCPU quota holds `nodes` of them (Service Quotas, when it says)."""
+        return screen_offers(self.clients, offers, nodes)
+
+    def quota_name(self, offer: Offer) -> str | None:
+        quota = quota_of(offer.instance_type, offer.market == "spot")
+        return quota.name if quota is not None else None
+
     def dry_run(self, offer: Offer) -> list[str]:
         """Ask EC2 (DryRun) whether these credentials may do what a launch does."""
         subnet = self.subnets(offer.region)[offer.zone]
@@ -119,7 +130,13 @@ class AwsProvider:
 
     # ------------------------------------------------------ launch, ready
     def launch(self, request: InstanceRequest) -> list[Instance]:
-        return self.launcher.launch(request)
+        try:
+            return self.launcher.launch(request)
+        except QuotaError as exc:  # EC2's quota refusal: with the value this launch needs
+            refusal = launch_refusal(self.clients, exc, request.offer, request.count)
+            if refusal is exc:
+                raise
+            raise refusal from exc
 
     def describe(self, run_id: str) -> list[Instance]:
         return self.launcher.describe(self.run_region(run_id), run_id)

@@ -1,11 +1,12 @@
-"""The account's EC2 vCPU quota, asked of Service Quotas before a multi-node launch.
+"""The account's EC2 vCPU quotas, asked of Service Quotas before a launch.
 
-A cluster of N nodes needs N x the type's vCPUs at once (RunInstances asks for all of them, so
-EC2 refuses the whole request when the quota is short). The quota holds every running or
-pending instance of its families in the region (spot instances for a spot quota, the others
-for an on-demand one), so those already in use count too. Asking first turns that into a clear
-refusal at launch, with nothing made. When Service Quotas cannot answer (no permission, no
-such quota here) the check is skipped and EC2 decides at the request, as before.
+Every launch counts against one vCPU quota of its family (spotrun.cloud.aws.quota_table), and
+a new account's GPU quotas are 0: EC2 would refuse each such offer at the request. Asking
+first leaves out of the plan the offers their quota cannot hold (N nodes need N x the type's
+vCPUs at once; the instances already running or pending under the same quota count too), with
+a line saying so, and refuses the launch with the exact request to raise the quota when none
+is left. When Service Quotas cannot answer (no permission, no such quota here) the quota is
+"not known", said in one line, and EC2 decides at the request, as before: never a block.
 """
 
 from __future__ import annotations
@@ -16,45 +17,46 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from spotrun.cloud.aws.errors import vcpu_quota_name
+from spotrun.cloud.aws.errors import error_code, vcpu_quota_name, vcpu_refusal
 from spotrun.cloud.aws.offers import describe_types
+from spotrun.cloud.aws.quota_table import VcpuQuota, increase_hint, quota_of
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Offer
-from spotrun.core.errors import SpotrunError, UsageError
+from spotrun.cloud.quota_screen import QuotaScreen
+from spotrun.core.errors import QuotaError, SpotrunError, UsageError, VcpuQuotaError
 
 log = logging.getLogger(__name__)
 
-# Service Quotas codes of the EC2 vCPU quotas, by instance family prefix (first match wins).
-SPOT_CODES = (
-    (("p4", "p3", "p2"), "L-7212CCBC"),
-    (("g", "vt"), "L-3819A6DF"),
-    (("a", "c", "d", "h", "i", "m", "r", "t", "z"), "L-34B43A08"),
-)
-ON_DEMAND_CODES = (
-    (("p4", "p3", "p2"), "L-417A185B"),
-    (("g", "vt"), "L-DB2E81BA"),
-    (("a", "c", "d", "h", "i", "m", "r", "t", "z"), "L-1216C47A"),
-)
-
 
 def quota_code(instance_type: str, spot: bool) -> str | None:
-    family = instance_type.split(".", 1)[0].lower()
-    for prefixes, code in SPOT_CODES if spot else ON_DEMAND_CODES:
-        if family.startswith(prefixes):
-            return code
-    return None  # a family whose quota code spotrun does not know: EC2 decides
+    quota = quota_of(instance_type, spot)
+    return quota.code if quota is not None else None  # None: EC2 decides
 
 
-def vcpu_quota(clients: AwsClients, region: str, code: str) -> float | None:
-    """The quota's value in vCPUs, or None when Service Quotas does not say."""
+@dataclass(frozen=True)
+class QuotaReading:
+    value: float | None  # vCPUs; None when Service Quotas did not say
+    why: str = ""  # why not, in words
+
+
+def read_quota(clients: AwsClients, region: str, code: str) -> QuotaReading:
+    """The quota's value in vCPUs as Service Quotas says, or why it did not."""
     try:
         answer = clients.client("service-quotas", region, attempts=2).get_service_quota(
             ServiceCode="ec2", QuotaCode=code
         )
-        return float(answer["Quota"]["Value"])
-    except (ClientError, BotoCoreError, KeyError, ValueError) as exc:
-        log.info("vCPU quota %s not known (%s); EC2 decides at launch", code, exc)
-        return None
+        return QuotaReading(float(answer["Quota"]["Value"]))
+    except ClientError as exc:
+        why = f"Service Quotas answered {error_code(exc) or exc}"
+    except (BotoCoreError, KeyError, ValueError, TypeError) as exc:
+        why = f"Service Quotas did not answer ({exc})"
+    log.info("vCPU quota %s not known (%s); EC2 decides at launch", code, why)
+    return QuotaReading(None, why)
+
+
+def vcpu_quota(clients: AwsClients, region: str, code: str) -> float | None:
+    """The quota's value in vCPUs, or None when Service Quotas does not say."""
+    return read_quota(clients, region, code).value
 
 
 @dataclass(frozen=True)
@@ -123,4 +125,111 @@ def check_cluster_quota(clients: AwsClients, offer: Offer, nodes: int) -> None:
         f"{offer.region}",
         hint="raise it in Service Quotas, wait for instances in use to end, or ask for fewer "
         "nodes or a smaller type",
+    )
+
+
+def _spot(offer: Offer) -> bool:
+    return offer.market == "spot"
+
+
+def screen_offers(clients: AwsClients, offers: list[Offer], nodes: int) -> QuotaScreen:
+    """The offers whose vCPU quota holds `nodes` of them beside what is in use; one line per
+    quota that left offers out or could not be read (asked once per quota and region)."""
+    readings: dict[tuple[str, str], QuotaReading] = {}
+    in_use: dict[tuple[str, str, bool], InUse | None] = {}
+    kept: list[Offer] = []
+    left_out: dict[tuple[str, VcpuQuota], list[Offer]] = {}
+    unknown: dict[tuple[str, VcpuQuota], str] = {}
+    for offer in offers:
+        quota = quota_of(offer.instance_type, _spot(offer))
+        if quota is None or quota.code is None:
+            kept.append(offer)  # a quota spotrun cannot ask for: EC2 decides
+            continue
+        key = (offer.region, quota.code)
+        if key not in readings:
+            readings[key] = read_quota(clients, offer.region, quota.code)
+        reading = readings[key]
+        if reading.value is None:
+            unknown[(offer.region, quota)] = reading.why
+            kept.append(offer)
+            continue
+        needed = offer.vcpus * nodes
+        used = 0
+        if needed <= reading.value:
+            use_key = (offer.region, quota.code, _spot(offer))
+            if use_key not in in_use:
+                in_use[use_key] = vcpus_in_use(clients, offer.region, quota.code, _spot(offer))
+            known = in_use[use_key]
+            used = known.vcpus if known is not None else 0
+            if used + needed <= reading.value:
+                kept.append(offer)
+                continue
+        left_out.setdefault((offer.region, quota), []).append(offer)
+    lines = [
+        _left_out_line(region, quota, group, readings[(region, str(quota.code))].value, nodes)
+        for (region, quota), group in left_out.items()
+    ]
+    lines += [
+        f"vCPU quota {quota.label} in {region} not known ({why}): EC2 decides at the request"
+        for (region, quota), why in unknown.items()
+    ]
+    refusal = None
+    if not kept and left_out:
+        (region, quota), group = next(iter(left_out.items()))
+        refusal = _refusal(clients, region, quota, group[0], nodes, readings)
+    return QuotaScreen(kept, lines, refusal)
+
+
+def _left_out_line(
+    region: str, quota: VcpuQuota, group: list[Offer], value: float | None, nodes: int
+) -> str:
+    types = sorted({o.instance_type for o in group})
+    count = f"{nodes} x " if nodes > 1 else ""
+    return (
+        f"left out {len(group)} offer(s) of {', '.join(count + t for t in types)}: the vCPU "
+        f"quota {quota.label} in {region} is {value or 0:g} vCPUs: it cannot hold them beside "
+        "what is in use"
+    )
+
+
+def _refusal(
+    clients: AwsClients,
+    region: str,
+    quota: VcpuQuota,
+    offer: Offer,
+    nodes: int,
+    readings: dict[tuple[str, str], QuotaReading],
+) -> VcpuQuotaError:
+    value = readings[(region, str(quota.code))].value or 0.0
+    needed = offer.vcpus * nodes
+    known = vcpus_in_use(clients, region, str(quota.code), _spot(offer)) if value else None
+    used = known.vcpus if known is not None else 0
+    busy = f" beside {used} in use" if used else ""
+    return VcpuQuotaError(
+        f"no offer fits the account's vCPU quotas: {quota.label} is {value:g} vCPUs in "
+        f"{region}, and {nodes} x {offer.instance_type} need {needed}{busy}",
+        quota=quota.name,
+        hint=increase_hint(quota, region, used + needed),
+    )
+
+
+def launch_refusal(
+    clients: AwsClients, refused: QuotaError, offer: Offer, count: int
+) -> QuotaError:
+    """EC2's quota refusal of a launch of `count` x `offer`, with the value to ask for: the
+    vCPUs the launch needs, with those in use under the same quota."""
+    cause = refused.__cause__
+    if not isinstance(refused, VcpuQuotaError) or not isinstance(cause, ClientError):
+        return refused
+    spot = _spot(offer)
+    needed = offer.vcpus * count
+    code = quota_code(offer.instance_type, spot)
+    known = vcpus_in_use(clients, offer.region, code, spot) if code else None
+    return vcpu_refusal(
+        error_code(cause),
+        region=offer.region,
+        instance_type=offer.instance_type,
+        spot=spot,
+        needed=needed,
+        desired=needed + (known.vcpus if known is not None else 0),
     )
