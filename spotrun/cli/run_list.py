@@ -14,6 +14,7 @@ from spotrun.cli.library import api
 from spotrun.cli.plain_table import plain_table
 from spotrun.cli.render import Table, money, out, print_json
 from spotrun.core.errors import LedgerWriteError
+from spotrun.core.home import default_home
 from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
 from spotrun.store.adopt import adopt_run_folders
@@ -30,11 +31,10 @@ def _note(message: str) -> None:
 
 def _ledger() -> Ledger:
     """The ledger, its live runs driven and the run folders it lost adopted back; a ledger
-    that cannot be written now is still listed, with a note saying why nothing moves."""
+    that cannot be written now is still listed."""
     try:
         ledger = api.open_ledger()
-    except LedgerWriteError as exc:
-        _note(exc.user_message())
+    except LedgerWriteError:  # said by the note on live runs
         return api.open_ledger(reconcile=False)
     try:
         adopted = adopt_run_folders(ledger)
@@ -53,11 +53,11 @@ def _ledger() -> Ledger:
 
 
 def show_runs(all_: bool, as_json: bool) -> None:
+    fault = home_write_fault(default_home().absolute())  # before the ledger is open
     ledger = _ledger()
     runs = ledger.list_runs(include_all=all_)
-    fault = home_write_fault(ledger.home) if any(not r.is_terminal for r in runs) else None
-    if fault is not None:  # the live runs' controller waits; say why nothing moves
-        _note(f"{fault}: live runs wait until it can be written")
+    if fault is not None and any(not r.is_terminal for r in runs):
+        _note(f"{fault}: live runs wait until it can be written")  # why nothing moves
     rows = [api.run_summary(ledger, r) for r in runs]
     if as_json:
         print_json(rows)

@@ -62,12 +62,19 @@ def acquire(settings: Settings) -> IO[str] | None:
     return fh
 
 
-def spawn_controller(settings: Settings) -> int:
-    """Start a detached controller for the home; returns its pid."""
+# `python -m spotrun.sweep.home_controller --after-write-fault SINCE FAULT`: started by a
+# controller that gave way to a write fault, so that the fresh one records it in the runs.
+AFTER_WRITE_FAULT = "--after-write-fault"
+
+
+def spawn_controller(settings: Settings, write_fault: tuple[float, str] | None = None) -> int:
+    """Start a detached controller for the home (told of a write fault its predecessor waited
+    on: since when, and what); returns its pid."""
     settings.home.mkdir(parents=True, exist_ok=True)
+    told = [AFTER_WRITE_FAULT, repr(write_fault[0]), write_fault[1]] if write_fault else []
     with open(settings.home / CONTROLLER_LOG_FILE, "ab") as log_fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", MODULE],
+            [sys.executable, "-m", MODULE, *told],
             stdin=subprocess.DEVNULL,
             stdout=log_fh,
             stderr=subprocess.STDOUT,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from spotrun.control.home import ensure_controller, running_pid
 from spotrun.control.locks import _try_lock, lock_is_held, process_running
+from spotrun.core.errors import LedgerWriteError
 from spotrun.core.rundir import HOME_VAR, SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
 from spotrun.store.ledger import Ledger, RunRecord
 
@@ -121,10 +122,7 @@ def ensure_supervised(ledger: Ledger, live_sweeps: set[str]) -> list[str]:
             continue
         if not is_supervised(run):
             pid = spawn(ledger.settings, run)
-            ledger.set_supervisor(run.id, pid)
-            ledger.add_event(
-                run.id, "supervisor", f"supervisor was not running; restarted (pid {pid})"
-            )
+            _name_driver(ledger, run.id, pid, f"supervisor was not running; restarted (pid {pid})")
             restarted.append(run.id)
     return restarted
 
@@ -138,8 +136,16 @@ def _ensure_controller(ledger: Ledger, live_sweeps: set[str]) -> list[str]:
         return []  # it drives them (or picks up a new one within a second)
     pid, _started = ensure_controller(ledger.settings)
     for run in runs:
-        ledger.set_supervisor(run.id, pid)
-        ledger.add_event(
-            run.id, "supervisor", f"supervisor was not running; restarted (controller pid {pid})"
-        )
+        note = f"supervisor was not running; restarted (controller pid {pid})"
+        _name_driver(ledger, run.id, pid, note)
     return [r.id for r in runs]
+
+
+def _name_driver(ledger: Ledger, run_id: str, pid: int, note: str) -> None:
+    """Record who drives the run now. Only a name (the lock is the proof): a ledger that
+    cannot be written now does not fail the command that started the driver, which waits."""
+    try:
+        ledger.set_supervisor(run_id, pid)
+        ledger.add_event(run_id, "supervisor", note)
+    except LedgerWriteError:
+        return

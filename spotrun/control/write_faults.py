@@ -6,6 +6,7 @@ connection to the ledger) takes over (spotrun.sweep.home_controller, run_supervi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -50,6 +51,16 @@ def as_write_fault() -> Iterator[None]:
         ) from exc
 
 
+class WriteFaultGaveWay(LedgerWriteError):
+    """A write fault waited out past its bound: the controller gives way. It carries the fault
+    to the fresh controller, so that the one that writes again records it in the run."""
+
+    def __init__(self, message: str, *, hint: str | None, fault: str, began_at: float) -> None:
+        super().__init__(message, hint=hint)
+        self.fault = fault
+        self.began_at = began_at  # wall time of the first failed write
+
+
 class WriteFaultWait:
     """One run's wait for this machine to write again: since when, and its bound."""
 
@@ -57,10 +68,17 @@ class WriteFaultWait:
         self.ledger = ledger
         self.run_id = run_id
         self.clock = clock
-        self.since: float | None = None
-        self.fault = ""
+        self.since: float | None = None  # this controller's wait (monotonic), for the bound
+        self.fault: str | None = None  # the fault, perhaps met by a controller before this one
+        self.began_at = 0.0  # when it was first met (wall time)
         self.reported_at = 0.0
         self.tries = 0
+
+    def inherit(self, fault: str, began_at: float) -> None:
+        """A fault met before this controller drove the run (by the one it replaced, or while
+        naming itself): recorded in the run once a write works."""
+        if self.fault is None:
+            self.fault, self.began_at = fault, began_at
 
     def wait(self, exc: LedgerWriteError) -> None:
         """Pause before the step is tried again; past the bound, raise: the controller gives
@@ -68,33 +86,36 @@ class WriteFaultWait:
         now = self.clock.monotonic()
         bound_s = self.ledger.settings.ledger_write_wait_s
         if self.since is None:
-            self.since, self.fault, self.tries = now, exc.user_message(), 0
-            self._report(f"cannot write, waiting up to {bound_s:.0f} s: {self.fault}", now)
-            self._record(f"waiting (up to {bound_s:.0f} s): {self.fault}")
+            self.since, self.tries = now, 0
+            self.inherit(exc.user_message(), time.time())
+            self._report(f"cannot write, waiting up to {bound_s:.0f} s: {exc.user_message()}", now)
+            self._record(f"waiting (up to {bound_s:.0f} s): {exc.user_message()}")
         elif now - self.reported_at >= REPORT_EVERY_S:
             self._report(f"still cannot write after {now - self.since:.0f} s: {exc.message}", now)
         if now - self.since >= bound_s:
             self._report(f"gives way after {now - self.since:.0f} s: {exc.message}", now)
-            raise LedgerWriteError(
+            raise WriteFaultGaveWay(
                 f"{exc.message}; the controller waited {now - self.since:.0f} s for it and "
                 "gives way to a fresh one (the run's instances go on)",
                 hint=exc.hint,
+                fault=self.fault or exc.user_message(),
+                began_at=self.began_at,
             ) from exc
         pause(min(FIRST_PAUSE_S * 2**self.tries, LONGEST_PAUSE_S), clock=self.clock)
         self.tries += 1
 
     def cleared(self) -> None:
         """A step wrote what it had to: if a fault was being waited out, it has passed."""
-        if self.since is None:
+        if self.fault is None:
             return
-        waited_s = self.clock.monotonic() - self.since
+        waited_s = max(0.0, time.time() - self.began_at)
         # Into the run's history, where `spotrun status` shows it (raises while still faulty)
         self.ledger.add_event(
             self.run_id,
             "disk",
             f"this machine could not write for {waited_s:.0f} s ({self.fault}); the run went on",
         )
-        self.since = None
+        self.since, self.fault = None, None
         print(f"run {self.run_id}: writes work again after {waited_s:.0f} s", flush=True)
 
     def _report(self, line: str, now: float) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.core.errors import LedgerBusyError, LedgerError, LedgerWriteError
-from spotrun.core.home import LEDGER_FILE
+from spotrun.core.home import LEDGER_FILE, RUNS_FOLDER
 from spotrun.core.rundir import HOME_VAR
 from spotrun.store.schema import migrate
 
@@ -140,7 +140,7 @@ def ensure_writable_home(home: Path) -> None:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
         if home.stat().st_uid == os.getuid() and home.stat().st_mode & 0o077:
             os.chmod(home, 0o700)  # run folders, logs and the ledger: the user's alone
-        (home / "runs").mkdir(exist_ok=True)
+        (home / RUNS_FOLDER).mkdir(exist_ok=True)
     except OSError as exc:
         raise LedgerError(
             f"cannot create {HOME_VAR} at {home}: {exc.strerror or exc}",
@@ -160,18 +160,29 @@ def ensure_writable_home(home: Path) -> None:
 
 
 def home_write_fault(home: Path) -> str | None:
-    """Why SPOTRUN_HOME cannot take a byte now (read-only, full, failing), or None. A byte, not
-    an empty file: a full disk still makes empty files."""
-    probe = home / f".write-probe-{os.getpid()}-{os.urandom(4).hex()}"
+    """Why the ledger or SPOTRUN_HOME cannot be written now (read-only, full, failing), or
+    None. Call it before this process opens the ledger: closing a descriptor of the file would
+    drop the SQLite locks of its connections. A byte, not an empty file: a full disk still
+    makes empty files."""
+    ledger = home / LEDGER_FILE
     try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, b"\n")
-        finally:
-            os.close(fd)
-            os.unlink(probe)
+        if ledger.exists():
+            os.close(os.open(ledger, os.O_RDWR))
     except OSError as exc:
-        return f"{HOME_VAR} at {home} cannot be written now ({exc.strerror or exc})"
+        return f"the ledger at {ledger} cannot be written now ({exc.strerror or exc})"
+    for folder in (home, home / RUNS_FOLDER):  # the run folders may be a disk of their own
+        if not folder.is_dir():
+            continue
+        probe = folder / f".write-probe-{os.getpid()}-{os.urandom(4).hex()}"
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, b"\n")
+            finally:
+                os.close(fd)
+                os.unlink(probe)
+        except OSError as exc:
+            return f"{folder} cannot be written now ({exc.strerror or exc})"
     return None
 
 

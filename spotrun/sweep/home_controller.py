@@ -32,8 +32,9 @@ from typing import IO
 
 from spotrun.control.controller import RunController
 from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
-from spotrun.control.home import WAKE, acquire, spawn_controller
+from spotrun.control.home import AFTER_WRITE_FAULT, WAKE, acquire, spawn_controller
 from spotrun.control.supervisor import _try_lock
+from spotrun.control.write_faults import WriteFaultGaveWay
 from spotrun.core.config import Settings, load_settings
 from spotrun.core.errors import LedgerWriteError, SpotrunError, StateError
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE
@@ -53,11 +54,11 @@ RESTART_S = 10.0  # a thread that ended with its run still live is started again
 class RunThread(threading.Thread):
     """Drives one run to its end, holding the run's lock (so nothing else drives it)."""
 
-    def __init__(self, settings: Settings, run_id: str, give_way: threading.Event) -> None:
+    def __init__(self, settings: Settings, run_id: str, home: HomeController) -> None:
         super().__init__(name=f"run-{run_id}", daemon=True)
         self.settings = settings
         self.run_id = run_id
-        self.give_way = give_way  # set when this machine could not write for too long
+        self.home = home  # told when this machine could not write for too long
 
     def run(self) -> None:
         try:
@@ -71,29 +72,36 @@ class RunThread(threading.Thread):
             if lock is None:  # another process drives it (a per-run supervisor, `stop`)
                 return
             try:
-                _name_driver(ledger, self.run_id)
+                unnamed = _name_driver(ledger, self.run_id)
                 log.info("driving run %s from state %s", self.run_id, run.state)
                 provider = run_provider(ledger, run)  # a pack trial's: its share of the pack
-                final = RunController(ledger, self.run_id, provider=provider).drive()
+                controller = RunController(ledger, self.run_id, provider=provider)
+                for began_at, fault in (self.home.write_fault, unnamed):
+                    if fault:
+                        controller.write_faults.inherit(fault, began_at)
+                final = controller.drive()
                 log.info("run %s ended: %s %s", self.run_id, final.state, final.message or "")
             finally:
                 lock.close()
-        except LedgerWriteError as exc:  # waited out past its bound: nothing failed, nothing ended
+        except WriteFaultGaveWay as exc:  # waited out past its bound: nothing failed or ended
             log.error("run %s: the controller gives way: %s", self.run_id, exc.user_message())
-            self.give_way.set()
+            self.home.gave_way(exc)
         except Exception:  # its controller has recorded the failure; the other runs go on
             log.exception("run %s: its controller stopped with an error", self.run_id)
         finally:
             ledger.close()
 
 
-def _name_driver(ledger: Ledger, run_id: str) -> None:
+def _name_driver(ledger: Ledger, run_id: str) -> tuple[float, str]:
     """The run's supervisor_pid: this process. Only a name (its lock is the proof), so a
-    ledger that cannot be written now does not hold the run up: its controller waits it out."""
+    ledger that cannot be written now does not hold the run up: its controller waits it out.
+    The fault met, to record once writes work (when, what), or (0, "")."""
     try:
         ledger.set_supervisor(run_id, os.getpid())
     except LedgerWriteError as exc:
         log.warning("run %s: not named its driver: %s", run_id, exc.message)
+        return time.time(), exc.user_message()
+    return 0.0, ""
 
 
 class SweepThread(threading.Thread):
@@ -129,13 +137,20 @@ class SweepThread(threading.Thread):
 
 
 class HomeController:
-    def __init__(self, settings: Settings, wake: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        wake: threading.Event | None = None,
+        write_fault: tuple[float, str] = (0.0, ""),
+    ) -> None:
         self.settings = settings
+        self.write_fault = write_fault  # one its predecessor gave way to: (since, what)
         self.ledger = Ledger(settings)
         self.threads: dict[str, threading.Thread] = {}
         self.started_at: dict[str, float] = {}
         self.wake = wake if wake is not None else threading.Event()
         self.give_way = threading.Event()
+        self.gave_way_to: WriteFaultGaveWay | None = None
 
     def _start(self, key: str, thread: threading.Thread) -> None:
         known = self.threads.get(key)
@@ -156,7 +171,7 @@ class HomeController:
         active = self.ledger.active_run_sweeps()
         runs = [run_id for run_id, sweep_id in active.items() if sweep_id not in swept]
         for run_id in runs:
-            self._start(f"run:{run_id}", RunThread(self.settings, run_id, self.give_way))
+            self._start(f"run:{run_id}", RunThread(self.settings, run_id, self))
         alive = sum(1 for t in self.threads.values() if t.is_alive())
         return len(sweeps) + len(runs) + alive
 
@@ -200,14 +215,21 @@ class HomeController:
             self.wake.wait(POLL_S)
             self.wake.clear()
 
+    def gave_way(self, exc: WriteFaultGaveWay) -> None:
+        """A run thread waited on a write fault past its bound: the whole process gives way."""
+        if self.gave_way_to is None:
+            self.gave_way_to = exc
+        self.give_way.set()
+
     def _give_way(self, lock: IO[str]) -> int:
         """A run could not be written for longer than its bound: let go of the home and hand
         it to a fresh controller (a fresh ledger connection; one opened while the ledger was
         read-only never writes again). Every instance goes on; the runs' own locks go with
         this process, and the fresh controller takes them up as it does after a crash."""
         lock.close()
+        told = self.gave_way_to
         try:
-            pid = spawn_controller(self.settings)
+            pid = spawn_controller(self.settings, (told.began_at, told.fault) if told else None)
         except OSError as exc:  # the home itself cannot be written: the next command starts one
             log.error("the controller gives way; no fresh one started (%s)", exc)
             return 1
@@ -227,7 +249,9 @@ def main() -> int:
         log.info("another controller holds %s; leaving it to that one", settings.home)
         return 0
     end_on_term_or_hangup()  # the controller only: the runs go on
-    controller = HomeController(settings, wake=woken)
+    told = sys.argv[1:4]
+    write_fault = (float(told[1]), told[2]) if told[:1] == [AFTER_WRITE_FAULT] else (0.0, "")
+    controller = HomeController(settings, wake=woken, write_fault=write_fault)
     log.info("controller of %s (pid %d)", settings.home, os.getpid())
     controller.adopt()
     return controller.serve(lock)
