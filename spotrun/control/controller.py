@@ -35,6 +35,7 @@ from spotrun.control.job_end import exit_code, failure_message, write_exit
 from spotrun.control.job_start import JobStart
 from spotrun.control.notices import NoticeWatch
 from spotrun.control.poll_pace import PROCESS_PACE, PollPace
+from spotrun.control.quota_refusals import QuotaRefusals
 from spotrun.control.recovery import Recovery
 from spotrun.control.run_instances import RunInstances
 from spotrun.control.run_reports import RunReports
@@ -47,6 +48,7 @@ from spotrun.core.errors import (
     LedgerWriteError,
     SpotrunError,
     StateError,
+    VcpuQuotaError,
 )
 from spotrun.core.exitcodes import CHECKPOINTED
 from spotrun.core.rundir import EXIT_FILE, SUPERVISOR_LOG_FILE
@@ -181,7 +183,10 @@ class RunController:
         else:
             to_try, staying = self.cluster.offers(run, to_try)
         replacing = frozenset(self.instances.doomed_ids())
+        quotas = QuotaRefusals(self.provider)
         for offer in to_try:
+            if quotas.covers(offer):  # refused by its quota already: only another quota helps
+                continue
             request = InstanceRequest(
                 run.id,
                 offer,
@@ -198,6 +203,12 @@ class RunController:
                 if exc.message.startswith("partial fill"):  # it ran, briefly: in the ledger
                     self.instances.record_ended(self.provider.describe(run.id))
                 continue
+            except VcpuQuotaError as exc:
+                quotas.add(exc)
+                self.ledger.add_event(
+                    run.id, "quota", f"{offer.instance_type} in {offer.zone}: {exc.message}"
+                )
+                continue
             for inst in instances:
                 self.ledger.upsert_instance(to_record(inst))
             self.ledger.add_event(
@@ -207,6 +218,9 @@ class RunController:
         if staying:  # ask the cluster's zone again shortly, until the bound passes
             pause(self.poll_s, clock=self.clock)
             return self.ledger.get_run(self.run_id)
+        refused = quotas.failure(tried)
+        if refused is not None:
+            raise refused
         raise CapacityError("no offer could be filled; tried " + "; ".join(tried))
 
     def _provision(self, run: RunRecord) -> RunRecord:
