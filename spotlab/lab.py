@@ -32,7 +32,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
-from spotlab.capacity import SpotPools
+from spotlab.capacity import NEW_ACCOUNT, SpotPools, VcpuQuotas
 from spotlab.front import CHECKIP_PATH, AwsFront, Fault, Hold
 from spotlab.hosts import HOST_HOME, Host, HostSpec
 from spotlab.iam import Identity
@@ -221,7 +221,13 @@ class Lab:
         # (spotlab/capacity.py): a RunInstances that does not fit is refused, as EC2 does
         self.spot_pools = SpotPools(spot_pool, self._zone_of_subnet)
         self.spot_pools.live = self._live_spot
-        self.front.capacity_refusal = self.spot_pools.refusal
+        # the account's vCPU quotas, checked before the pools as EC2 does (capacity.py)
+        self.vcpu_quotas = VcpuQuotas(
+            lambda region: self.client("ec2", region),
+            lambda: self.instances(states=("pending", "running")),
+            self._region_of_subnet,
+        )
+        self.front.capacity_refusal = self._launch_refusal
         # IAM enforced by the front (spotlab/iam.py): spotrun acts as a user holding exactly
         # the README's user policy, instances as the README's instance role.
         self.front.iam.enabled = iam
@@ -450,6 +456,7 @@ class Lab:
             # instances get the role's credentials only through a profile, as on EC2
             "instance_profile": INSTANCE_PROFILE,
             "controller_instance_profile": CONTROLLER_PROFILE,
+            "gpu_mismatch": "warn",  # the lab offers GPU types on hosts that have no GPU
         }
         if self.bucket:
             aws["bucket"] = self.bucket
@@ -619,6 +626,33 @@ class Lab:
         no limit). A spot RunInstances that does not fit is answered with EC2's
         InsufficientInstanceCapacity, naming the type and zone; nothing is made."""
         self.spot_pools.sizes[(instance_type, zone)] = count
+
+    def set_vcpu_quota(self, code: str, vcpus: float | None, *, readable: bool = True) -> None:
+        """The account's vCPU quota `code` (Service Quotas' code): RunInstances refuses what
+        would pass it, as EC2 does (None: no limit). `readable`: GetServiceQuota answers it
+        (otherwise as for an account without servicequotas permissions)."""
+        if vcpus is None:
+            self.vcpu_quotas.limits.pop(code, None)
+            self.front.quotas.values.pop(code, None)
+            return
+        self.vcpu_quotas.limits[code] = vcpus
+        if readable:
+            self.front.quotas.values[code] = vcpus
+        else:
+            self.front.quotas.values.pop(code, None)
+
+    def new_account(self, *, readable: bool = False) -> None:
+        """A new AWS account's vCPU quotas: 0 for every GPU family, spot and on-demand, 5 for
+        Standard (AWS's instance type quotas page)."""
+        for code, vcpus in NEW_ACCOUNT.items():
+            self.set_vcpu_quota(code, vcpus, readable=readable)
+
+    def _launch_refusal(self, params: dict[str, str]) -> tuple[int, bytes] | None:
+        return self.vcpu_quotas.refusal(params) or self.spot_pools.refusal(params)
+
+    def _region_of_subnet(self, subnet_id: str) -> str | None:
+        zone = self._zone_of_subnet(subnet_id)
+        return region_of_zone(zone) if zone else None
 
     def _zone_of_subnet(self, subnet_id: str) -> str | None:
         zones = (z for n in self.networks.values() for z, s in n.subnets.items() if s == subnet_id)
