@@ -50,7 +50,7 @@ def test_the_labs_run_instances_enforces_the_vcpu_quotas(make_lab: Callable[...,
             MinCount=1,
             MaxCount=1,
             SubnetId=subnet,
-            **market,  # type: ignore[arg-type]
+            **market,
         )
         made.extend(i["InstanceId"] for i in answer["Instances"])
 

@@ -115,4 +115,5 @@ def test_the_vcpu_quota_asked_for_a_cluster_is_its_familys() -> None:
     assert quota_code("g5.12xlarge", spot=True) == "L-3819A6DF"
     assert quota_code("p4d.24xlarge", spot=True) == "L-7212CCBC"
     assert quota_code("p4d.24xlarge", spot=False) == "L-417A185B"
-    assert quota_code("p5.48xlarge", spot=True) is None  # not known here: EC2 decides
+    assert quota_code("p5.48xlarge", spot=True) == "L-C4BD4855"  # All P5 Spot Instance Requests
+    assert quota_code("p6-b200.48xlarge", spot=True) is None  # no code of its own: EC2 decides
