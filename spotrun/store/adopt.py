@@ -15,19 +15,25 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spotrun.core.config import LaunchSpec
 from spotrun.core.home import RUNS_FOLDER
-from spotrun.core.jobspec import JobSpec
 from spotrun.core.rundir import EXIT_FILE, JOB_FILE, RECIPE_FILE
 from spotrun.core.runstates import RunState
 from spotrun.store.connection import LedgerDatabase
-from spotrun.store.runs_admin import forgotten_key
 
-FORGOTTEN = forgotten_key("")  # `spotrun rm` removes the row first, the folder after
+if TYPE_CHECKING:
+    from spotrun.core.config import LaunchSpec
+
+# `spotrun rm` removes the run's rows first, its folder after: a mark in between, so that the
+# folder is not adopted back meanwhile (store.runs_admin.forget_run)
+FORGOTTEN = "forgotten:"
 RUN_ID = re.compile(r"[0-9a-f]{12}")  # store.run_records.new_run_id's shape
 ADOPTED = "adopted back from its run folder: the ledger did not know it (a damaged ledger?)"
+
+
+def forgotten_key(run_id: str) -> str:
+    return FORGOTTEN + run_id
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,10 @@ def _json(path: Path) -> dict[str, Any]:
 
 def _spec(run_dir: Path, job: dict[str, Any]) -> LaunchSpec:
     """What the folder says was launched: a recipe's name, or the command the job ran."""
+    # why: the launch models import pydantic (~100 ms); `ls` pays it only when it adopts a run
+    from spotrun.core.config import LaunchSpec
+    from spotrun.core.jobspec import JobSpec
+
     # A local run's job ran in this very folder; an instance's in its own home's copy.
     where = str(job.get("cwd") or job.get("checkpoint_dir") or "")
     cloud = "local" if where.startswith(str(run_dir)) else "aws"

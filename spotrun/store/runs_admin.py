@@ -12,6 +12,7 @@ from spotrun.cloud.base import Plan
 from spotrun.core.config import LaunchSpec
 from spotrun.core.errors import StateError
 from spotrun.core.runstates import RESUMABLE, TERMINAL, RunState
+from spotrun.store.adopt import forgotten_key
 from spotrun.store.ledger import Ledger, RunRecord
 
 # Rows that belong to one run, children first (the foreign keys point at runs).
@@ -58,7 +59,3 @@ def forget_run(ledger: Ledger, run_id: str) -> None:
         db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
         # Its folder goes after this: until then it must not be adopted back (store.adopt)
         db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (forgotten_key(run_id), "1"))
-
-
-def forgotten_key(run_id: str) -> str:
-    return f"forgotten:{run_id}"
