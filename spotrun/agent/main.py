@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from spotrun.agent.exec_window import exec_status, start_exec
+from spotrun.agent.gpus import visible_gpus
 from spotrun.agent.session import kill_session, session_exists, start_session
 from spotrun.agent.wrapper import Setup, private_folder, read_env_file, run_wrapped, signal_job
 from spotrun.core.errors import SpotrunError
@@ -121,6 +122,7 @@ def main(argv: list[str]) -> int:
     wrap.add_argument("--data", default=None, help=f"the job's data set ({DATA_DIR_VAR})")
     wrap.add_argument("--env-file", type=Path, default=None, help="the job's env (JSON, 0600)")
     wrap.add_argument("argv", nargs=argparse.REMAINDER)
+    sub.add_parser("gpus", help="the GPUs torch sees and nvidia-smi lists, as JSON")
     stage = sub.add_parser("stage", help="put a data set in place; its path to --path-file")
     stage.add_argument("--run-dir", required=True, type=Path)
     stage.add_argument("--data", required=True)
@@ -146,6 +148,9 @@ def main(argv: list[str]) -> int:
         )
     if args.op == "stage":
         return stage_data(args.run_dir, args.data, args.path_file)
+    if args.op == "gpus":
+        print(json.dumps(visible_gpus()))
+        return 0
     if args.op == "start":
         cwd = next((o.split("=", 1)[1] for o in args.wrap if o.startswith("--cwd=")), None)
         wrap = args.wrap + ([f"--env-file={args.env_file}"] if args.env_file else [])

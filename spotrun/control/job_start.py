@@ -3,7 +3,8 @@
 A recipe runs spotrun's trainer (`spotrun train`); your own command (issue 9) has its workdir
 and setup pushed first (spotrun.remote.jobprep). On a replacement instance the replaced ones'
 checkpoints are collected and the newest whole one restored before the job starts, and the
-agent's watcher is started beside it (spotrun.control.watcher_start). Data on a snapshot or a
+agent's watcher is started beside it (spotrun.control.watcher_start). The GPUs torch sees must
+be the instance type's (spotrun.control.gpu_check). Data on a snapshot or a
 cache volume is attached first (spotrun.control.data_volumes). Every step can run again: the
 job is not started twice (its tmux session is the run's).
 """
@@ -16,6 +17,7 @@ from spotrun.cloud.capabilities import SetsJobEnvironment
 from spotrun.control.checkpoint_restore import CheckpointRestore
 from spotrun.control.cluster import ClusterSpec
 from spotrun.control.data_volumes import attach_data_cache, attach_snapshot_data
+from spotrun.control.gpu_check import GpuCheck
 from spotrun.control.recovery import Recovery
 from spotrun.control.run_sync import RunSync
 from spotrun.control.threads import threads_env
@@ -76,6 +78,7 @@ class JobStart:
         self.recovery = recovery
         self.restore = restore
         self.sync = sync
+        self.gpus = GpuCheck(ledger, provider, recovery.instances)
 
     def driver(self, instance: Instance) -> JobDriver:
         return JobDriver(
@@ -97,6 +100,7 @@ class JobStart:
         remote_dir = self.provider.run_dir(head, run.id)
         self.prepare_replacement(run, head, runner)  # spot recovery
         self.restore_checkpoints(run, head)
+        self.gpus.check(run, head)  # after the collect: a doomed instance's time is short
         wrap: list[str] = []
         if run.spec.job is None:  # a recipe: spotrun's trainer, started as it always was
             env = recipe_env(run, remote_dir)
@@ -112,6 +116,7 @@ class JobStart:
 
     def node_job(self, run: RunRecord, inst: Instance, spec: ClusterSpec, rank: int) -> NodeJob:
         """argv, environment and wrapper options of node `rank` of a multi-node run."""
+        self.gpus.check(run, inst)
         remote_dir = self.provider.run_dir(inst, run.id)
         spotrun = self.provider.spotrun_command(inst)
         if run.spec.job is None:  # a recipe: `spotrun train` in every torchrun process

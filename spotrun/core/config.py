@@ -152,6 +152,20 @@ class AwsSettings(StrictModel):
         "long is stopped (it checkpoints) and its instance ended; 0 = never. A silent "
         "controller never ends a job.",
     )
+    reclaim_margin_s: float = Field(
+        60.0,
+        gt=0,
+        le=MAX_SECONDS,
+        description="a noticed instance left for EC2 to reclaim (its first hour is then not "
+        "billed) is terminated by spotrun if EC2 has not reclaimed it this long after the "
+        "notice's time",
+    )
+    gpu_mismatch: Literal["fail", "replace", "warn"] = Field(
+        "fail",
+        description="when torch on the instance sees other than its type's GPUs (a broken "
+        "driver or CUDA) before the job starts: fail the run, replace the instance (twice at "
+        "most), or warn and run anyway",
+    )
     # Multi-node runs (--nodes; spotrun.control.cluster)
     max_nodes: int = Field(16, ge=1, description="the most instances one run may have")
     rendezvous_port: int = Field(29400, ge=1, le=65535, description="torchrun's c10d port")
