@@ -122,6 +122,8 @@ def launch(
         if dry_run:
             passed = api.dry_run(settings, prepared)
             out.print(f"dry run on {prepared.spec.cloud}: {prepared.plan.reason}")
+            if prepared.batch_line is not None:
+                out.print(prepared.batch_line)
             out.print(f"permitted: {', '.join(passed)}; nothing was launched")
             return
         run = api.launch(ledger, prepared, prewarmed=progress.warm, run_id=progress.run_id)

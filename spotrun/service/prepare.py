@@ -27,6 +27,7 @@ from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data, p
 from spotrun.jobs import own_command
 from spotrun.launch.plan import Plan, plan_launch
 from spotrun.recipes import Recipe, check_recipe, get_recipe
+from spotrun.recipes.batching import global_batch_line
 from spotrun.train.data.source import pin_data_paths
 
 
@@ -36,6 +37,7 @@ class LaunchPlan:
     recipe: Recipe | None  # None for your own command
     plan: Plan
     provider: Provider | None = None  # the provider that planned it (reused by a dry run)
+    batch_line: str | None = None  # how the recipe's global batch is made on the run's GPUs
 
 
 def prepare_launch(
@@ -83,11 +85,13 @@ def prepare_launch(
         raise UsageError(describe_validation_error(exc)) from exc
     if merged.nodes > 1 and not recipe.multi_node:  # the recipe's own resources ask more
         raise UsageError(f"recipe {recipe.name} declares itself single-node; drop --nodes")
+    # GPUs that cannot split the global batch are refused before any cloud is asked
+    batch_line = global_batch_line(recipe, merged.gpus, merged.nodes)
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     plan = plan_launch(provider, merged)
     check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
-    return LaunchPlan(spec, recipe, plan, provider)
+    return LaunchPlan(spec, recipe, plan, provider, batch_line)
 
 
 def check_multi_node(recipe: Recipe, nodes: object, what: str) -> None:
