@@ -25,11 +25,7 @@ from spotrun.store.ledger import Ledger, RunRecord
 from tests.conftest import Env
 from tests.e2e.test_bad_input import assert_one_line_error
 
-CAPACITY_CODES = [
-    "InsufficientInstanceCapacity",
-    "SpotMaxPriceTooLow",
-    "MaxSpotInstanceCountExceeded",
-]
+CAPACITY_CODES = ["InsufficientInstanceCapacity", "SpotMaxPriceTooLow"]
 
 
 def _request_step(env: Env) -> tuple[Ledger, RunRecord, AwsProvider]:
@@ -138,25 +134,32 @@ def test_all_offers_failing_lists_what_was_tried(aws_env: Env, lab: Lab) -> None
     _nothing_left(lab, run["id"])
 
 
-@pytest.mark.parametrize(
-    ("code", "names"),
-    [
-        (
-            "VcpuLimitExceeded",
-            ["All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests", "Service Quotas"],
-        ),
-        ("UnauthorizedOperation", ["ec2:RunInstances", "grant"]),
-    ],
-)
-def test_quota_and_permission_errors_name_what_to_raise(
-    aws_env: Env, lab: Lab, code: str, names: list[str]
-) -> None:
-    fault = lab.fail("RunInstances", code, times=None)
+def test_a_spot_quota_too_small_names_the_quota_and_the_request(aws_env: Env, lab: Lab) -> None:
+    """The Standard spot quota at 0 vCPUs (Service Quotas not readable): EC2's own answer,
+    MaxSpotInstanceCountExceeded, fails the run with the quota, its code and the request that
+    raises it to the c6i.large's 2 vCPUs; every offer is under that quota, so it is asked once."""
+    lab.set_vcpu_quota("L-34B43A08", 0, readable=False)
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (run,) = aws_env.runs()
-    assert run["state"] == "failed" and run["message"].startswith(code)
-    for name in names:
+    assert run["state"] == "failed"
+    assert run["message"].startswith("MaxSpotInstanceCountExceeded: "), run["message"]
+    for name in (
+        "'All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests' (L-34B43A08)",
+        "--quota-code L-34B43A08 --desired-value 2 --region us-east-1",
+    ):
+        assert name in run["message"] and name in proc.stdout
+    assert lab.vcpu_quotas.refused == [("c6i.large", "L-34B43A08")]
+    _nothing_left(lab, run["id"])
+
+
+def test_permission_errors_name_what_to_grant(aws_env: Env, lab: Lab) -> None:
+    fault = lab.fail("RunInstances", "UnauthorizedOperation", times=None)
+    proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (run,) = aws_env.runs()
+    assert run["state"] == "failed" and run["message"].startswith("UnauthorizedOperation")
+    for name in ("ec2:RunInstances", "grant"):
         assert name in run["message"] and name in proc.stdout
     assert fault.hits == 1  # neither retried nor tried elsewhere: another zone cannot help
     _nothing_left(lab, run["id"])

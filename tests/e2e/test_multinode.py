@@ -173,7 +173,7 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
 
 
 def test_bad_cluster_input_is_refused_with_nothing_launched(aws_env: Env, lab: Lab) -> None:
-    from spotrun.core.errors import UsageError
+    from spotrun.core.errors import QuotaError, UsageError
     from spotrun.service.runs import prepare_launch
 
     lab.front.quotas.values["L-34B43A08"] = 4.0  # standard spot vCPUs: two c6i.large fit
@@ -182,8 +182,8 @@ def test_bad_cluster_input_is_refused_with_nothing_launched(aws_env: Env, lab: L
     assert "--nodes must be a whole number of at least 1, got 0" in proc.stderr
     # The other checks in the library call the command makes (no process start per case).
     settings = load_settings(aws_env.home)
-    for resources, recipe, said in BAD:
-        with pytest.raises(UsageError) as refused:
+    for resources, recipe, said in BAD:  # a quota short of the nodes: the plan's refusal
+        with pytest.raises((UsageError, QuotaError)) as refused:
             prepare_launch(settings, recipe, cloud="aws", resources=resources)
         assert said in " ".join(refused.value.user_message().split())
     assert lab.instances() == []
@@ -232,14 +232,18 @@ def test_the_quota_check_counts_the_vcpus_already_in_use(lab: Lab) -> None:
 
 
 def test_a_vcpu_quota_too_small_for_the_cluster_launches_nothing(aws_env: Env, lab: Lab) -> None:
-    """EC2 refuses the whole request (MinCount = N): the run fails naming the quota."""
-    lab.fail("RunInstances", "VcpuLimitExceeded", times=None)
+    """EC2 refuses the whole request (MinCount = N) with MaxSpotInstanceCountExceeded, the
+    lab's Standard spot quota of 4 vCPUs (unreadable here) being short of 3 x 2: the run fails
+    naming the quota and asking for the 6 vCPUs."""
+    lab.set_vcpu_quota("L-34B43A08", 4, readable=False)
     run_id = aws_env.cli(
         "launch", "digits-fast", "--nodes", "3", "--cloud", "aws", "-d", check=True
     ).stdout.strip()
     wait_for(lambda: _state(aws_env, run_id) == "failed", timeout=60, what="the run to fail")
     status = json.loads(aws_env.cli("status", run_id, "--json", check=True).stdout)
     assert "vCPU quota" in status["message"], status
+    assert status["message"].startswith("MaxSpotInstanceCountExceeded"), status
+    assert "--quota-code L-34B43A08 --desired-value 6 " in status["message"], status
     assert lab.instances(run_id) == []
 
 

@@ -204,10 +204,11 @@ def _refusal(
     needed = offer.vcpus * nodes
     known = vcpus_in_use(clients, region, str(quota.code), _spot(offer)) if value else None
     used = known.vcpus if known is not None else 0
-    busy = f" beside {used} in use" if used else ""
+    busy = f" and {used} are in use" if used else ""
+    what = f"{nodes} x {offer.instance_type} need" if nodes > 1 else f"{offer.instance_type} needs"
     return VcpuQuotaError(
-        f"no offer fits the account's vCPU quotas: {quota.label} is {value:g} vCPUs in "
-        f"{region}, and {nodes} x {offer.instance_type} need {needed}{busy}",
+        f"no offer fits the account's vCPU quotas: {what} {needed} vCPUs{busy}, more than the "
+        f"account's quota {quota.label} of {value:g} vCPUs in {region}",
         quota=quota.name,
         hint=increase_hint(quota, region, used + needed),
     )
