@@ -59,6 +59,7 @@ class RunThread(threading.Thread):
         self.settings = settings
         self.run_id = run_id
         self.home = home  # told when this machine could not write for too long
+        self.inherited = home.write_fault  # the fault the controller before this one gave way to
 
     def run(self) -> None:
         try:
@@ -76,7 +77,7 @@ class RunThread(threading.Thread):
                 log.info("driving run %s from state %s", self.run_id, run.state)
                 provider = run_provider(ledger, run)  # a pack trial's: its share of the pack
                 controller = RunController(ledger, self.run_id, provider=provider)
-                for began_at, fault in (self.home.write_fault, unnamed):
+                for began_at, fault in (self.inherited, unnamed):
                     if fault:
                         controller.write_faults.inherit(fault, began_at)
                 final = controller.drive()
@@ -172,6 +173,7 @@ class HomeController:
         runs = [run_id for run_id, sweep_id in active.items() if sweep_id not in swept]
         for run_id in runs:
             self._start(f"run:{run_id}", RunThread(self.settings, run_id, self))
+        self.write_fault = (0.0, "")  # handed to the runs live at the start only
         alive = sum(1 for t in self.threads.values() if t.is_alive())
         return len(sweeps) + len(runs) + alive
 
