@@ -19,8 +19,8 @@ def doctor(
     """Check, before anything is created, what a first AWS launch needs.
 
     Credentials and identity, the region, the image, the subnets, spot offers, the launch's
-    permissions (EC2 DryRun), the vCPU quota, the S3 bucket and the instance profile. Exits 1
-    when a check fails.
+    permissions (EC2 DryRun), the vCPU quotas (spot and on-demand, per family on offer, in the
+    region), the S3 bucket and the instance profile. Exits 1 when a check fails.
 
     \b
     Examples:
@@ -48,6 +48,8 @@ def doctor(
             line = f"{MARKS[check.status]}  {check.name:<{width}}  {check.detail}"
             if check.fix and check.status in ("fail", "warn"):
                 line += f"\n      {'':<{width}}  -> {check.fix}"
+            for row in check.rows:
+                line += f"\n      {'':<{width}}  {row}"
             sys.stdout.write(line + "\n")
     failed = [c for c in checks if c.status == "fail"]
     if not as_json:

@@ -128,6 +128,28 @@ def _answer_quotas(lab: Lab) -> None:
             lab.front.quotas.values[code] = 640.0
 
 
+def test_doctor_shows_the_vcpu_quotas_per_family_and_region(aws_env: Env, lab: Lab) -> None:
+    """Spot G and VT at 0 (the cheapest 1-GPU offer, a g4dn.xlarge, needs 4), P4/P3/P2 spot at
+    64, on-demand quotas unreadable: one row per family group on offer, in the region, with
+    its spot and on-demand quota and value; the check fails with the exact request."""
+    lab.set_vcpu_quota("L-3819A6DF", 0)
+    lab.set_vcpu_quota("L-7212CCBC", 64)
+    code, checks = _doctor(aws_env)
+    assert code == 1
+    quota = checks["vCPU quota"]
+    assert quota["status"] == "fail", quota
+    assert "0 spot vCPUs (L-3819A6DF) < 4 that g4dn.xlarge needs" in quota["detail"]
+    assert "--quota-code L-3819A6DF --desired-value 4 --region us-east-1" in quota["fix"]
+    assert quota["rows"] == [
+        "us-east-1 g4dn, g5, g6: spot 'All G and VT Spot Instance Requests' (L-3819A6DF): "
+        "0 vCPUs; on-demand 'Running On-Demand G and VT instances' (L-DB2E81BA): not known",
+        "us-east-1 p4d: spot 'All P4, P3 and P2 Spot Instance Requests' (L-7212CCBC): "
+        "64 vCPUs; on-demand 'Running On-Demand P instances' (L-417A185B): not known",
+    ]
+    human = aws_env.cli("doctor", timeout=180).stdout
+    assert "us-east-1 p4d: spot 'All P4, P3 and P2 Spot Instance Requests'" in human
+
+
 def _as_user_without(lab: Lab, env: Env, action: str) -> None:
     key = "AKIADOCTOR" + format(sorted(_policy_actions()).index(action), "010d")
     lab.front.iam.add(

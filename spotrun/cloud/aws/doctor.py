@@ -18,7 +18,8 @@ from spotrun.cloud.aws import network as ec2_network
 from spotrun.cloud.aws.checkpoints import check_bucket
 from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.cloud.aws.policy import INSTANCE_ACTIONS
-from spotrun.cloud.aws.quotas import quota_code, vcpu_quota
+from spotrun.cloud.aws.quota_table import QUOTAS, VcpuQuota, family_group, increase_hint
+from spotrun.cloud.aws.quotas import QuotaReading, read_quota
 from spotrun.cloud.base import Offer
 from spotrun.core.config import Resources
 from spotrun.core.errors import SpotrunError
@@ -33,9 +34,10 @@ class Check:
     status: Status
     detail: str
     fix: str = ""  # what to do, when not ok
+    rows: tuple[str, ...] = ()  # details shown below the check (the quotas per family)
 
-    def as_dict(self) -> dict[str, str]:
-        return asdict(self)
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "rows": list(self.rows)}
 
 
 class Doctor:
@@ -47,6 +49,7 @@ class Doctor:
         self.region: str = provider.aws.region
         self.resources = resources  # what the first launch will ask for
         self.offer: Offer | None = None
+        self.found: list[Offer] = []  # every spot offer of the first launch
         self.checks: list[Check] = []
 
     def run(self) -> list[Check]:
@@ -132,6 +135,7 @@ class Doctor:
                 f"no spot offer for {_wanted(self.resources)} in {self.region}'s subnets",
                 "ask for other GPUs (--gpus, --instance-type), or another region",
             )
+        self.found = priced
         self.offer = min(priced, key=lambda o: o.spot_usd_per_hour or 0.0)
         return Check(
             "spot offers",
@@ -165,25 +169,63 @@ class Doctor:
         return list(calls)
 
     def quota(self) -> Check:
+        """The spot and on-demand vCPU quotas of every family on offer, one row each; the
+        verdict is the cheapest offer's spot quota (a launch can go on when it is not known)."""
         assert self.offer is not None
-        instance_type = self.offer.instance_type
-        code = quota_code(instance_type, spot=True)
-        value = vcpu_quota(self.provider.clients, self.region, code) if code else None
-        if value is None:
+        readings: dict[str, QuotaReading] = {}
+
+        def reading(quota: VcpuQuota) -> str:
+            if quota.code is None:
+                return f"{quota.label}: no code to ask Service Quotas for"
+            if quota.code not in readings:
+                readings[quota.code] = read_quota(self.provider.clients, self.region, quota.code)
+            value = readings[quota.code].value
+            said = f"{value:g} vCPUs" if value is not None else "not known"
+            return f"{quota.label}: {said}"
+
+        families: dict[str, set[str]] = {}
+        for offer in self.found:
+            group = family_group(offer.instance_type)
+            if group is not None:
+                families.setdefault(group, set()).add(offer.instance_type.split(".", 1)[0])
+        rows = []
+        for group, names in families.items():
+            spot, on_demand = QUOTAS[group]
+            quotas = [f"spot {reading(spot)}"] if spot is not None else []
+            quotas.append(f"on-demand {reading(on_demand)}")
+            rows.append(f"{self.region} {', '.join(sorted(names))}: {'; '.join(quotas)}")
+        return self._quota_verdict(self.offer, readings, tuple(rows))
+
+    def _quota_verdict(
+        self, offer: Offer, readings: dict[str, QuotaReading], rows: tuple[str, ...]
+    ) -> Check:
+        spot, _ = QUOTAS.get(family_group(offer.instance_type) or "", (None, None))
+        found = readings.get(spot.code) if spot is not None and spot.code else None
+        if spot is None or found is None or found.value is None:
+            why = found.why if found is not None else "no quota spotrun can ask for"
             return Check(
                 "vCPU quota",
                 "warn",
-                "Service Quotas did not say (EC2 decides at launch)",
+                f"not known for {offer.instance_type} ({why}); EC2 decides at launch",
                 "grant servicequotas:GetServiceQuota to see it here",
+                rows,
             )
-        if value < self.offer.vcpus:
+        if found.value < offer.vcpus:
             return Check(
                 "vCPU quota",
                 "fail",
-                f"{value:g} spot vCPUs ({code}) < {self.offer.vcpus} that {instance_type} needs",
-                f"ask AWS for more in Service Quotas (quota {code}, region {self.region})",
+                f"{found.value:g} spot vCPUs ({spot.code}) < {offer.vcpus} that "
+                f"{offer.instance_type} needs",
+                increase_hint(spot, self.region, offer.vcpus),
+                rows,
             )
-        return Check("vCPU quota", "ok", f"{value:g} spot vCPUs ({code})")
+        return Check(
+            "vCPU quota",
+            "ok",
+            f"{found.value:g} spot vCPUs ({spot.code}) in {self.region}",
+            "",
+            rows,
+        )
 
     def bucket(self) -> Check:
         bucket = self.aws.bucket
