@@ -6,6 +6,7 @@ both win a move. A part of the Ledger (spotrun.store.ledger), sharing its connec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
@@ -36,37 +37,46 @@ class RunTables(LedgerDatabase):
         name = spec.name or f"{spec.recipe}-{run_id[:6]}"
         run_dir = self.home / RUNS_FOLDER / run_id
         now = self.clock()
-        with self.write() as db:
-            if db.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone():
-                if spec.name is not None:
-                    raise UsageError(
-                        f"a run named '{name}' already exists",
-                        hint=f"choose another --name, or continue it (`spotrun resume {name}`) "
-                        f"or forget it (`spotrun rm {name}`) once it has ended",
-                    )
-                name = f"{spec.recipe}-{run_id}"  # the short default is taken; the id is unique
-            db.execute(
-                "INSERT INTO runs (id, name, recipe, cloud, state, created_at, spec_json, "
-                "plan_json, run_dir, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    name,
-                    spec.recipe,
-                    spec.cloud,
-                    RunState.PLANNED.value,
-                    now,
-                    spec.model_dump_json(),
-                    json.dumps(plan.to_dict()) if plan is not None else None,
-                    str(run_dir),
-                    sweep_id,
-                ),
-            )
-            db.execute(
-                "INSERT INTO transitions (run_id, from_state, to_state, at, reason) "
-                "VALUES (?, NULL, ?, ?, ?)",
-                (run_id, RunState.PLANNED.value, now, "launch"),
-            )
+        # The folder first: a run the ledger knows never lacks its folder (a process killed
+        # between the two leaves an empty folder, which is taken away when the row fails).
+        made = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            with self.write() as db:
+                if db.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone():
+                    if spec.name is not None:
+                        raise UsageError(
+                            f"a run named '{name}' already exists",
+                            hint=f"choose another --name, or continue it (`spotrun resume {name}`) "
+                            f"or forget it (`spotrun rm {name}`) once it has ended",
+                        )
+                    name = f"{spec.recipe}-{run_id}"  # the short default is taken; the id is unique
+                db.execute(
+                    "INSERT INTO runs (id, name, recipe, cloud, state, created_at, spec_json, "
+                    "plan_json, run_dir, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        run_id,
+                        name,
+                        spec.recipe,
+                        spec.cloud,
+                        RunState.PLANNED.value,
+                        now,
+                        spec.model_dump_json(),
+                        json.dumps(plan.to_dict()) if plan is not None else None,
+                        str(run_dir),
+                        sweep_id,
+                    ),
+                )
+                db.execute(
+                    "INSERT INTO transitions (run_id, from_state, to_state, at, reason) "
+                    "VALUES (?, NULL, ?, ?, ?)",
+                    (run_id, RunState.PLANNED.value, now, "launch"),
+                )
+        except BaseException:
+            if made:
+                with contextlib.suppress(OSError):  # only while still empty
+                    run_dir.rmdir()
+            raise
         return self.get_run(run_id)
 
     def get_run(self, run_id: str) -> RunRecord:

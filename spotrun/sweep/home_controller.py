@@ -69,6 +69,8 @@ class RunThread(threading.Thread):
             return  # tried again after RESTART_S
         try:
             run = ledger.get_run(self.run_id)
+            # a run recorded before its folder (an older spotrun) is driven, not retried forever
+            run.run_dir.mkdir(parents=True, exist_ok=True)
             lock = _try_lock(run.run_dir / SUPERVISOR_LOCK_FILE)
             if lock is None:  # another process drives it (a per-run supervisor, `stop`)
                 return
