@@ -31,6 +31,7 @@ from spotrun.cli.ssh import ssh as ssh_command
 from spotrun.cli.sweep import sweep_app
 from spotrun.cli.training import sample, train
 from spotrun.cli.typer_app import SpotrunTyper
+from spotrun.cli.ui import ui as ui_command
 from spotrun.core.errors import SpotrunError
 from spotrun.core.exitcodes import SUCCESS
 
@@ -118,6 +119,7 @@ app.command("completion")(completion)  # spotrun/cli/complete.py
 app.command("doctor")(doctor_command)  # spotrun/cli/doctor.py
 app.command("plot")(plot_command)  # spotrun/cli/plot.py
 app.command("ssh")(ssh_command)  # spotrun/cli/ssh.py
+app.command("ui")(ui_command)  # spotrun/cli/ui.py
 app.command("resume")(resume_cli.resume)  # spotrun/cli/resume.py
 app.command("rm")(resume_cli.rm)
 app.add_typer(remote_cli.controller_app, name="controller")  # spotrun/cli/remote.py
