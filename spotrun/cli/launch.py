@@ -6,6 +6,7 @@ Registered on the app in spotrun/cli/main.py, as every command module here is.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,12 +14,18 @@ import typer
 
 from spotrun.cli.common import Cloud, job_environment
 from spotrun.cli.follow_view import detached_note, follow_run
+from spotrun.cli.lazy import lazy_module
 from spotrun.cli.library import api, load_settings, supervisor
 from spotrun.cli.render import err, out
+from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S, SPOT_POLICIES
+from spotrun.core.durations import parse_duration
 from spotrun.core.errors import UsageError
 
 if TYPE_CHECKING:
+    from spotrun.launch import plan as plans
     from spotrun.store.ledger import Ledger
+else:
+    plans = lazy_module("spotrun.launch.plan")  # --spot-policy auto's plan; pydantic, late
 
 
 def launch(
@@ -58,6 +65,20 @@ def launch(
     region: str | None = typer.Option(None, "--region", help="cloud region (aws)"),
     zone: str | None = typer.Option(None, "--zone", help="availability zone (aws)"),
     disk_gb: int | None = typer.Option(None, "--disk-gb", help="root volume size in GB (aws)"),
+    wait_for_capacity: str | None = typer.Option(
+        None,
+        "--wait-for-capacity",
+        metavar="DURATION",
+        help="when no capacity is to be had, wait for it this long, asking again with "
+        "backoff (e.g. 2h; never: fail at once); default from config",
+    ),
+    spot_policy: str | None = typer.Option(
+        None,
+        "--spot-policy",
+        metavar="spot|auto|on-demand",
+        help="auto: on-demand when spot cannot be had within the wait, spot again at the next "
+        "replacement; default from config (spot)",
+    ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="check the plan and the cloud's permissions; launch nothing"
     ),
@@ -88,6 +109,9 @@ def launch(
         flags = resource_flags(gpu_model, instance_type, region, zone, disk_gb)
         if nodes is not None:
             flags["nodes"] = nodes
+        terms = CapacityTerms.read(settings, wait_for_capacity, spot_policy)
+        if terms.policy == "on-demand":
+            flags["spot"] = False
         try:
             if own.wanted(target):
                 prepared = own.prepare(
@@ -117,6 +141,7 @@ def launch(
         except BaseException:
             progress.cancel_warm()
             raise
+        prepared = terms.apply(prepared)
         if prepared.spec.cloud != chosen_cloud:  # a task file chose its cloud
             progress.cancel_warm()
         if dry_run:
@@ -284,6 +309,39 @@ class OwnJobFlags:
             max_hours=max_hours,
             resources=resources,
         )
+
+
+class CapacityTerms:
+    """--wait-for-capacity and --spot-policy (or their config defaults), checked before
+    anything is planned, then written into the run's spec and plan."""
+
+    def __init__(self, wait_s: float, policy: str) -> None:
+        self.wait_s, self.policy = wait_s, policy
+
+    @classmethod
+    def read(cls, settings: Any, wait: str | None, policy: str | None) -> CapacityTerms:
+        wait_s = settings.wait_for_capacity_s
+        if wait is not None:
+            wait_s = parse_duration(wait, what="--wait-for-capacity")
+            if wait_s > MAX_CAPACITY_WAIT_S:
+                raise UsageError(
+                    f"--wait-for-capacity {wait!r} is more than a week",
+                    hint="give at most 168h, or never",
+                )
+        chosen = settings.spot_policy if policy is None else policy.strip().lower()
+        if chosen not in SPOT_POLICIES:
+            raise UsageError(
+                f"--spot-policy {policy!r} is not a spot policy",
+                hint=f"give one of {', '.join(SPOT_POLICIES)}",
+            )
+        return cls(wait_s, chosen)
+
+    def apply(self, prepared: api.LaunchPlan) -> api.LaunchPlan:
+        spec = prepared.spec.model_copy(
+            update={"wait_for_capacity_s": self.wait_s, "spot_policy": self.policy}
+        )
+        plan = plans.with_on_demand(prepared.plan) if self.policy == "auto" else prepared.plan
+        return replace(prepared, spec=spec, plan=plan)
 
 
 def resource_flags(

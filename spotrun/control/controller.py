@@ -25,6 +25,7 @@ from spotrun.cloud.capabilities import PacesPolls
 from spotrun.control.agent_end import AgentEnd, AgentEnds, adopt_files
 from spotrun.control.budget_watch import BudgetWatch
 from spotrun.control.cache_zone import prefer_cache_zone
+from spotrun.control.capacity_wait import CapacityWait
 from spotrun.control.checkpoint_restore import CheckpointRestore
 from spotrun.control.cluster_steps import ClusterSteps
 from spotrun.control.cost_lines import CostLines
@@ -94,6 +95,7 @@ class RunController:
         self.costs = CostLines(ledger, provider, clock=clock)
         self.budget = BudgetWatch(ledger, provider, clock=clock)
         self.write_faults = WriteFaultWait(ledger, run_id, clock=clock)
+        self.capacity = CapacityWait(ledger, run_id, clock=clock)
         self.lost_exit_note: str | None = None  # why a lost job's exit code is unknown
         self.cluster = (
             ClusterSteps(
@@ -182,6 +184,7 @@ class RunController:
             to_try = prefer_cache_zone(self.ledger, run, to_try)
         else:
             to_try, staying = self.cluster.offers(run, to_try)
+        to_try = self.capacity.usable(run, to_try)  # auto: on-demand once spot was waited for
         replacing = frozenset(self.instances.doomed_ids())
         quotas = QuotaRefusals(self.provider)
         for offer in to_try:
@@ -199,6 +202,7 @@ class RunController:
                 instances = self.provider.launch(request)
             except CapacityError as exc:
                 tried.append(f"{offer.instance_type} in {offer.zone}: {exc.message}")
+                self.capacity.refused(offer, exc.message)
                 self.ledger.add_event(run.id, "capacity", tried[-1])
                 if exc.message.startswith("partial fill"):  # it ran, briefly: in the ledger
                     self.instances.record_ended(self.provider.describe(run.id))
@@ -212,16 +216,24 @@ class RunController:
             for inst in instances:
                 self.ledger.upsert_instance(to_record(inst))
             self.ledger.add_event(
-                run.id, "capacity", f"got {len(instances)} x {offer.instance_type} in {offer.zone}"
+                run.id,
+                "capacity",
+                f"got {len(instances)} x {offer.instance_type} in {offer.zone} ({offer.market})",
             )
+            self.capacity.filled(run)
             return self._move(RunState.PROVISIONING, f"{offer.instance_type} in {offer.zone}")
         if staying:  # ask the cluster's zone again shortly, until the bound passes
             pause(self.poll_s, clock=self.clock)
             return self.ledger.get_run(self.run_id)
         refused = quotas.failure(tried)
-        if refused is not None:
+        if refused is not None and not tried:  # only quotas refused: no weather to wait out
             raise refused
-        raise CapacityError("no offer could be filled; tried " + "; ".join(tried))
+        try:  # no capacity now: ask again after a pause, until the run's bound passes
+            return self.capacity.nothing_filled(run, to_try)
+        except CapacityError:
+            if refused is not None:
+                raise refused from None
+            raise
 
     def _provision(self, run: RunRecord) -> RunRecord:
         live = self.instances.live()

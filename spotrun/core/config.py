@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S
 from spotrun.core.durations import MAX_HOURS, MAX_SECONDS
 from spotrun.core.errors import UsageError
 from spotrun.core.home import CONFIG_FILE, LEDGER_FILE, RUNS_FOLDER, default_home
@@ -35,6 +36,7 @@ DEFAULT_IMAGE_SSM_PARAMETER = (
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 CloudName = Literal["local", "aws"]
+SpotPolicy = Literal["spot", "auto", "on-demand"]  # as SPOT_POLICIES (core.capacity_note)
 
 
 # Bounds on counts that drive work or money, so that a typo (gpus: 80000) is refused at launch.
@@ -215,6 +217,26 @@ class Settings(StrictModel):
         le=MAX_SECONDS,
         description="seconds a budget stop takes: checkpoint, sync, terminate",
     )
+    # Waiting for capacity (spotrun.control.capacity_wait): a request no offer fills is
+    # asked again with backoff until this bound, then the run fails with what was tried.
+    wait_for_capacity_s: float = Field(
+        0.0,
+        ge=0,
+        le=MAX_CAPACITY_WAIT_S,
+        description="how long a run that finds no capacity waits for it, asking again with "
+        "backoff (--wait-for-capacity); 0 = fail at once",
+    )
+    capacity_ask_first_s: float = Field(
+        30.0, gt=0, le=MAX_SECONDS, description="the first pause before capacity is asked again"
+    )
+    capacity_ask_max_s: float = Field(
+        600.0, gt=0, le=MAX_SECONDS, description="the longest pause between asks for capacity"
+    )
+    spot_policy: SpotPolicy = Field(
+        "spot",
+        description="spot; auto: on-demand when spot cannot be had within the wait (spot "
+        "again at the next replacement); on-demand (--spot-policy)",
+    )
     ledger_write_wait_s: float = Field(
         600.0,
         gt=0,
@@ -314,6 +336,9 @@ class LaunchSpec(StrictModel):
     # finite: `inf` or 1e400 is no cap, and a cap that is no cap is refused
     max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
     max_hours: float | None = Field(None, gt=0, le=MAX_HOURS, allow_inf_nan=False)
+    # None: the settings' wait_for_capacity_s when the run asks (runs stored before it)
+    wait_for_capacity_s: float | None = Field(None, ge=0, le=MAX_CAPACITY_WAIT_S)
+    spot_policy: SpotPolicy = "spot"
     job: JobSpec | None = Field(None, description="what runs; None: the recipe, as stored before")
     env: dict[str, str] = Field(
         default_factory=dict,

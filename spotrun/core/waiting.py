@@ -8,6 +8,7 @@ its time on at once, to drive a deadline without waiting for it.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,8 +61,21 @@ class Backoff:
     # interval that widens while the process has more to poll (spotrun.control.poll_pace).
     ceiling: Callable[[], float] | None = None
 
+    # Up to this fraction of each delay is taken off at random (many waiters asking the same
+    # thing again spread out instead of asking together); 0: none.
+    jitter: float = 0.0
+
     def longest_s(self) -> float:
         return self.ceiling() if self.ceiling is not None else self.max_s
+
+    def delay_s(self, attempt: int, rng: random.Random | None = None) -> float:
+        """The pause after the `attempt`-th try (0: the first), jitter taken off by `rng`
+        (seed one for a repeatable sequence; None: no jitter)."""
+        growth = self.factor ** min(attempt, 64)  # 64: far past any ceiling, never overflows
+        delay = min(self.longest_s(), self.first_s * growth)
+        if rng is None or self.jitter <= 0:
+            return delay
+        return delay * (1.0 - min(self.jitter, 1.0) * rng.random())
 
 
 class WaitTimeout(TimeoutError):

@@ -4,6 +4,7 @@ and the offers the account's quotas cannot hold left out first (plan_launch)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from spotrun.cloud.base import Offer, Plan, Provider
 from spotrun.cloud.quota_screen import ScreensQuotas
@@ -21,6 +22,7 @@ __all__ = [
     "plan_launch",
     "planned_gpus",
     "sort_key",
+    "with_on_demand",
 ]
 
 
@@ -66,6 +68,30 @@ def make_plan(
     )
     reason = "\n".join([reason, *notes])
     return Plan(fitting if limit is None else fitting[:limit], reason)
+
+
+def with_on_demand(plan: Plan) -> Plan:
+    """`--spot-policy auto`'s plan: the spot offers first, as planned, then the same types at
+    their on-demand price, cheapest first (those with no known on-demand price left out). The
+    controller holds the on-demand ones back until spot has been waited for as long as the
+    run's bound allows (spotrun.control.capacity_wait), so they come last in every round."""
+    spot = [o for o in plan.offers if o.market == "spot"]
+    on_demand = sorted(
+        (
+            replace(o, market="on-demand")
+            for o in spot
+            if o.on_demand_usd_per_hour is not None and o.on_demand_usd_per_hour > 0
+        ),
+        key=sort_key,
+    )
+    if not on_demand:
+        return plan
+    cheapest = on_demand[0]
+    line = (
+        f"then on-demand, when spot cannot be had within the wait: {len(on_demand)} offer(s) "
+        f"from {cheapest.instance_type} at ${cheapest.on_demand_usd_per_hour:.4f}/h"
+    )
+    return Plan([*plan.offers, *on_demand], f"{plan.reason}\n{line}")
 
 
 def plan_launch(provider: Provider, resources: Resources) -> Plan:
