@@ -10,7 +10,12 @@ idempotency" (.../ec2-api-idempotency.html):
 - a new instance is `pending` (code 0) before it is `running` (code 16);
 - RunInstances with a ClientToken already used answers with the instances of the first call
   (nothing new is made); the same token with other parameters is refused with
-  `IdempotentParameterMismatch`.
+  `IdempotentParameterMismatch`;
+- security groups, key pairs and volumes are eventually consistent too: for a short while after
+  CreateSecurityGroup, ImportKeyPair/CreateKeyPair or CreateVolume, a call naming the new one
+  (AuthorizeSecurityGroupIngress, RunInstances' SecurityGroupId/KeyName, DescribeKeyPairs,
+  AttachVolume, CreateTags...) answers `InvalidGroup.NotFound`, `InvalidKeyPair.NotFound` or
+  `InvalidVolume.NotFound`.
 
 moto makes instances `running` at once, lists them everywhere at once and ignores ClientToken;
 the lab's front puts these behaviours in front of it for every spotrun process.
@@ -29,6 +34,31 @@ _INSTANCE_ID = re.compile(r"<instanceId>(i-[0-9a-f]+)</instanceId>")
 # RunInstances parameters that do not make a request different (botocore signs each call anew)
 _VOLATILE = ("ClientToken", "Version", "DryRun")
 
+# The calls that make a resource, its kind, and where its id (or, for a key pair, name) is.
+_MADE_BY = {
+    "CreateSecurityGroup": ("group", re.compile(r"<groupId>(sg-[0-9a-f]+)</groupId>")),
+    "ImportKeyPair": ("key", re.compile(r"<keyName>([^<]+)</keyName>")),
+    "CreateKeyPair": ("key", re.compile(r"<keyName>([^<]+)</keyName>")),
+    "CreateVolume": ("volume", re.compile(r"<volumeId>(vol-[0-9a-f]+)</volumeId>")),
+}
+# The parameters that name a resource of each kind (a key pair's name is also a group's, so
+# which parameter carries a value matters), and EC2's error for one it does not know yet.
+_NAMED_BY = {
+    "group": re.compile(
+        r"(GroupId|GroupId\.\d+|SecurityGroupId\.\d+|NetworkInterface\.\d+\.SecurityGroupId\.\d+"
+        r"|ResourceId\.\d+)"
+    ),
+    "key": re.compile(r"KeyName(\.\d+)?"),
+    "volume": re.compile(r"(VolumeId|VolumeId\.\d+|ResourceId\.\d+)"),
+}
+_NOT_FOUND = {
+    "group": ("InvalidGroup.NotFound", "The security group '{}' does not exist"),
+    "key": ("InvalidKeyPair.NotFound", "The key pair '{}' does not exist"),
+    "volume": ("InvalidVolume.NotFound", "The volume '{}' does not exist."),
+}
+# Calls that name a fresh resource without EC2 looking it up (deleting a key pair never fails)
+_UNCHECKED = {"DeleteKeyPair", *_MADE_BY}
+
 
 @dataclass
 class Consistency:
@@ -43,6 +73,11 @@ class Consistency:
     )  # ClientToken -> (the request's parameters, RunInstances' answer)
     not_found_answers: int = 0  # how often a fresh id was answered NotFound (tests look)
     repeats: int = 0  # RunInstances answered from a token's first call
+    # security groups, key pairs, volumes: NotFound for this long after they were made
+    resource_not_found_s: float = 0.0
+    resources_born: dict[str, tuple[str, float]] = field(default_factory=dict)  # id -> kind, when
+    # (action, the error code) of every NotFound answered for a fresh resource (tests look)
+    resource_not_found: list[tuple[str, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ------------------------------------------------------------ tokens
@@ -72,6 +107,35 @@ class Consistency:
             token = params.get("ClientToken")
             if token and ids:
                 self.first_answers.setdefault(token, (self._signature(params), answer))
+
+    # -------------------------------------------------- other resources
+    def made_resource(self, action: str, answer: bytes) -> None:
+        """A security group, key pair or volume was made: unknown for a while from now."""
+        made = _MADE_BY.get(action)
+        if made is None or self.resource_not_found_s <= 0:
+            return
+        kind, pattern = made
+        found = pattern.search(answer.decode(errors="replace"))
+        if found is not None:
+            with self._lock:
+                self.resources_born[found.group(1)] = (kind, time.monotonic())
+
+    def resource_unknown_yet(self, action: str, params: dict[str, str]) -> tuple[int, bytes] | None:
+        """EC2's NotFound when the call names a resource made a moment ago, else None."""
+        if action in _UNCHECKED:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            for key, value in params.items():
+                born = self.resources_born.get(value)
+                if born is None or now - born[1] >= self.resource_not_found_s:
+                    continue
+                kind = born[0]
+                if _NAMED_BY[kind].fullmatch(key):
+                    code, message = _NOT_FOUND[kind]
+                    self.resource_not_found.append((action, code))
+                    return 400, _error_xml(code, message.format(value))
+        return None
 
     # ------------------------------------------------------------- reads
     def _age(self, instance_id: str) -> float | None:
@@ -181,6 +245,15 @@ def not_found_error(ids: list[str]) -> tuple[int, bytes]:
         "<RequestID>lab-consistency</RequestID></Response>"
     )
     return 400, body.encode()
+
+
+def _error_xml(code: str, message: str) -> bytes:
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+        "</Errors><RequestID>lab-consistency</RequestID></Response>"
+    )
+    return body.encode()
 
 
 def mismatch_error() -> tuple[int, bytes]:

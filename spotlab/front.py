@@ -543,6 +543,8 @@ class AwsFront:
                 self._hold(action)
             else:
                 response = self._forward(method, path, headers, body)
+                if response[0] == 200:
+                    self.consistency.made_resource(action, response[2])
                 if action in ("StopInstances", "StartInstances"):
                     self.on_instances_changed()  # the watcher stops or boots its host now
             if action == "DescribeInstances" and response[0] == 200:
@@ -564,6 +566,9 @@ class AwsFront:
                 same, first_answer = repeat
                 return (200, first_answer) if same else mismatch_error()
             return None
+        fresh_resource = self.consistency.resource_unknown_yet(action, params)
+        if fresh_resource is not None:
+            return fresh_resource
         named = {"DescribeInstances": "InstanceId", "CreateTags": "ResourceId"}.get(action)
         if named is None:
             return None

@@ -73,6 +73,7 @@ FAKE_CREDENTIALS = {
 # minutes. The lab's defaults are these scaled down for tests.
 EC2_WAITS: dict[str, float] = {
     "not_found_s": 2.0,
+    "resource_not_found_s": 2.0,
     "pending_s": 15.0,
     "boot_s": 30.0,
     "time_scale": 1.0,
@@ -169,6 +170,7 @@ class Lab:
         moto: MotoServer | None = None,
         not_found_s: float = 0.5,
         pending_s: float = 0.5,
+        resource_not_found_s: float = 0.0,
         client_tokens: bool = True,
         iam: bool = True,
         time_scale: float = 1 / 15,
@@ -205,6 +207,8 @@ class Lab:
         self.front.consistency.not_found_s = not_found_s
         self.front.consistency.pending_s = pending_s
         self.front.consistency.tokens = client_tokens
+        # the same for security groups, key pairs and volumes (off unless a test asks)
+        self.front.consistency.resource_not_found_s = resource_not_found_s
         self.bucket = f"spotrun-lab-{self.id}" if bucket else None
         self.default_prices = default_prices
         self.network: LabNetwork | None = None  # the home region's

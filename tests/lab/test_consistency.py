@@ -15,6 +15,7 @@ from spotlab import Lab
 from spotlab.fixtures import use_lab
 from spotlab.lab import FAKE_CREDENTIALS
 from spotrun.cloud.aws import AwsProvider
+from spotrun.cloud.aws.network import ephemeral_public_key
 from spotrun.cloud.base import InstanceRequest
 from spotrun.core.config import Resources, load_settings
 from tests.conftest import Env
@@ -114,4 +115,74 @@ def test_provider_sees_its_fresh_instances_and_waits_for_ec2(
         ready = provider.wait_ready(seen, 30)
         assert all(i.state == "running" for i in ready)
         ended = provider.terminate("labfresh0001")
+        assert {i.state for i in ended} == {"terminated"}
+
+
+def test_fresh_security_groups_key_pairs_and_volumes_are_unknown_for_a_while(
+    make_lab: Callable[..., Lab],
+) -> None:
+    """EC2's eventual consistency reaches the resources around an instance too: a call naming
+    a group, key pair or volume made a moment ago answers NotFound, EC2's code and message."""
+    lab = make_lab(resource_not_found_s=3.0, bucket=False)
+    assert lab.network is not None
+    ec2 = _ec2(lab)
+    group = ec2.create_security_group(
+        GroupName="labfresh-group", Description="fresh", VpcId=lab.network.vpc_id
+    )["GroupId"]
+    key = ec2.import_key_pair(
+        KeyName="labfresh-key", PublicKeyMaterial=ephemeral_public_key().encode()
+    )["KeyName"]
+    volume = ec2.create_volume(AvailabilityZone="us-east-1a", Size=1)["VolumeId"]
+    calls: list[tuple[str, Callable[[], Any]]] = [
+        ("InvalidGroup.NotFound", lambda: ec2.describe_security_groups(GroupIds=[group])),
+        ("InvalidKeyPair.NotFound", lambda: ec2.describe_key_pairs(KeyNames=[key])),
+        ("InvalidVolume.NotFound", lambda: ec2.describe_volumes(VolumeIds=[volume])),
+    ]
+    for code, call in calls:
+        with pytest.raises(ClientError) as caught:
+            call()
+        assert caught.value.response["Error"]["Code"] == code
+    # A name is not an id: a listing by the group's name (the key pair's, too) is answered.
+    by_name = [{"Name": "group-name", "Values": ["labfresh-key"]}]
+    assert ec2.describe_security_groups(Filters=by_name)["SecurityGroups"] == []
+
+    def known() -> bool:
+        try:
+            for _, call in calls:
+                call()
+        except ClientError:
+            return False
+        return True
+
+    wait_for(known, timeout=30, what="EC2 to know the fresh resources")
+    assert {code for _, code in lab.front.consistency.resource_not_found} == {
+        code for code, _ in calls
+    }
+    lab.ec2.delete_security_group(GroupId=group)  # straight to moto: untagged, not spotrun's
+    lab.ec2.delete_key_pair(KeyName=key)
+    lab.ec2.delete_volume(VolumeId=volume)
+
+
+def test_a_launch_whose_group_and_key_pair_are_unknown_for_3_s_still_launches(
+    env: Env, make_lab: Callable[..., Lab]
+) -> None:
+    """The provider's launch makes the run's key pair and security group, then at once adds
+    the SSH rule and asks RunInstances with both: it waits for EC2 to know them (boto3's
+    key_pair_exists and security_group_exists waiters) instead of failing the launch."""
+    lab = make_lab(resource_not_found_s=3.0, bucket=False)
+    with use_lab(env, lab):
+        provider = AwsProvider(load_settings(env.home))
+        (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
+        launched = provider.launch(InstanceRequest("labgroup0001", offer, count=1))
+        assert [i.run_id for i in launched] == ["labgroup0001"]
+        met = {code for _, code in lab.front.consistency.resource_not_found}
+        assert {"InvalidGroup.NotFound", "InvalidKeyPair.NotFound"} <= met  # EC2 did not know
+        # the SSH rule was added once EC2 knew the group, and the instance is in it
+        (instance,) = lab.instances("labgroup0001")
+        (group,) = instance["SecurityGroups"]
+        (described,) = lab.ec2.describe_security_groups(GroupIds=[group["GroupId"]])[
+            "SecurityGroups"
+        ]
+        assert [p["FromPort"] for p in described["IpPermissions"]] == [lab.ssh_port]
+        ended = provider.terminate("labgroup0001")
         assert {i.state for i in ended} == {"terminated"}

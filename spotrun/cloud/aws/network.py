@@ -32,6 +32,11 @@ TAG_EXPIRES = "spotrun:expires"
 TAG_NODE = "spotrun:node"
 
 
+# How boto3's *_exists waiters wait for a resource EC2 made a moment ago to be known (EC2's
+# eventual consistency lasts seconds; its default 5 s first delay would be most of the wait).
+FRESH_WAIT = {"Delay": 1, "MaxAttempts": 60}
+
+
 def resource_name(run_id: str) -> str:
     return f"spotrun-{run_id}"
 
@@ -183,6 +188,10 @@ def ensure_key_pair(
             PublicKeyMaterial=public.encode(),
             TagSpecifications=tag_specs(["key-pair"], tags),
         )
+    # EC2 is eventually consistent: RunInstances naming a key pair imported a moment ago can
+    # answer InvalidKeyPair.NotFound. The waiter retries exactly that code.
+    with aws_call("ec2", "DescribeKeyPairs", region):
+        ec2.get_waiter("key_pair_exists").wait(KeyNames=[name], WaiterConfig=FRESH_WAIT)
     return name
 
 
@@ -227,6 +236,11 @@ def ensure_security_group(
                     VpcId=subnet.vpc_id,
                     TagSpecifications=tag_specs(["security-group"], tags),
                 )["GroupId"]
+            )
+        # A group made a moment ago can be InvalidGroup.NotFound to the rule and RunInstances.
+        with aws_call("ec2", "DescribeSecurityGroups", region):
+            ec2.get_waiter("security_group_exists").wait(
+                GroupIds=[group_id], WaiterConfig=FRESH_WAIT
             )
     ssh_in = {
         "IpProtocol": "tcp",
