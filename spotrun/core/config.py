@@ -52,7 +52,11 @@ class StrictModel(BaseModel):
 
 class AwsSettings(StrictModel):
     region: str = "us-east-1"
-    regions: list[str] = Field(default_factory=list, description="regions `gc` sweeps; [] = region")
+    regions: list[str] = Field(
+        default_factory=list,
+        description="regions a launch may use (--regions names some of them) and `gc` sweeps; "
+        "[] = region only",
+    )
     image_id: str | None = Field(None, description="an AMI id; wins over image_ssm_parameter")
     image_ssm_parameter: str = DEFAULT_IMAGE_SSM_PARAMETER
     architecture: Literal["x86_64", "arm64"] = Field(
@@ -317,6 +321,10 @@ class Resources(StrictModel):
     gpu_memory_gb: float | None = Field(None, gt=0, description="at least this much per GPU")
     instance_type: str | None = None
     region: str | None = None
+    regions: list[str] = Field(
+        default_factory=list,
+        description="offers from each of these regions (--regions); region, when set, wins",
+    )
     zone: str | None = None
     spot: bool = True
     disk_gb: int | None = Field(
