@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from spotrun.cloud.base import Instance
@@ -20,6 +21,8 @@ from spotrun.control.run_instances import NOTICED, RunInstances
 from spotrun.core.rundir import NOTICE_FILE, REBALANCE_FILE
 from spotrun.store.ledger import RunRecord
 
+EC2_NOTICE_S = 120.0  # EC2 acts two minutes after its notice (the notice's own time says when)
+
 
 @dataclass(frozen=True)
 class Notice:
@@ -27,6 +30,25 @@ class Notice:
     seen_at: float
     action: str | None
     stored: bool = False  # the agent has made its upload to the durable store (or tried)
+    checkpointed: bool = False  # the job ended (saving) before the upload
+    acts_at: float | None = None  # when EC2 said it would act ("time"), unix seconds
+
+    @property
+    def reclaim_at(self) -> float:
+        """When EC2 is to take the instance back: its word, or two minutes after the notice."""
+        return self.acts_at if self.acts_at is not None else self.seen_at + EC2_NOTICE_S
+
+
+def _unix_time(stamp: object) -> float | None:
+    """The notice's "time" (e.g. 2026-12-06T07:23:36Z) as unix seconds."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return (
+            datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        )
+    except ValueError:
+        return None
 
 
 def read_notice(run_dir: Path) -> Notice | None:
@@ -41,6 +63,8 @@ def read_notice(run_dir: Path) -> Notice | None:
         float(data.get("seen_at") or 0.0),
         data.get("action"),
         stored=data.get("stored_at") is not None,
+        checkpointed=data.get("checkpointed") is True,
+        acts_at=_unix_time(data.get("time")),
     )
 
 
@@ -64,6 +88,7 @@ class NoticeWatch:
             self.ledger.add_event(
                 run.id, "spot", "EC2 recommends rebalancing: this capacity is at elevated risk"
             )
+        self.instances.settle_left(time.time())  # those left for EC2 after an earlier notice
         notices = [n for n in (read_notice(d) for d in node_dirs(run.run_dir)) if n is not None]
         if not notices:  # the common case: no look at the ledger's instances
             return None

@@ -8,7 +8,11 @@ noticed instance is still checkpointing, because the noticed instance is marked 
 ledger and no longer counts as the run's capacity. Before the job starts on the replacement,
 the checkpoints of the doomed instance are collected (its last sync, then the durable store),
 the doomed instance is terminated, and the newest checkpoint that reads back whole is pushed to
-the replacement, where the trainer resumes from it.
+the replacement, where the trainer resumes from it. A noticed instance in its first hour whose
+checkpoint is stored is left for EC2 to terminate instead: AWS does not bill an instance it
+interrupts in its first hour, and bills one the user ends (`_leave_to_ec2`); spotrun ends it
+only if EC2 has not by the notice's time plus aws.reclaim_margin_s (RunInstances.settle_left).
+A GPU check that refused the instance (spotrun.control.gpu_check) interrupts the run too.
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from fractions import Fraction
 from functools import partial
 
 from spotrun.cloud.base import Instance, Offer, Provider
+from spotrun.control.cluster import node_dirs
+from spotrun.control.gpu_check import GpuMismatchError
 from spotrun.control.notices import is_spot_reclaim, read_notice
 from spotrun.control.run_instances import NOTICED, RunInstances
 from spotrun.core.errors import CapacityError, RemoteError, SpotrunError
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import SYSTEM_CLOCK, Clock, pause, poll_until
 from spotrun.cost import budget
+from spotrun.cost.rules import FREE_INTERRUPTION_S
 from spotrun.store.ledger import Ledger, RunRecord
 
 log = logging.getLogger(__name__)
@@ -90,6 +97,8 @@ class Recovery:
             return None
         if self._interruptions(run) >= MAX_INTERRUPTIONS:
             return None
+        if isinstance(exc, GpuMismatchError):  # ended already when it is to be replaced
+            return self.interrupt(run, exc.message) if exc.replace else None
         try:
             reason = self.describe_loss()
             if reason is not None:
@@ -206,10 +215,14 @@ class Recovery:
     # ------------------------------------------------------------- collect
     def collect(self, run: RunRecord, access: InstanceAccess) -> None:
         """Bring home what the doomed instances hold: wait for their jobs to checkpoint, pull
-        over SSH, then fill in from the durable store; then terminate them."""
+        over SSH, then fill in from the durable store; then terminate them, except a noticed
+        instance in its first hour whose results are stored: EC2 ends that one, for free."""
+        self.instances.settle_left(time.time())
+        left = self.instances.left_to_ec2()  # after an earlier notice: nothing more to collect
         why = self.instances.doomed_reasons()
         described = self.provider.describe(run.id)
-        live = [i for i in described if i.is_live and why.get(i.id)]
+        live = [i for i in described if i.is_live and why.get(i.id) and i.id not in left]
+        synced: set[str] = set()
         for inst in live:
             poll_until(
                 partial(self._checkpointed, run, inst, access, why[inst.id]),
@@ -219,22 +232,57 @@ class Recovery:
             )
             try:
                 access.sync(inst)
+                synced.add(inst.id)
             except RemoteError as exc:
                 self.ledger.add_event(
                     run.id, "sync", f"last sync from {inst.id} failed: {exc.message}"
                 )
         access.durable()
         reasons = {i: str(w) for i, w in self.instances.doomed_reasons().items()}
-        for reason in sorted({reasons.get(i.id) or NOTICED for i in live}):
+        leaving = [i for i in live if i.id in synced and self._leave_to_ec2(run, i)]
+        ending = [i for i in live if i not in leaving]
+        for reason in sorted({reasons.get(i.id) or NOTICED for i in ending}):
             self.instances.terminate(
-                [i for i in live if (reasons.get(i.id) or NOTICED) == reason], reason
+                [i for i in ending if (reasons.get(i.id) or NOTICED) == reason], reason
             )
+        self.instances.settle_left(time.time())  # its time passed while collecting: not free
         self.instances.record_ended([i for i in described if not i.is_live])
         # A stopped or hibernated instance holds no capacity the run can use, yet its volumes
         # bill (and a persistent request would start it again): it ends now, not with the run.
         stopped = [i for i in described if i.is_stopped]
         if stopped:
             self.instances.end_stopped(stopped)
+
+    def _leave_to_ec2(self, run: RunRecord, inst: Instance) -> bool:
+        """Leave the noticed instance for EC2 to terminate, when that is free and safe.
+
+        AWS, "Billing for interrupted Spot Instances": "If you stop or terminate the Spot
+        Instance: ... Linux ... Interrupted in the first hour: Charged for the seconds used";
+        "If the Amazon EC2 interrupts the Spot Instance: ... Linux ... Interrupted in the first
+        hour: No charge". So an instance EC2 is about to terminate within its first hour is left
+        to it, once its job has checkpointed and the checkpoint is stored and synced here (the
+        run never waits for it); spotrun.control.run_instances.settle_left ends it if EC2 has
+        not by the notice's time plus aws.reclaim_margin_s.
+        """
+        notices = (read_notice(d) for d in node_dirs(run.run_dir))
+        notice = next((n for n in notices if n is not None and n.instance_id == inst.id), None)
+        if notice is None or notice.action != "terminate":
+            return False  # a stop or hibernation keeps billing volumes; no notice, no promise
+        if not (notice.checkpointed and notice.stored) or inst.market != "spot":
+            return False
+        until = notice.reclaim_at + self.settings.aws.reclaim_margin_s
+        if inst.launched_at is None or until - inst.launched_at >= FREE_INTERRUPTION_S:
+            return False  # past its first hour by then: EC2's end is billed too, ours is sooner
+        self.instances.leave_to_ec2(inst, until)
+        at = time.strftime("%H:%M:%S", time.localtime(notice.reclaim_at))
+        self.ledger.add_event(
+            run.id,
+            "spot",
+            f"{inst.id}'s checkpoint is stored: left for EC2 to reclaim at {at} (an interruption "
+            "in the first hour is not billed; terminated by spotrun if EC2 has not by "
+            f"{self.settings.aws.reclaim_margin_s:.0f} s later)",
+        )
+        return True
 
     def _checkpointed(
         self, run: RunRecord, inst: Instance, access: InstanceAccess, why: str | None

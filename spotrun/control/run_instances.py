@@ -17,6 +17,9 @@ from spotrun.store.ledger import InstanceRecord, Ledger
 
 DOOMED = "doomed"  # key in an instance record's details: why it no longer counts
 NOTICED = "spot interruption notice"  # the DOOMED reason of a noticed instance
+# Key in a doomed instance's details: spotrun leaves it for EC2 to reclaim (an interruption in
+# its first hour is not billed) and terminates it itself only after this time (unix seconds).
+LEFT_TO_EC2 = "left_to_ec2_until"
 
 
 class RunInstances:
@@ -27,6 +30,7 @@ class RunInstances:
         self.provider = provider
         self.run_id = run_id
         self.multi_node = multi_node  # a cluster's nodes are kept in c10d's order
+        self._left: dict[str, float] | None = None  # LEFT_TO_EC2, read from the ledger once
 
     def live(self) -> list[Instance]:
         """The run's live capacity: live in the cloud and not doomed (node 0 first)."""
@@ -44,6 +48,52 @@ class RunInstances:
 
     def mark_doomed(self, instance: Instance, why: str) -> None:
         self.ledger.upsert_instance(self.record(instance, details={DOOMED: why, "at": time.time()}))
+
+    # --------------------------------------------------- left for EC2 to end
+    def left_to_ec2(self) -> dict[str, float]:
+        """The noticed instances left for EC2 to reclaim, not ended yet: until when."""
+        if self._left is None:
+            self._left = {
+                r.id: float(r.details[LEFT_TO_EC2])
+                for r in self.ledger.instances(self.run_id)
+                if r.terminated_at is None and isinstance(r.details.get(LEFT_TO_EC2), int | float)
+            }
+        return dict(self._left)
+
+    def leave_to_ec2(self, instance: Instance, until: float) -> None:
+        self.ledger.upsert_instance(self.record(instance, details={LEFT_TO_EC2: until}))
+        self.left_to_ec2()
+        assert self._left is not None
+        self._left[instance.id] = until
+
+    def settle_left(self, now: float) -> None:
+        """Those left for EC2: their ends recorded once EC2 has reclaimed them (its spot reason:
+        the free first hour); those EC2 has not reclaimed by their time are terminated, so
+        that a notice without a reclaim leaves nothing running."""
+        left = self.left_to_ec2()
+        if not left:
+            return
+        described = {i.id: i for i in self.provider.describe(self.run_id) if i.id in left}
+        for inst in self.record_ended([i for i in described.values() if not i.is_live]):
+            self.ledger.add_event(
+                self.run_id,
+                "spot",
+                f"EC2 reclaimed {inst.id} ({inst.state_reason or inst.state}), as left to it",
+            )
+        stopped = [i for i in described.values() if i.is_stopped]
+        if stopped:
+            self.end_stopped(stopped)
+        overdue = [i for i in described.values() if i.is_live and now >= left[i.id]]
+        if overdue:
+            why = "EC2 did not reclaim it after its notice"
+            self.terminate(overdue, why)
+            self.ledger.add_event(
+                self.run_id, "spot", f"terminated {', '.join(i.id for i in overdue)}: {why}"
+            )
+        gone = {i.id for i in described.values() if not i.is_live} | {i.id for i in overdue}
+        assert self._left is not None
+        for instance_id in gone:
+            self._left.pop(instance_id, None)
 
     def record(self, instance: Instance, **changes: object) -> InstanceRecord:
         """The ledger's record of `instance` with `changes`; details merge with those kept."""
