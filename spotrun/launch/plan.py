@@ -1,13 +1,19 @@
 """Planning: which offers fit a job, in the order to try them (make_plan, a pure function),
-and the offers the account's quotas cannot hold left out first (plan_launch)."""
+and the offers the account's quotas cannot hold left out first (plan_launch).
+
+The order is by expected cost to finish (spotrun.cloud.ranking): the price plus what the pool's
+interruptions cost, from EC2's placement scores and the ledger's history of the pool; with no
+signal that is the price order."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from spotrun.cloud import ranking
 from spotrun.cloud.base import Offer, Plan, Provider
 from spotrun.cloud.quota_screen import ScreensQuotas
+from spotrun.cloud.ranking import OffersAcrossRegions, Pool, PoolHistory, ScoresPools
 from spotrun.core.config import Resources
 from spotrun.core.errors import UsageError
 
@@ -40,6 +46,8 @@ def fits(offer: Offer, resources: Resources) -> bool:
         return False
     if resources.region and offer.region != resources.region:
         return False
+    if not resources.region and resources.regions and offer.region not in resources.regions:
+        return False
     return not (resources.zone and offer.zone != resources.zone)
 
 
@@ -54,20 +62,30 @@ def make_plan(
     *,
     limit: int | None = MAX_FALLBACK_OFFERS,
     notes: Sequence[str] = (),
+    scores: Mapping[Pool, int] | None = None,
+    history: Mapping[Pool, PoolHistory] | None = None,
+    home_region: str | None = None,
 ) -> Plan:
-    """The fitting offers, cheapest first; `notes`: lines the reason carries below its own
-    (offers left out, quotas not known)."""
+    """The fitting offers by expected cost to finish (cheapest first when nothing is known of
+    the pools' interruptions); `notes`: lines the reason carries below its own (offers left
+    out, quotas not known); `scores`, `history`: what is known of each pool's interruptions."""
     fitting = sorted((o for o in offers if fits(o, resources)), key=sort_key)
     if not fitting:
         raise UsageError(_nothing_fits(resources, offers))
-    chosen = fitting[0]
+    ranked = ranking.rank(fitting, scores, history, home_region)
+    ordered = [r.offer for r in ranked]
+    chosen = ordered[0]
     price = "free" if chosen.usd_per_hour == 0 else f"${chosen.usd_per_hour:.4f}/h"
+    first = "cheapest" if chosen.usd_per_hour <= fitting[0].usd_per_hour else "first"
     reason = (
-        f"cheapest of {len(fitting)} fitting offer(s): {chosen.instance_type} in {chosen.zone} "
+        f"{first} of {len(fitting)} fitting offer(s): {chosen.instance_type} in {chosen.zone} "
         f"({chosen.gpus} GPU, {price})"
     )
-    reason = "\n".join([reason, *notes])
-    return Plan(fitting if limit is None else fitting[:limit], reason)
+    lines = [reason]
+    if chosen.market == "spot" and 0 < chosen.usd_per_hour < float("inf"):
+        lines += [ranking.why(ranked[0]), *ranking.passed_over(ranked[0], ranked)]
+    reason = "\n".join([*lines, *notes])
+    return Plan(ordered if limit is None else ordered[:limit], reason)
 
 
 def with_on_demand(plan: Plan) -> Plan:
@@ -94,17 +112,37 @@ def with_on_demand(plan: Plan) -> Plan:
     return Plan([*plan.offers, *on_demand], f"{plan.reason}\n{line}")
 
 
-def plan_launch(provider: Provider, resources: Resources) -> Plan:
-    """The plan of a launch: the provider's fitting offers, less those the account's quotas
-    cannot hold (a line says which); when no offer is left, the quota's refusal is raised."""
-    offers = provider.offers(resources)
+def plan_launch(
+    provider: Provider,
+    resources: Resources,
+    history: Mapping[Pool, PoolHistory] | None = None,
+) -> Plan:
+    """The plan of a launch: the provider's fitting offers (from each region it may use; a
+    line says which region was left out), less those the account's quotas cannot hold (a
+    line says which), ranked by expected cost with the pools' placement scores and
+    `history` (the ledger's reclaims per pool); when no offer is left, the quota's refusal
+    is raised."""
+    home = None
+    notes: list[str] = []
+    if isinstance(provider, OffersAcrossRegions):
+        gathered = provider.regional_offers(resources)
+        offers, home = gathered.offers, gathered.home_region
+        notes += gathered.lines
+    else:
+        offers = provider.offers(resources)
     fitting = [o for o in offers if fits(o, resources)]
-    if not fitting or not isinstance(provider, ScreensQuotas):
-        return make_plan(resources, offers)
-    screen = provider.screen_quotas(fitting, resources.nodes)
-    if not screen.kept and screen.refusal is not None:
-        raise screen.refusal
-    return make_plan(resources, screen.kept, notes=screen.lines)
+    if fitting and isinstance(provider, ScreensQuotas):
+        screen = provider.screen_quotas(fitting, resources.nodes)
+        if not screen.kept and screen.refusal is not None:
+            raise screen.refusal
+        offers = screen.kept
+        notes += screen.lines
+    scores = None
+    if fitting and isinstance(provider, ScoresPools):
+        scores = provider.placement_scores([o for o in offers if fits(o, resources)])
+    return make_plan(
+        resources, offers, notes=notes, scores=scores, history=history, home_region=home
+    )
 
 
 def _nothing_fits(resources: Resources, offers: list[Offer]) -> str:

@@ -4,7 +4,9 @@ Ledger (spotrun.store.ledger), sharing its connection."""
 from __future__ import annotations
 
 import json
+import time
 
+from spotrun.cloud.ranking import Pool, PoolHistory
 from spotrun.store.connection import LedgerDatabase
 from spotrun.store.run_records import InstanceRecord
 
@@ -71,3 +73,23 @@ class InstanceTable(LedgerDatabase):
             )
             for r in rows
         ]
+
+    def pool_history(
+        self, reclaim_code: str, since: float, now: float | None = None
+    ) -> dict[Pool, PoolHistory]:
+        """Per (instance type, zone): the spot instances launched since `since`, how many
+        ended with `reclaim_code` in their end reason (EC2 reclaimed them), and the hours they
+        ran (a live one up to `now`)."""
+        now = time.time() if now is None else now
+        rows = self._db.execute(
+            "SELECT instance_type, zone, "
+            "SUM(CASE WHEN instr(COALESCE(end_reason, ''), ?) > 0 THEN 1 ELSE 0 END) AS reclaims, "
+            "SUM(MAX(0, COALESCE(terminated_at, ?) - launched_at)) / 3600.0 AS hours "
+            "FROM instances WHERE market = 'spot' AND launched_at >= ? AND zone IS NOT NULL "
+            "GROUP BY instance_type, zone",
+            (reclaim_code, now, since),
+        )
+        return {
+            (r["instance_type"], r["zone"]): PoolHistory(int(r["reclaims"]), float(r["hours"]))
+            for r in rows
+        }

@@ -1,0 +1,178 @@
+"""Offers ranked by what finishing the job is expected to cost, not by price alone.
+
+A spot pool (an instance type in a zone) that keeps reclaiming its instances costs more than its
+price: each interruption loses the work done since the last checkpoint and the restart on new
+capacity, both paid at the pool's price. So each offer gets
+
+    expected $/h = price x (1 + rate x (LOST_WORK_H + RESTART_H))
+
+where `rate` is the pool's interruptions per hour of running, estimated from two signals:
+
+- EC2's spot placement score (1-10, GetSpotPlacementScores): how likely a spot request there is
+  to be filled now. It is no interruption rate, but pools that are hard to fill are the ones
+  reclaiming capacity, so it sets the prior rate: a score of 10 maps to one reclaim in about
+  500 hours of running (SCORE_10_RATE), a score of 1 to one in 20 hours (SCORE_1_RATE, what
+  busy GPU pools show), geometric between (a score is a ranking, each step down multiplies the
+  rate by the same factor, about 1.43). Without a score the prior is that of a middling 5.
+- the ledger's own history of the pool: reclaims seen over hours run there. It updates the
+  prior as a Gamma-Poisson estimate, the prior counting as PRIOR_HOURS of running:
+  rate = (reclaims + prior_rate x PRIOR_HOURS) / (hours + PRIOR_HOURS), so a few hours of
+  history nudge the prior and a long history outweighs it.
+
+Pure functions: the provider hands in scores, the ledger its history.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from spotrun.cloud.base import Offer
+
+if TYPE_CHECKING:
+    from spotrun.core.config import Resources
+
+# What one interruption costs, in hours at the pool's price: the work since the last
+# checkpoint (half of an hour-long checkpoint interval, on average) and the restart (a new
+# instance booted, provisioned and handed the checkpoint: about 12 minutes).
+LOST_WORK_H = 0.5
+RESTART_H = 0.2
+INTERRUPTION_COST_H = LOST_WORK_H + RESTART_H
+
+SCORE_10_RATE = 1 / 500  # reclaims per hour of running, at placement score 10
+SCORE_1_RATE = 1 / 20  # and at score 1
+UNSCORED = 5  # the score assumed where EC2 gave none (not permitted, or not asked)
+PRIOR_HOURS = 10.0  # how many hours of history the score's prior weighs as
+
+Pool = tuple[str, str]  # (instance type, zone)
+
+
+@dataclass(frozen=True)
+class PoolHistory:
+    """What this ledger saw of one pool: spot reclaims over the hours its instances ran."""
+
+    reclaims: int
+    hours: float
+
+
+@dataclass(frozen=True)
+class RankedOffer:
+    offer: Offer
+    rate_per_hour: float  # expected interruptions per hour of running
+    expected_usd_per_hour: float
+    score: int | None
+    history: PoolHistory | None
+
+
+@dataclass(frozen=True)
+class RegionalOffers:
+    """Offers gathered from several regions, with a line for each region left out."""
+
+    offers: list[Offer]
+    lines: list[str] = field(default_factory=list)
+    home_region: str | None = None  # where the run's checkpoints live (its bucket's region)
+
+
+@runtime_checkable
+class OffersAcrossRegions(Protocol):
+    """A cloud whose offers may come from several regions (`--regions`)."""
+
+    def regional_offers(self, resources: Resources) -> RegionalOffers: ...
+
+
+@runtime_checkable
+class ScoresPools(Protocol):
+    """A cloud that says how likely spot capacity is in each pool (EC2's placement scores)."""
+
+    def placement_scores(self, offers: Sequence[Offer]) -> Mapping[Pool, int]:
+        """Scores 1-10 per (instance type, zone) of these offers; pools it cannot score are
+        left out (not permitted, or no answer)."""
+        ...
+
+
+def score_rate(score: int | None) -> float:
+    """Interruptions per hour a placement score stands for (module docstring: the mapping)."""
+    clamped = min(10, max(1, UNSCORED if score is None else score))
+    step = (10 - clamped) / 9  # 0 at score 10, 1 at score 1
+    return float(SCORE_10_RATE * (SCORE_1_RATE / SCORE_10_RATE) ** step)
+
+
+def interruption_rate(score: int | None, history: PoolHistory | None) -> float:
+    """The pool's interruptions per hour: the score's prior updated by the ledger's history."""
+    prior = score_rate(score)
+    if history is None:
+        return prior
+    hours = max(0.0, history.hours)
+    return (max(0, history.reclaims) + prior * PRIOR_HOURS) / (hours + PRIOR_HOURS)
+
+
+def expected_usd_per_hour(price: float, rate: float) -> float:
+    """Price per hour of progress: the price plus what interruptions cost at that rate."""
+    if math.isinf(price):
+        return price
+    return price * (1.0 + rate * INTERRUPTION_COST_H)
+
+
+def rank(
+    offers: Iterable[Offer],
+    scores: Mapping[Pool, int] | None = None,
+    history: Mapping[Pool, PoolHistory] | None = None,
+    home_region: str | None = None,
+) -> list[RankedOffer]:
+    """The offers by expected cost to finish, lowest first; at equal cost the home region's
+    first (its checkpoints need no transfer), then fewer GPUs, then a stable name order."""
+    scores = scores or {}
+    history = history or {}
+    ranked = []
+    for offer in offers:
+        pool = (offer.instance_type, offer.zone)
+        seen = history.get(pool)
+        score = scores.get(pool)
+        rate = interruption_rate(score, seen)
+        expected = expected_usd_per_hour(offer.usd_per_hour, rate)
+        ranked.append(RankedOffer(offer, rate, expected, score, seen))
+    return sorted(
+        ranked,
+        key=lambda r: (
+            round(r.expected_usd_per_hour, 9),
+            r.offer.region != home_region,
+            r.offer.gpus,
+            r.offer.instance_type,
+            r.offer.zone,
+        ),
+    )
+
+
+def why(chosen: RankedOffer) -> str:
+    """The plan's words for its choice: price, expected cost, and what the rate rests on."""
+    offer = chosen.offer
+    signals = [f"score {chosen.score}" if chosen.score is not None else "no placement score"]
+    seen = chosen.history
+    if seen is None:
+        signals.append("no reclaims recorded here")
+    else:
+        signals.append(f"{seen.reclaims} reclaim(s) in {seen.hours:.0f} h here")
+    return (
+        f"chose {offer.instance_type} in {offer.zone}: ${offer.usd_per_hour:.4f}/h, expected "
+        f"${chosen.expected_usd_per_hour:.4f}/h with interruptions ({', '.join(signals)})"
+    )
+
+
+def passed_over(chosen: RankedOffer, ranked: Sequence[RankedOffer]) -> list[str]:
+    """A line for each cheaper offer ranked behind the chosen one, saying why."""
+    lines = []
+    for other in ranked:
+        if other.offer.usd_per_hour >= chosen.offer.usd_per_hour:
+            continue
+        offer = other.offer
+        signals = [f"score {other.score}"] if other.score is not None else []
+        if other.history is not None:
+            signals.append(f"{other.history.reclaims} reclaim(s) in {other.history.hours:.0f} h")
+        lines.append(
+            f"passed over {offer.instance_type} in {offer.zone} (${offer.usd_per_hour:.4f}/h): "
+            f"expected ${other.expected_usd_per_hour:.4f}/h, it interrupts often "
+            f"({', '.join(signals) or 'prior'})"
+        )
+    return lines[:3]
