@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from spotrun.cloud.aws.errors import aws_call
 from spotrun.cloud.aws.prices import AwsPrices
 from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.base import Offer
+from spotrun.cloud.ranking import RegionalOffers
 from spotrun.core.config import Resources
 from spotrun.core.errors import UsageError
 
@@ -227,3 +229,53 @@ def build_offers(
             hint="try another region or zone, or --instance-type",
         )
     return sorted(offers, key=lambda o: (o.usd_per_hour, o.gpus, o.instance_type, o.zone))
+
+
+def launch_regions(resources: Resources, allowed: list[str], home: str) -> list[str]:
+    """The regions a launch's offers come from: --region alone, else --regions (each one of
+    aws.regions when that lists any), else aws.region."""
+    if resources.region:
+        return [resources.region]
+    if not resources.regions:
+        return [home]
+    outside = [r for r in resources.regions if allowed and r not in allowed]
+    if outside:
+        raise UsageError(
+            f"region {', '.join(outside)} is not in aws.regions ({', '.join(allowed)})",
+            hint="add it to aws.regions in config.toml, or leave it out of --regions",
+        )
+    return list(dict.fromkeys(resources.regions))
+
+
+def regional_offers(
+    clients: AwsClients,
+    prices: AwsPrices,
+    regions: list[str],
+    zones_of: Callable[[str], list[str]],
+    resources: Resources,
+    catalog: TypeCatalog,
+) -> RegionalOffers:
+    """Offers from every region; a region that has none that fit (it lacks the type, or has
+    no spot price for it) is left out with a line, unless it is the only one."""
+    if len(regions) == 1:
+        region = regions[0]
+        offers = build_offers(clients, prices, region, zones_of(region), resources, catalog)
+        return RegionalOffers(offers, [], clients.settings.region)
+    found: list[Offer] = []
+    lines: list[str] = []
+    refusals: list[UsageError] = []
+    for region in regions:
+        try:
+            found += build_offers(clients, prices, region, zones_of(region), resources, catalog)
+        except UsageError as exc:
+            refusals.append(exc)
+            lines.append(f"left out {region}: {exc.message}")
+    if not found:
+        raise UsageError(
+            "no region of "
+            + ", ".join(regions)
+            + " has an offer: "
+            + "; ".join(e.message for e in refusals)
+        )
+    found.sort(key=lambda o: (o.usd_per_hour, o.gpus, o.instance_type, o.zone))
+    return RegionalOffers(found, lines, clients.settings.region)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from spotrun.cloud.aws import instances as ec2i
 from spotrun.cloud.aws.context import LaunchContext
 from spotrun.cloud.aws.dryrun import dry_run
 from spotrun.cloud.aws.durable_store import DurableStore
-from spotrun.cloud.aws.offers import TypeCatalog, build_offers
+from spotrun.cloud.aws.offers import TypeCatalog, launch_regions, regional_offers
+from spotrun.cloud.aws.placement_scores import PlacementScores
 from spotrun.cloud.aws.prices import AwsPrices
 from spotrun.cloud.aws.quota_table import quota_of
 from spotrun.cloud.aws.quotas import check_cluster_quota, launch_refusal, screen_offers
@@ -32,6 +34,7 @@ from spotrun.cloud.aws.session import AwsClients
 from spotrun.cloud.aws.ssh_access import SshAccess
 from spotrun.cloud.base import Instance, InstanceRequest, Offer
 from spotrun.cloud.quota_screen import QuotaScreen
+from spotrun.cloud.ranking import Pool, RegionalOffers
 from spotrun.cloud.ssh_host import SshHost
 from spotrun.core.config import Resources, Settings
 from spotrun.core.errors import QuotaError
@@ -59,6 +62,7 @@ class AwsProvider:
         self.launcher = RunLaunch(settings, self.clients, self.context, self.records, self.keys_dir)
         self.readiness = Readiness(self.clients, settings.aws, self.ssh, self.terminate)
         self.store = DurableStore(self.clients, settings.aws)
+        self.scorer = PlacementScores(self.clients, settings.home / "cache")
 
     # ------------------------------------------------------------- places
     @property
@@ -68,9 +72,6 @@ class AwsProvider:
     def run_region(self, run_id: str) -> str:
         """The region the run's resources live in (recorded at launch)."""
         return self.records.region(run_id)
-
-    def _region(self, resources: Resources) -> str:
-        return self.clients.check_region(resources.region or self.aws.region)
 
     def subnets(self, region: str) -> dict[str, network.Subnet]:
         return self.context.subnets(region)
@@ -99,14 +100,33 @@ class AwsProvider:
 
     # ------------------------------------------------------------- offers
     def offers(self, resources: Resources) -> list[Offer]:
-        region = self._region(resources)
-        zones = sorted(self.subnets(region))
-        return build_offers(self.clients, self.prices, region, zones, resources, self.catalog)
+        return self.regional_offers(resources).offers
+
+    def _regions(self, resources: Resources) -> list[str]:
+        regions = launch_regions(resources, list(self.aws.regions), self.aws.region)
+        return [self.clients.check_region(r) for r in regions]
+
+    def regional_offers(self, resources: Resources) -> RegionalOffers:
+        """Offers from each region the launch may use (--region, --regions), each with its
+        own subnets and prices; a region without a fitting offer is left out with a line."""
+        return regional_offers(
+            self.clients,
+            self.prices,
+            self._regions(resources),
+            lambda region: sorted(self.subnets(region)),
+            resources,
+            self.catalog,
+        )
+
+    def placement_scores(self, offers: Sequence[Offer]) -> Mapping[Pool, int]:
+        """EC2's spot placement scores of the cheapest types' pools (none where not permitted)."""
+        return self.scorer.scores(offers)
 
     def preflight(self, resources: Resources) -> None:
         """Check what a launch will need before anything is created (bad input -> UsageError)."""
-        region = self._region(resources)
-        self.image(region)
+        for region in self._regions(resources):
+            self.image(region)
+        region = self.aws.region  # the bucket's
         if self.aws.bucket:
             checkpoints.check_bucket(self.clients.client("s3", region), self.aws.bucket, region)
 
@@ -139,7 +159,11 @@ class AwsProvider:
             raise refusal from exc
 
     def describe(self, run_id: str) -> list[Instance]:
-        return self.launcher.describe(self.run_region(run_id), run_id)
+        found: list[Instance] = []
+        for region in self.records.regions(run_id):  # a replacement may be in another region
+            found += self.launcher.describe(region, run_id)
+        live = [i for i in found if i.is_live]
+        return live + [i for i in found if not i.is_live]
 
     def wait_ready(self, instances: list[Instance], timeout_s: float) -> list[Instance]:
         """One bounded wait: running in EC2, then an SSH banner, then a verified connection."""
@@ -185,7 +209,7 @@ class AwsProvider:
         """Fetch from S3 the run's stored files that `local_dir` lacks."""
         if not self.aws.bucket:
             return []
-        return self.store.pull(run_id, self.run_region(run_id), local_dir)
+        return self.store.pull(run_id, self.aws.region, local_dir)
 
     # -------------------------------------------------------------- attach
     def ssh_host(self, run_id: str, instance_id: str, address: str) -> SshHost | None:
@@ -207,7 +231,12 @@ class AwsProvider:
 
     # ----------------------------------------------------------- terminate
     def terminate(self, run_id: str) -> list[Instance]:
-        region = self.run_region(run_id)
+        ended: list[Instance] = []
+        for region in self.records.regions(run_id):
+            ended += self._terminate_in(region, run_id)
+        return ended
+
+    def _terminate_in(self, region: str, run_id: str) -> list[Instance]:
         described = self.launcher.describe(region, run_id)
         billable = [i for i in described if i.state in ec2i.BILLABLE_STATES]
         if self.aws.bucket:
@@ -232,12 +261,16 @@ class AwsProvider:
 
     def terminate_instances(self, run_id: str, ids: list[str]) -> list[Instance]:
         """Terminate these instances of the run only (a replaced one), its network stays."""
-        region = self.run_region(run_id)
-        mine = {i.id for i in self.launcher.describe(region, run_id)}
-        ids = [i for i in ids if i in mine]  # never anything the run does not own
-        ec2i.terminate_ids(self.clients, region, ids, wait_s=self.aws.ssh_timeout_s)
-        self.ssh.close(ids)
-        return ec2i.describe_ids(self.clients, region, ids)
+        ended: list[Instance] = []
+        for region in self.records.regions(run_id):
+            mine = {i.id for i in self.launcher.describe(region, run_id)}
+            here = [i for i in ids if i in mine]  # never anything the run does not own
+            if not here:
+                continue
+            ec2i.terminate_ids(self.clients, region, here, wait_s=self.aws.ssh_timeout_s)
+            self.ssh.close(here)
+            ended += ec2i.describe_ids(self.clients, region, here)
+        return ended
 
     # -------------------------------------------------------------- forget
     def forget(self, run_id: str) -> None:
@@ -245,7 +278,7 @@ class AwsProvider:
         files in S3, its SSH key and pinned host keys, its region record. Its instances,
         volumes and security group went when it ended (`spotrun gc` finds any left)."""
         if self.aws.bucket:
-            self.store.delete(run_id, self.run_region(run_id))
+            self.store.delete(run_id, self.aws.region)
         shutil.rmtree(self.keys_dir / run_id, ignore_errors=True)
         self.records.forget(run_id)
 

@@ -48,7 +48,7 @@ class RunLaunch:
         # Only instances made within aws.consistency_s can be missing from the listing for
         # want of consistency; an older one missing from it is gone.
         now = time.time()
-        made = self.records.made(run_id).items()
+        made = self.records.made(run_id, region).items()
         fresh = [i for i, at in made if now - at < self.aws.consistency_s]
         return ec2i.describe_run(self.clients, region, run_id, fresh)
 
