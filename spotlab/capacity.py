@@ -16,19 +16,106 @@ VcpuLimitExceeded for an on-demand one ("On-Demand Instance quotas"). The lab's 
 which family counts against which quota is written here from AWS's "Amazon EC2 instance type
 quotas" page, apart from spotrun's, so that a wrong mapping in spotrun shows.
 
-Not modelled: capacity for on-demand, pools that change over time by themselves, and
-InsufficientInstanceCapacity for stopped instances starting again.
+Capacity weather (CapacitySchedule, Interruptions): pools that dry up and come back on a
+schedule (each pool's size as steps over time since the schedule began, a step for every pool
+at once too), and spot interruptions at a rate per instance-hour, as EC2's "Spot Instance
+interruptions" page describes them (capacity taken back with two minutes' notice). Benches
+replay a day of it in minutes: their schedule and rate are in the lab's compressed seconds.
+
+Not modelled: capacity for on-demand, and InsufficientInstanceCapacity for stopped instances
+starting again.
 """
 
 from __future__ import annotations
 
+import random
 import re
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from spotlab.front import Fault
 
 LivePerPool = Callable[[str, str], int]  # (type, zone) -> live spot instances there now
+Pool = tuple[str, str]  # (instance type, zone)
+Steps = Sequence[tuple[float, int | None]]  # (seconds since the schedule began, size from then)
+
+
+class CapacitySchedule:
+    """Spot pools over time: `steps[(type, zone)]` (or `steps[None]`, every pool not named)
+    is [(at_s, size), ...]: from `at_s` seconds after the schedule began the pool holds `size`
+    live instances (None: no limit). Before a pool's first step, and for a pool no step names,
+    the lab's own size holds. Times are wall seconds on `clock` (time.monotonic)."""
+
+    def __init__(
+        self,
+        steps: dict[Pool | None, Steps],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.steps = {pool: sorted(pool_steps) for pool, pool_steps in steps.items()}
+        self.clock = clock
+        self.began = clock()
+
+    def elapsed_s(self) -> float:
+        return self.clock() - self.began
+
+    def size(self, pool: Pool) -> tuple[bool, int | None]:
+        """(whether the schedule says, the size it says) for the pool now."""
+        steps = self.steps.get(pool, self.steps.get(None, ()))
+        now = self.elapsed_s()
+        said: tuple[bool, int | None] = (False, None)
+        for at_s, size in steps:
+            if at_s > now:
+                break
+            said = (True, size)
+        return said
+
+
+class Interruptions:
+    """Spot interruptions at `per_hour` per instance-hour (EC2 publishes each pool's rate as
+    a band in the Spot Instance advisor: <5% to >20% a month, and much higher in a dry spell),
+    with `hour_s` wall seconds to the hour (a bench's compression). Each live spot instance is
+    interrupted at most once, through the lab's own `interrupt` (the notice, then the reclaim).
+    Seeded: the same seed interrupts at the same draws."""
+
+    def __init__(
+        self,
+        per_hour: float,
+        live_spot: Callable[[], list[str]],
+        interrupt: Callable[[str], None],
+        *,
+        hour_s: float = 3600.0,
+        seed: int = 0,
+        tick_s: float = 0.5,
+    ) -> None:
+        self.per_hour = per_hour
+        self.live_spot = live_spot
+        self.interrupt = interrupt
+        self.hour_s = hour_s
+        self.tick_s = tick_s
+        self.rng = random.Random(seed)
+        self.interrupted: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Interruptions:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        chance = min(1.0, self.per_hour * self.tick_s / self.hour_s)  # per tick, per instance
+        while not self._stop.wait(self.tick_s):
+            for instance_id in self.live_spot():
+                if instance_id in self.interrupted or self.rng.random() >= chance:
+                    continue
+                self.interrupted.append(instance_id)
+                self.interrupt(instance_id)
 
 
 class SpotPools:
@@ -38,8 +125,13 @@ class SpotPools:
         self.zone_of_subnet = zone_of_subnet
         self.live: LivePerPool = lambda instance_type, zone: 0
         self.refused: list[tuple[str, str]] = []  # (type, zone) of each call refused
+        self.schedule: CapacitySchedule | None = None  # capacity weather, over the sizes
 
     def size(self, instance_type: str, zone: str) -> int | None:
+        if self.schedule is not None:
+            said, size = self.schedule.size((instance_type, zone))
+            if said:
+                return size
         return self.sizes.get((instance_type, zone), self.default)
 
     def refusal(self, params: dict[str, str]) -> tuple[int, bytes] | None:

@@ -11,8 +11,9 @@ from spotrun.cli.complete import complete_run
 from spotrun.cli.follow_view import fmt_duration, fmt_metrics
 from spotrun.cli.library import api
 from spotrun.cli.render import err, money, out, print_json
-from spotrun.cli.run_list import show_runs
+from spotrun.cli.run_list import show_runs, waiting_line
 from spotrun.cli.ssh import require_terminal
+from spotrun.core.capacity_note import show_note
 from spotrun.core.terminal_text import printable
 from spotrun.core.waiting import pause
 from spotrun.remote.sync import not_home
@@ -55,6 +56,7 @@ def status(
         print_json(
             {
                 **summary,
+                "waiting_for_capacity": waiting_line(st.run.message),
                 "supervised": st.supervised,
                 "run_dir": str(st.run.run_dir),
                 "plan": st.run.plan.to_dict() if st.run.plan else None,
@@ -78,7 +80,8 @@ def status(
     job = r.spec.job
     what = f"command {job.run!r}" if job is not None and job.run else f"recipe {r.recipe}"
     out.print(f"{r.name} ({r.id})  {what}  on {r.cloud}", markup=False)
-    out.print(f"state     {r.state.value}" + (f"  ({printable(r.message)})" if r.message else ""))
+    said = f"  ({printable(show_note(r.message))})" if r.message else ""
+    out.print(f"state     {r.state.value}{said}", markup=False)
     so_far = "" if r.is_terminal else " so far"
     shown = "? (no prices cached yet)" if st.cost_usd is None else money(st.cost_usd) + so_far
     out.print(f"duration  {fmt_duration(r.duration_s())}   cost {shown}")

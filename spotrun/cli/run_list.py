@@ -13,6 +13,7 @@ from spotrun.cli.follow_view import fmt_duration, fmt_metrics
 from spotrun.cli.library import api
 from spotrun.cli.plain_table import plain_table
 from spotrun.cli.render import Table, money, out, print_json
+from spotrun.core.capacity_note import is_waiting_note, show_note
 from spotrun.core.errors import LedgerWriteError
 from spotrun.core.home import default_home
 from spotrun.core.runstates import RunState
@@ -59,6 +60,8 @@ def show_runs(all_: bool, as_json: bool) -> None:
     if fault is not None and any(not r.is_terminal for r in runs):
         _note(f"{fault}: live runs wait until it can be written")  # why nothing moves
     rows = [api.run_summary(ledger, r) for r in runs]
+    for row in rows:
+        row["waiting_for_capacity"] = waiting_line(row["message"])
     if as_json:
         print_json(rows)
         return
@@ -79,9 +82,14 @@ def show_runs(all_: bool, as_json: bool) -> None:
         ]
         for row in rows
     ]
+    notes = "".join(
+        f"{row['name']}: {printable(row['waiting_for_capacity'])}\n"
+        for row in rows
+        if row["waiting_for_capacity"]
+    )
     text = plain_table(HEADERS, cells, sys.stdout)
     if text is not None:
-        sys.stdout.write(text)
+        sys.stdout.write(text + notes)
         return
     table = Table(box=None, pad_edge=False)
     for col in HEADERS:
@@ -89,3 +97,10 @@ def show_runs(all_: bool, as_json: bool) -> None:
     for line in cells:
         table.add_row(*line)
     out.print(table)
+    if notes:
+        out.print(notes.rstrip("\n"), markup=False)
+
+
+def waiting_line(message: str | None) -> str | None:
+    """What a run waiting for capacity waits for and when it asks next; None otherwise."""
+    return show_note(message) if message is not None and is_waiting_note(message) else None

@@ -22,7 +22,7 @@ import time
 from collections import Counter
 
 from spotrun.cloud.base import Offer
-from spotrun.core.capacity_note import is_waiting_note, waiting_note
+from spotrun.core.capacity_note import is_waiting_note, show_note, waiting_note
 from spotrun.core.durations import format_duration
 from spotrun.core.errors import CapacityError
 from spotrun.core.runstates import RunState
@@ -109,13 +109,10 @@ class CapacityWait:
         fresh = self.ledger.get_run(run.id)
         if fresh.stop_requested:
             return fresh  # the controller stops it
-        self.ledger.set_message(run.id, waiting_note(what, next_ask_at, gives_up_at))
-        self.ledger.add_event(
-            run.id,
-            "capacity",
-            f"no capacity (ask {self.asks}): asking again in {next_ask_at - now:.0f} s, "
-            f"until {format_duration(self.bound_s(run))} have passed",
-        )
+        note = waiting_note(what, next_ask_at, gives_up_at)
+        self.ledger.set_message(run.id, note)
+        # the foreground view shows events as they come: what it waits for, the next ask
+        self.ledger.add_event(run.id, "capacity", f"{show_note(note, now)} (ask {self.asks})")
         stopped = poll_until(
             lambda: self.ledger.state_of(run.id)[1],
             timeout_s=max(0.0, next_ask_at - time.time()),

@@ -36,6 +36,9 @@ class Amounts:
     compute: Fraction = Fraction(0)
     storage: Fraction = Fraction(0)
     on_demand: Fraction | None = Fraction(0)  # the same work on demand, same storage
+    # compute billed at the on-demand price (--spot-policy on-demand, or auto's fallback)
+    on_demand_market: Fraction = Fraction(0)
+    markets: frozenset[str] = frozenset()  # the markets its instances were bought in
 
     @property
     def total(self) -> Fraction:
@@ -58,6 +61,8 @@ class Amounts:
             self.compute + other.compute,
             self.storage + other.storage,
             on_demand,
+            self.on_demand_market + other.on_demand_market,
+            self.markets | other.markets,
         )
 
 
@@ -118,17 +123,30 @@ def staging_cost(p: PricedRun) -> StagingCost | None:
 # ------------------------------------------------------------------ pieces
 def bill_amounts(bill: Bill, start: int | None = None, stop: int | None = None) -> Amounts:
     """A bill's amounts, whole or accrued within [start, stop)."""
+    market = bill.usage.market
+    on_demand = market == "on-demand"
     if start is None or stop is None:
-        return Amounts(bill.usage.runtime_s, bill.compute, bill.storage, bill.on_demand_total)
+        compute = bill.compute
+        return Amounts(
+            bill.usage.runtime_s,
+            compute,
+            bill.storage,
+            bill.on_demand_total,
+            compute if on_demand else Fraction(0),
+            frozenset({market}),
+        )
     a, b = bill.on_demand_until(start), bill.on_demand_until(stop)
     ran = max(0, min(stop, bill.usage.end) - max(start, bill.usage.start))
+    compute = bill.compute_until(stop) - bill.compute_until(start)
     return Amounts(
         ran,
-        bill.compute_until(stop) - bill.compute_until(start),
+        compute,
         bill.storage_until(stop) - bill.storage_until(start),
         None
         if a is None or b is None
         else b - a + bill.storage_until(stop) - bill.storage_until(start),
+        compute if on_demand else Fraction(0),
+        frozenset({market}),
     )
 
 
@@ -265,7 +283,9 @@ def to_record(row: Row, by: GroupBy) -> dict[str, Any]:
     record.update(
         instance_seconds=a.instance_s,
         instance_hours=round(a.instance_s / 3600, 4),
+        market=market_word(a.markets),
         spot_usd=_num(cents(a.compute)),
+        on_demand_market_usd=_num(cents(a.on_demand_market)),
         storage_usd=_num(cents(a.storage)),
         cost_usd=_num(cents(a.total)),
         on_demand_usd=_num(cents(a.on_demand)),
@@ -287,6 +307,12 @@ def to_record(row: Row, by: GroupBy) -> dict[str, Any]:
         )
         record.update(method=list(row.methods), error=row.error)
     return record
+
+
+def market_word(markets: frozenset[str]) -> str:
+    """Which market a row's instances were bought in: spot, on-demand, or both (spot first)."""
+    order = ("spot", "on-demand", "local")
+    return "+".join(m for m in order if m in markets) or "-"
 
 
 def _num(value: Decimal | None) -> float | None:
