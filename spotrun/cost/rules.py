@@ -9,8 +9,9 @@ The rules (Linux/Ubuntu instances, billed per second):
 - each second an instance runs costs the spot price in force at that second in its zone, over
   3,600; the price in force is the last price point at or before the second;
 - an instance is billed at least 60 seconds;
-- a spot instance that AWS interrupts within its first hour costs nothing; one the user (or
-  spotrun) stops or terminates pays its seconds;
+- a spot instance that AWS interrupts within its first hour costs nothing, whether EC2
+  terminates, stops or hibernates it; one the user (or spotrun) stops or terminates pays its
+  seconds (AWS's "Billing for interrupted Spot Instances", Linux rows);
 - EBS volumes cost their size times the GB-month price, per second of the calendar month they
   exist in, at least 60 seconds.
 
@@ -35,8 +36,9 @@ from spotrun.cost.price_history import PriceHistory
 
 MINIMUM_BILLED_S = 60  # per-second billing for Linux instances and EBS: at least a minute
 FREE_INTERRUPTION_S = 3600  # AWS does not charge a spot instance it interrupts in its first hour
-# EC2's state-reason code for an instance AWS terminated to reclaim spot capacity.
-SPOT_INTERRUPTION_CODE = "Server.SpotInstanceTermination"
+# EC2's state-reason codes of a spot instance EC2 interrupted: terminated, or stopped or
+# hibernated (then terminated by spotrun: its compute ended at EC2's stop).
+SPOT_INTERRUPTION_CODES = ("Server.SpotInstanceTermination", "Server.SpotInstanceShutdown")
 
 LOCAL_METHOD = "local cloud: this machine, no charge; instance-seconds recorded"
 AWS_METHOD = (
@@ -58,7 +60,7 @@ class Ending(str, Enum):
 def ending_of(end_reason: str | None, *, ended: bool) -> Ending:
     if not ended:
         return Ending.LIVE
-    if end_reason and SPOT_INTERRUPTION_CODE in end_reason:
+    if end_reason and any(code in end_reason for code in SPOT_INTERRUPTION_CODES):
         return Ending.AWS_INTERRUPTION
     return Ending.USER
 
