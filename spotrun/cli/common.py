@@ -55,3 +55,12 @@ def job_environment(env_flags: list[str], env_files: list[str] | None = None) ->
     for path in env_files or []:
         from_files.update(read_env_file(path))
     return {**carried, **from_files, **parse_envs(env_flags)}
+
+
+def interrupted_early(args: list[str]) -> int:
+    """Ctrl-C before a command's own body began (interpreter start-up, imports, parsing):
+    nothing it would make exists yet. A launch says so, as it does at every later moment."""
+    if args[:1] == ["launch"]:
+        sys.stderr.write("interrupted: nothing was launched\n")
+        sys.stderr.flush()
+    return 130

@@ -14,22 +14,30 @@ from __future__ import annotations
 import os
 import sys
 
-from spotrun.cli.common import leave, print_error
+from spotrun.cli.common import interrupted_early, leave, print_error
 from spotrun.core.errors import SpotrunError
 from spotrun.core.home import IDLE_STOP_FILE, REMOTE_RECORD_FILE, default_home
+from spotrun.core.interrupts import caused_by_interrupt
 from spotrun.core.rundir import COMPLETE_VAR
 
 LS_FLAGS = frozenset({"-a", "--all", "--json"})
 
 
 def main() -> None:
-    code = quick_answer(sys.argv[1:])
-    if code is None:
-        from spotrun.cli.main import main as full_cli  # late: typer and every command (~50 ms)
+    try:
+        code = quick_answer(sys.argv[1:])
+        if code is None:
+            from spotrun.cli.main import main as full_cli  # late: typer, every command (~50 ms)
 
-        full_cli()
-    else:
-        leave(code)
+            full_cli()
+            return
+    except KeyboardInterrupt:
+        code = interrupted_early(sys.argv[1:])
+    except RuntimeError as exc:  # a Ctrl-C while an import made a class surfaces as this
+        if not caused_by_interrupt(exc):
+            raise
+        code = interrupted_early(sys.argv[1:])
+    leave(code)
 
 
 def quick_answer(args: list[str]) -> int | None:

@@ -20,6 +20,7 @@ from spotrun.cli.render import err, out
 from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S, SPOT_POLICIES
 from spotrun.core.durations import parse_duration
 from spotrun.core.errors import UsageError
+from spotrun.core.interrupts import caused_by_interrupt
 
 if TYPE_CHECKING:
     from spotrun.launch import plan as plans
@@ -169,19 +170,6 @@ def launch(
             raise
         raise typer.Exit(progress.interrupted()) from None
     raise typer.Exit(code)
-
-
-def caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether a Ctrl-C lies under `exc`: one that came while a class was being made (an
-    import) surfaces as a RuntimeError from type.__new__, the KeyboardInterrupt its cause."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
 
 
 class LaunchProgress:

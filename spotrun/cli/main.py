@@ -14,7 +14,7 @@ import typer
 from spotrun import __version__
 from spotrun.cli import remote as remote_cli
 from spotrun.cli import resume as resume_cli
-from spotrun.cli.common import HELP_OPTIONS, leave, print_error
+from spotrun.cli.common import HELP_OPTIONS, interrupted_early, leave, print_error
 from spotrun.cli.complete import completion, prepare_completion
 from spotrun.cli.cost import GroupBy, cost
 from spotrun.cli.data import data_app, data_ls, data_push
@@ -164,11 +164,9 @@ def _run(argv: list[str] | None) -> int:
     except click_exceptions.ClickException as exc:  # e.g. a file option that cannot be opened
         print_error(exc.format_message())
         return exc.exit_code
-    except typer.Abort:
-        return 130
+    except (typer.Abort, KeyboardInterrupt):  # click turns a Ctrl-C into Abort
+        return interrupted_early(sys.argv[1:] if argv is None else argv)
     except SpotrunError as exc:
         print_error(exc.user_message())
         return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
     return code if isinstance(code, int) else 0

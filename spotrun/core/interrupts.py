@@ -53,3 +53,16 @@ class DeferredInterrupts:
 def interrupts_deferred() -> DeferredInterrupts:
     """`with interrupts_deferred():` a Ctrl-C inside the block is raised when it ends."""
     return DeferredInterrupts()
+
+
+def caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a Ctrl-C lies under `exc`: one that came while a class was being made (an
+    import) surfaces as a RuntimeError from type.__new__, the KeyboardInterrupt its cause."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False

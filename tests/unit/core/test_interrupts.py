@@ -1,6 +1,6 @@
 """Ctrl-C held back over steps that must not be cut in two (spotrun/core/interrupts.py), with
 real SIGINTs sent to this process; and a Ctrl-C that came while a class was being made (an
-import) still known as one (spotrun/cli/launch.py)."""
+import) still known as one (spotrun/core/interrupts.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import threading
 
 import pytest
 
-from spotrun.cli.launch import caused_by_interrupt
-from spotrun.core.interrupts import interrupts_deferred
+from spotrun.core.interrupts import caused_by_interrupt, interrupts_deferred
 
 
 def test_a_sigint_inside_the_block_is_raised_when_it_ends() -> None:
