@@ -64,6 +64,13 @@ def launch(
     gpu_model: str | None = typer.Option(None, "--gpu-model", help="e.g. A10G, L4, A100"),
     instance_type: str | None = typer.Option(None, "--instance-type", help="e.g. g5.xlarge"),
     region: str | None = typer.Option(None, "--region", help="cloud region (aws)"),
+    regions: str | None = typer.Option(
+        None,
+        "--regions",
+        metavar="R1,R2",
+        help="offers from each of these regions, the best ranked chosen (aws; each one of "
+        "aws.regions when that lists any)",
+    ),
     zone: str | None = typer.Option(None, "--zone", help="availability zone (aws)"),
     disk_gb: int | None = typer.Option(None, "--disk-gb", help="root volume size in GB (aws)"),
     wait_for_capacity: str | None = typer.Option(
@@ -108,6 +115,8 @@ def launch(
         if not dry_run:
             progress.warm = supervisor.Prewarmed(settings, chosen_cloud)
         flags = resource_flags(gpu_model, instance_type, region, zone, disk_gb)
+        if regions is not None:
+            flags["regions"] = region_list(regions)
         if nodes is not None:
             flags["nodes"] = nodes
         terms = CapacityTerms.read(settings, wait_for_capacity, spot_policy)
@@ -347,3 +356,11 @@ def resource_flags(
         "disk_gb": disk_gb,
     }
     return {key: value for key, value in flags.items() if value is not None}
+
+
+def region_list(text: str) -> list[str]:
+    """--regions a,b: the region names, or a one-line error for an empty list."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise UsageError("--regions needs one region or more, e.g. us-east-1,us-west-2")
+    return names

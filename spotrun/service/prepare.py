@@ -25,6 +25,7 @@ from spotrun.core.jobspec import JobSpec
 from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data, parse_s3
 from spotrun.jobs import own_command
+from spotrun.launch.history import recorded_history
 from spotrun.launch.plan import Plan, plan_launch
 from spotrun.recipes import Recipe, check_recipe, get_recipe
 from spotrun.recipes.batching import global_batch_line
@@ -89,7 +90,7 @@ def prepare_launch(
     batch_line = global_batch_line(recipe, merged.gpus, merged.nodes)
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
-    plan = plan_launch(provider, merged)
+    plan = plan_launch(provider, merged, recorded_history(settings))
     check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
     return LaunchPlan(spec, recipe, plan, provider, batch_line)
 
@@ -154,7 +155,7 @@ def prepare_job_launch(
     if job.data is not None:
         check_job_data(job.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
-    plan = plan_launch(provider, merged)
+    plan = plan_launch(provider, merged, recorded_history(settings))
     check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
     return LaunchPlan(spec, None, plan, provider)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 
 from spotrun.cloud.ranking import Pool, PoolHistory
 from spotrun.store.connection import LedgerDatabase
@@ -75,19 +76,19 @@ class InstanceTable(LedgerDatabase):
         ]
 
     def pool_history(
-        self, reclaim_code: str, since: float, now: float | None = None
+        self, reclaim_codes: Sequence[str], since: float, now: float | None = None
     ) -> dict[Pool, PoolHistory]:
         """Per (instance type, zone): the spot instances launched since `since`, how many
-        ended with `reclaim_code` in their end reason (EC2 reclaimed them), and the hours they
-        ran (a live one up to `now`)."""
+        ended with one of `reclaim_codes` in their end reason (EC2 reclaimed them), and the
+        hours they ran (a live one up to `now`)."""
         now = time.time() if now is None else now
+        reclaimed = " OR ".join("instr(COALESCE(end_reason, ''), ?) > 0" for _ in reclaim_codes)
         rows = self._db.execute(
-            "SELECT instance_type, zone, "
-            "SUM(CASE WHEN instr(COALESCE(end_reason, ''), ?) > 0 THEN 1 ELSE 0 END) AS reclaims, "
-            "SUM(MAX(0, COALESCE(terminated_at, ?) - launched_at)) / 3600.0 AS hours "
+            f"SELECT instance_type, zone, SUM(CASE WHEN {reclaimed or '0'} THEN 1 ELSE 0 END) "
+            "AS reclaims, SUM(MAX(0, COALESCE(terminated_at, ?) - launched_at)) / 3600.0 AS hours "
             "FROM instances WHERE market = 'spot' AND launched_at >= ? AND zone IS NOT NULL "
             "GROUP BY instance_type, zone",
-            (reclaim_code, now, since),
+            (*reclaim_codes, now, since),
         )
         return {
             (r["instance_type"], r["zone"]): PoolHistory(int(r["reclaims"]), float(r["hours"]))
