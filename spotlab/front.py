@@ -6,7 +6,8 @@ their own botocore parses it and retries it. (A botocore before-send handler onl
 process that registers it; spotrun's runs are driven by other processes.) The front:
 
 - injects real EC2 error responses (error XML, EC2's status codes) for chosen operations:
-  `Faults.add("RunInstances", "InsufficientInstanceCapacity", times=1, zone="us-east-1a")`;
+  `Faults.add("RunInstances", "InsufficientInstanceCapacity", times=1, zone="us-east-1a")`,
+  and S3's SlowDown (503) and InternalError (500): `s3_faults.add("UploadPart", times=3)`;
 - answers DescribeSpotPriceHistory from price histories a test sets (moto's is one constant
   from 2006), with StartTime/EndTime and MaxResults/NextToken pagination as EC2 does;
 - answers the Pricing API's GetProducts from on-demand prices a test sets, and otherwise as an
@@ -44,6 +45,8 @@ from spotlab.consistency import (
 )
 from spotlab.iam import Iam
 from spotlab.interruptions import SpotRequest, made_ids, requested
+from spotlab.regions import PlacementScores, TypeAvailability
+from spotlab.s3faults import S3Faults, s3_operation
 
 # HTTP status EC2 sends with each code (capacity errors are server errors).
 STATUS = {
@@ -410,10 +413,13 @@ class AwsFront:
     ) -> None:
         self.backend = (backend_host, backend_port)
         self.faults = Faults()
+        self.s3_faults = S3Faults()  # S3's SlowDown and InternalError (s3faults.py)
         self.spot_prices = SpotPrices()
         self.on_demand = OnDemandPrices()
         self.placement = PlacementGroups()
         self.quotas = Quotas()
+        self.placement_scores = PlacementScores()  # GetSpotPlacementScores (regions.py)
+        self.type_availability = TypeAvailability()  # types a region lacks (regions.py)
         self.run_requests: list[dict[str, str]] = []  # RunInstances parameters, in order
         self.instance_profiles: dict[str, str] = {}  # instance id -> the profile it was given
         # instance id -> the spot request it came from (its interruption behaviour)
@@ -514,6 +520,9 @@ class AwsFront:
                 return status, [("Content-Type", "text/xml")], payload
             if action == "RunInstances" and params.get("DryRun") != "true":
                 self.run_requests.append(params)
+            if action == "GetSpotPlacementScores":  # moto lacks it
+                status, payload = self.placement_scores.answer(params)
+                return status, [("Content-Type", "text/xml")], payload
             if action == "DescribeSpotPriceHistory" and self.spot_prices.active:
                 region = _region_of(headers.get("Authorization", ""))
                 return 200, [("Content-Type", "text/xml")], self.spot_prices.answer(params, region)
@@ -547,6 +556,9 @@ class AwsFront:
                     self.consistency.made_resource(action, response[2])
                 if action in ("StopInstances", "StartInstances"):
                     self.on_instances_changed()  # the watcher stops or boots its host now
+            if action == "DescribeInstanceTypes" and response[0] == 200:
+                payload = self.type_availability.rewrite(region, response[2])
+                response = (response[0], response[1], payload)
             if action == "DescribeInstances" and response[0] == 200:
                 by_filter = not ids_named(params, "InstanceId")
                 payload = self.consistency.rewrite_describe(response[2], by_filter)
@@ -554,6 +566,12 @@ class AwsFront:
             if hold is not None and hold.forwarded:
                 hold._wait()
             return response
+        if service == "s3":
+            copy = any(k.lower() == "x-amz-copy-source" for k in headers)
+            s3_fault = self.s3_faults.take(s3_operation(method, path, copy))
+            if s3_fault is not None:
+                status, payload = s3_fault.render()
+                return status, [("Content-Type", "application/xml")], payload
         return self._forward(method, path, headers, body)
 
     def _consistency_answer(self, action: str, params: dict[str, str]) -> tuple[int, bytes] | None:

@@ -49,6 +49,7 @@ from spotlab.regions import (
     make_network,
     region_of_zone,
 )
+from spotlab.s3faults import S3Fault
 from spotrun.cloud.aws.policy import controller_stop_policy, instance_policy, user_policy
 
 __all__ = ["OTHER_REGION", "OTHER_ZONES", "REGION", "ZONES", "Lab", "LabNetwork", "MotoServer"]
@@ -528,6 +529,11 @@ class Lab:
         return self.front.faults.add(
             action, code, times=times, message=message, status=status, zone=zone, match=match
         )
+
+    def fail_s3(self, operation: str, code: str = "SlowDown", *, times: int = 1) -> S3Fault:
+        """Answer the next `times` S3 `operation` calls (PutObject, UploadPart, GetObject...)
+        with S3's `code`: SlowDown (503) or InternalError (500)."""
+        return self.front.s3_faults.add(operation, code, times=times)
 
     def delay_response(self, action: str, seconds: float, times: int = 1) -> None:
         """Let EC2 act on `action`, but hold its answer `seconds` (the next `times` calls).

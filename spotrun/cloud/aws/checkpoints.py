@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from boto3.exceptions import S3UploadFailedError
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -107,7 +108,10 @@ def push(s3: Any, bucket: str, run_id: str, run_dir: Path, region: str) -> PushR
         if state.get(rel) == mark:
             continue
         with aws_call("s3", "PutObject", region):
-            s3.upload_file(str(path), bucket, run_prefix(run_id) + rel)
+            try:
+                s3.upload_file(str(path), bucket, run_prefix(run_id) + rel)
+            except S3UploadFailedError as exc:  # S3 kept refusing (SlowDown) past the retries
+                raise CloudError(f"storing {rel} in s3://{bucket} failed: {exc}") from exc
         state[rel] = mark
         uploaded.append(rel)
     if uploaded:
@@ -296,10 +300,12 @@ def main(argv: list[str]) -> int:
         except CloudError as exc:
             print(f"store: {exc.user_message()}", file=sys.stderr, flush=True)
             failed = not args.watch
-        else:
-            if result.uploaded:
-                print(f"store: uploaded {', '.join(result.uploaded)}", flush=True)
-        return bool(args.watch) and not ended and not failed
+            # A burst (S3's SlowDown) outlasting one call's retries: the last push after the
+            # job ended is tried again next round, not given up (flush bounds the wait).
+            return bool(args.watch)
+        if result.uploaded:
+            print(f"store: uploaded {', '.join(result.uploaded)}", flush=True)
+        return bool(args.watch) and not ended
 
     repeat(push_once, interval_s=args.watch)
     return 1 if failed else 0
