@@ -2,7 +2,8 @@
 
 PUT /latest/api/token (with X-aws-ec2-metadata-token-ttl-seconds) returns a token; every GET
 must carry it in X-aws-ec2-metadata-token, or gets 401, as on an instance whose launch required
-IMDSv2. It serves what spotrun's agents and boto3 read on an instance: instance-id, type, zone,
+IMDSv2; a token expires after its TTL (`max_token_s` shortens it, `expire_tokens` ends every
+one now), and a GET with an expired one is answered 401 too (EC2 User Guide, "Use IMDSv2"). It serves what spotrun's agents and boto3 read on an instance: instance-id, type, zone,
 addresses, the instance role's credentials (so boto3 on the host needs no copied keys), the
 identity document, and spot/instance-action once the lab announces an interruption.
 """
@@ -78,6 +79,10 @@ class Imds:
         self._tokens: dict[str, float] = {}
         self._lock = threading.Lock()
         self.requests = 0
+        self.refused = 0  # GETs answered 401: no token, or one expired (tests look)
+        # The longest a token lives here whatever TTL was asked (None: as asked): a test's
+        # way to see a token run out within seconds instead of hours.
+        self.max_token_s: float | None = None
         imds = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -107,15 +112,17 @@ class Imds:
                 if not ttl or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
                     return self._send(400, "Bad Request")
                 token = secrets.token_urlsafe(32)
+                lives = min(int(ttl), imds.max_token_s or int(ttl))
                 with imds._lock:
-                    imds._tokens[token] = time.time() + int(ttl)
+                    imds._tokens[token] = time.monotonic() + lives
                 self._send(200, token)
 
             def do_GET(self) -> None:
                 imds.requests += 1
                 token = self.headers.get("X-aws-ec2-metadata-token", "")
                 with imds._lock:
-                    valid = imds._tokens.get(token, 0) > time.time()
+                    valid = imds._tokens.get(token, 0) > time.monotonic()
+                    imds.refused += 0 if valid else 1
                 if not valid:
                     return self._send(401, "Unauthorized")
                 if not self.path.startswith("/latest/"):
@@ -166,6 +173,12 @@ class Imds:
                 self.values.pop(key, None)
             else:
                 self.values[key] = value
+
+    def expire_tokens(self) -> None:
+        """Every token given so far expires now (as its TTL running out, or the instance
+        stopped and started): the next GET with one is answered 401."""
+        with self._lock:
+            self._tokens.clear()
 
     def stop(self) -> None:
         self.server.shutdown()
