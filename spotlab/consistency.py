@@ -56,6 +56,12 @@ _NOT_FOUND = {
     "key": ("InvalidKeyPair.NotFound", "The key pair '{}' does not exist"),
     "volume": ("InvalidVolume.NotFound", "The volume '{}' does not exist."),
 }
+# The state an ending call passes through (its name and code), and the state it ends in.
+_TRANSITIONAL = {
+    "TerminateInstances": ("shutting-down", "32"),
+    "StopInstances": ("stopping", "64"),
+}
+_TRANSITIONAL_OF = {"shutting-down": ("terminated", "32"), "stopping": ("stopped", "64")}
 # Calls that name a fresh resource without EC2 looking it up (deleting a key pair never fails)
 _UNCHECKED = {"DeleteKeyPair", *_MADE_BY}
 
@@ -78,6 +84,11 @@ class Consistency:
     resources_born: dict[str, tuple[str, float]] = field(default_factory=dict)  # id -> kind, when
     # (action, the error code) of every NotFound answered for a fresh resource (tests look)
     resource_not_found: list[tuple[str, str]] = field(default_factory=list)
+    # transitional states: shutting-down before terminated, stopping before stopped
+    shutting_down_s: float = 0.0
+    stopping_s: float = 0.0
+    ending: dict[str, tuple[str, float]] = field(default_factory=dict)  # id -> call, when
+    transitional_answers: int = 0  # instances described shutting-down or stopping (tests look)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ------------------------------------------------------------ tokens
@@ -137,6 +148,25 @@ class Consistency:
                     return 400, _error_xml(code, message.format(value))
         return None
 
+    # ------------------------------------------------- transitional states
+    def ended_by(self, action: str, ids: list[str]) -> None:
+        """TerminateInstances or StopInstances went through for `ids`: described as on their
+        way (shutting-down, stopping) for a while from now."""
+        now = time.monotonic()
+        with self._lock:
+            for instance_id in ids:
+                self.ending.setdefault(instance_id, (action, now))
+
+    def _on_the_way(self) -> dict[str, str]:
+        """id -> the transitional state it is described in now."""
+        now = time.monotonic()
+        windows = {"TerminateInstances": self.shutting_down_s, "StopInstances": self.stopping_s}
+        return {
+            i: _TRANSITIONAL[action][0]
+            for i, (action, at) in self.ending.items()
+            if now - at < windows.get(action, 0.0)
+        }
+
     # ------------------------------------------------------------- reads
     def _age(self, instance_id: str) -> float | None:
         born = self.born.get(instance_id)
@@ -162,9 +192,10 @@ class Consistency:
             young = {
                 i for i in self.born if (age := self._age(i)) is not None and age < self.pending_s
             }
+            on_the_way = self._on_the_way()
         text = answer.decode(errors="replace")
         present = set(_INSTANCE_ID.findall(text))
-        if not (present & (hidden | young)):
+        if not (present & (hidden | young | set(on_the_way))):
             return answer
         ET.register_namespace("", _namespace(text))
         root = ET.fromstring(answer)
@@ -172,13 +203,19 @@ class Consistency:
             if _local(reservations.tag) != "reservationSet":
                 continue
             for reservation in list(reservations):
-                _rewrite_reservation(reservation, hidden, young)
+                self.transitional_answers += _rewrite_reservation(
+                    reservation, hidden, young, on_the_way
+                )
                 if not _instances_of(reservation):
                     reservations.remove(reservation)
         return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
-def _rewrite_reservation(reservation: ET.Element, hidden: set[str], young: set[str]) -> None:
+def _rewrite_reservation(
+    reservation: ET.Element, hidden: set[str], young: set[str], on_the_way: dict[str, str]
+) -> int:
+    """Rewrite one reservation's instances; how many were described as on their way out."""
+    transitional = 0
     for instances in reservation:
         if _local(instances.tag) != "instancesSet":
             continue
@@ -188,6 +225,24 @@ def _rewrite_reservation(reservation: ET.Element, hidden: set[str], young: set[s
                 instances.remove(item)
             elif instance_id in young:
                 _pending_if_running(item)
+            if instance_id in on_the_way:
+                transitional += _on_the_way_if_ended(item, on_the_way[instance_id])
+    return transitional
+
+
+def _on_the_way_if_ended(item: ET.Element, transitional: str) -> int:
+    # moto ends an instance at once; EC2 shows the state on the way there for a while
+    for state in item:
+        if _local(state.tag) != "instanceState":
+            continue
+        parts = {_local(part.tag): part for part in state}
+        name, code = _TRANSITIONAL_OF[transitional]
+        if "name" in parts and parts["name"].text == name:
+            parts["name"].text = transitional
+            if "code" in parts:
+                parts["code"].text = code
+            return 1
+    return 0
 
 
 def _pending_if_running(item: ET.Element) -> None:

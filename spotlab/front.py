@@ -546,6 +546,8 @@ class AwsFront:
                     self.consistency.made(params, response[2])
                     self._note_profiles(params, response[2])
                     self._note_spot_request(params, response[2])
+                if action == "TerminateInstances" and response[0] == 200:
+                    self.consistency.ended_by(action, ids_named(params, "InstanceId"))
                 if action == "RunInstances" and self.after_run_instances is not None:
                     self.after_run_instances(response[2])
                 self.on_instances_changed()
@@ -554,6 +556,8 @@ class AwsFront:
                 response = self._forward(method, path, headers, body)
                 if response[0] == 200:
                     self.consistency.made_resource(action, response[2])
+                    if action == "StopInstances":
+                        self.consistency.ended_by(action, ids_named(params, "InstanceId"))
                 if action in ("StopInstances", "StartInstances"):
                     self.on_instances_changed()  # the watcher stops or boots its host now
             if action == "DescribeInstanceTypes" and response[0] == 200:

@@ -75,6 +75,7 @@ FAKE_CREDENTIALS = {
 EC2_WAITS: dict[str, float] = {
     "not_found_s": 2.0,
     "resource_not_found_s": 2.0,
+    "shutting_down_s": 30.0,
     "pending_s": 15.0,
     "boot_s": 30.0,
     "time_scale": 1.0,
@@ -172,6 +173,7 @@ class Lab:
         not_found_s: float = 0.5,
         pending_s: float = 0.5,
         resource_not_found_s: float = 0.0,
+        shutting_down_s: float = 0.0,
         client_tokens: bool = True,
         iam: bool = True,
         time_scale: float = 1 / 15,
@@ -210,6 +212,9 @@ class Lab:
         self.front.consistency.tokens = client_tokens
         # the same for security groups, key pairs and volumes (off unless a test asks)
         self.front.consistency.resource_not_found_s = resource_not_found_s
+        # an ending instance is described shutting-down (terminate) or stopping (stop) first
+        self.front.consistency.shutting_down_s = shutting_down_s
+        self.front.consistency.stopping_s = shutting_down_s
         self.bucket = f"spotrun-lab-{self.id}" if bucket else None
         self.default_prices = default_prices
         self.network: LabNetwork | None = None  # the home region's
@@ -626,6 +631,8 @@ class Lab:
             backend.terminate_instances([instance_id])
         else:
             backend.stop_instances([instance_id])
+        ending = "TerminateInstances" if action == "terminate" else "StopInstances"
+        self.front.consistency.ended_by(ending, [instance_id])
         stamp = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S GMT")
         instance._reason = f"Service initiated ({stamp})"
         instance.state_reason = StateReason(message, code)

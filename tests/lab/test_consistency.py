@@ -186,3 +186,33 @@ def test_a_launch_whose_group_and_key_pair_are_unknown_for_3_s_still_launches(
         assert [p["FromPort"] for p in described["IpPermissions"]] == [lab.ssh_port]
         ended = provider.terminate("labgroup0001")
         assert {i.state for i in ended} == {"terminated"}
+
+
+def test_a_teardown_meeting_shutting_down_ends_the_run_and_its_network(
+    env: Env, make_lab: Callable[..., Lab]
+) -> None:
+    """EC2 describes a terminating instance as shutting-down (code 32) for a while, a stopping
+    one as stopping (64); moto ends them at once. A run whose instance EC2 is reclaiming is
+    torn down: the instance is no longer live, nothing is left billing, the network goes."""
+    lab = make_lab(shutting_down_s=4.0, bucket=False)
+    with use_lab(env, lab):
+        provider = AwsProvider(load_settings(env.home))
+        (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
+        (instance,) = provider.launch(InstanceRequest("labending001", offer, count=1))
+        wait_for(lambda: provider.describe("labending001")[0].state == "running", 30, "running")
+        lab.reclaim(instance.id)  # EC2 takes it back: shutting-down first
+
+        (seen,) = provider.describe("labending001")
+        assert seen.state == "shutting-down" and not seen.is_live and not seen.is_stopped
+        ended = provider.terminate("labending001")
+
+        assert all(i.state in ("shutting-down", "terminated") for i in ended)
+        assert lab.front.consistency.transitional_answers >= 1
+        assert lab.instances("labending001", states=("pending", "running", "stopping")) == []
+        run_filter = [{"Name": "tag:spotrun:run-id", "Values": ["labending001"]}]
+        assert lab.ec2.describe_security_groups(Filters=run_filter)["SecurityGroups"] == []
+        wait_for(
+            lambda: provider.describe("labending001")[0].state == "terminated",
+            30,
+            "EC2 to finish terminating it",
+        )
