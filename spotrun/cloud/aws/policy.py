@@ -37,6 +37,8 @@ USER_ACTIONS = (
     "ec2:CreatePlacementGroup",
     "ec2:DescribePlacementGroups",
     "servicequotas:GetServiceQuota",
+    "ec2:GetSpotPlacementScores",  # ranking offers (optional: without it, none are scored)
+    "ec2:DescribeAvailabilityZones",  # the zone names of the scores' zone IDs
 )
 # Ending calls of the user, allowed only on what spotrun tagged as a run's.
 USER_TAGGED_ACTIONS = (
