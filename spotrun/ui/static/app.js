@@ -58,6 +58,10 @@ function usd(value) {
   return "$" + (Math.abs(value) < 1 ? value.toFixed(4) : value.toFixed(2));
 }
 
+function cents(value) { // `spotrun cost`'s amounts: exact sums, rounded to the cent
+  return value === null || value === undefined ? "-" : "$" + value.toFixed(2);
+}
+
 function duration(seconds) {
   if (seconds === null || seconds === undefined) return "-";
   const s = Math.round(seconds);
@@ -120,7 +124,7 @@ function drawChart(target, series, options = {}) {
   let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
   if (options.yFromZero) y0 = Math.min(0, y0);
   if (x0 === x1) [x0, x1] = [x0 - 1, x1 + 1];
-  if (y0 === y1) [y0, y1] = [y0 - 1, y1 + 1];
+  if (y0 === y1) { const room = Math.abs(y0) * 0.1 || 1; [y0, y1] = [y0 - room, y1 + room]; }
   const sx = (x) => pad.left + ((x - x0) / (x1 - x0)) * (width - pad.left - pad.right);
   const sy = (y) => height - pad.bottom - ((y - y0) / (y1 - y0)) * (height - pad.top - pad.bottom);
   const xFormat = options.xFormat || ((x) => +x.toPrecision(4));
@@ -152,6 +156,9 @@ function drawChart(target, series, options = {}) {
     title.textContent = s.name;
     line.append(title);
     chart.append(line);
+    if (!s.noDots) { // each evaluation as a dot: a run's first one shows before it is a line
+      s.x.forEach((x, k) => chart.append(svg("circle", { cx: sx(x), cy: sy(s.y[k]), r: 2.5, fill: color })));
+    }
   });
   for (const mark of options.marks || []) {
     const line = svg("line", {
@@ -448,8 +455,8 @@ async function costPage() {
     const data = await api("/api/cost?" + query);
     const t = data.total;
     head.replaceChildren(
-      el("p", {}, "total ", el("span", { class: "big", id: "cost-total" }, usd(t.cost_usd)),
-        "  · on-demand would have cost ", el("span", { id: "cost-on-demand" }, usd(t.on_demand_usd)),
+      el("p", {}, "total ", el("span", { class: "big", id: "cost-total" }, cents(t.cost_usd)),
+        "  · on-demand would have cost ", el("span", { id: "cost-on-demand" }, cents(t.on_demand_usd)),
         "  · saving ", el("span", { id: "cost-saving" }, t.saving_pct === null ? "-" : t.saving_pct + "%")),
       ...data.errors.map((e) => el("p", { class: "error" }, "cannot price " + e)));
     const timeAxis = { xFormat: clock, xLabel: "time (UTC)" };
@@ -458,7 +465,7 @@ async function costPage() {
     drawChart(prices, data.prices.map((p) => {
       const x = [], y = [];
       p.steps.forEach(([at, price], i) => { if (i) { x.push(at); y.push(p.steps[i - 1][1]); } x.push(at); y.push(price); });
-      return { name: p.name, x, y };
+      return { name: p.name, x, y, noDots: true };
     }), { ...timeAxis, id: "price-chart", height: 200, empty: "no spot prices (local runs are free)" });
     daily.replaceChildren(table([
       { label: "day", cell: (d) => d.day }, { label: "USD", num: true, cell: (d) => usd(d.usd) },
