@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
+from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
 
 from tests.conftest import Env
 from tests.e2e.ui_browser import (
@@ -292,3 +293,19 @@ def test_binding_another_address_needs_expose(home: Env) -> None:
     (line,) = proc.stderr.strip().splitlines()[:1]
     assert "--host 0.0.0.0 would let other machines reach the dashboard" in line
     assert "--expose" in proc.stderr
+
+
+def test_tensorboard_lists_runs_by_name_and_each_run_links_to_it(
+    home: Env, served: Served, browser: webdriver.Chrome, runs: dict[str, str]
+) -> None:
+    browser.get(served.page("/"))
+    folder = home.home / "tensorboard"
+    wait_for(lambda: (folder / "finished").is_symlink(), 60, "the runs' links by name")
+    # TensorBoard's own reader: what `tensorboard --logdir ~/.spotrun/tensorboard` lists
+    listed = EventMultiplexer().AddRunsFromDirectory(str(folder))
+    listed.Reload()
+    assert {"finished", "live"} <= set(listed.Runs())
+    browser.get(served.page(f"/run/{runs['done']}"))
+    wait_seen(browser, "a[href^='/tensorboard/']", "the run's TensorBoard link")
+    (link,) = seen(browser, "a[href^='/tensorboard/']", "href")
+    assert link["href"].startswith(f"/tensorboard/{runs['done']}?token=")
