@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.ssh_host import SshHost
+from spotrun.control.run_instances import DOOMED
 from spotrun.core.runstates import RunState
 from spotrun.store.ledger import Ledger, RunRecord
 
@@ -55,8 +56,10 @@ def entries(ledger: Ledger) -> list[tuple[str, SshHost]]:
         provider = providers[run.cloud]
         if not isinstance(provider, SshHosts):
             continue
-        live = [
-            r for r in ledger.instances(run.id) if r.state in LIVE_INSTANCE_STATES and r.address
+        live = [  # a doomed one (left for EC2 to reclaim) is no longer the run's
+            r
+            for r in ledger.instances(run.id)
+            if r.state in LIVE_INSTANCE_STATES and r.address and not r.details.get(DOOMED)
         ]
         for node, record in enumerate(sorted(live, key=lambda r: (r.node_index, r.id))):
             host = provider.ssh_host(run.id, record.id, record.address or "")

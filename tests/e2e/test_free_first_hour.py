@@ -150,6 +150,9 @@ def test_interrupted_in_first_hour_is_left_to_ec2_and_free_a_stop_is_billed(
         assert second != first
         (item,) = [i for i in lab.instances(interrupted) if i["InstanceId"] == first]
         assert item["State"]["Name"] == "running", "spotrun must leave it to EC2"
+        # Meanwhile the run's commands reach the replacement, not the instance left to EC2.
+        reached = env.cli("exec", interrupted, "--cmd", "echo reached")
+        assert reached.returncode == 0 and "reached" in reached.stdout, reached.stderr
         lab.reclaim(first)
         _event(env, interrupted, f"EC2 reclaimed {first}")
         _finish(env, interrupted)

@@ -162,7 +162,9 @@ class AwsProvider:
         found: list[Instance] = []
         for region in self.records.regions(run_id):  # a replacement may be in another region
             found += self.launcher.describe(region, run_id)
-        live = [i for i in found if i.is_live]
+        # Live ones newest first: a noticed instance left for EC2 to reclaim (its first hour is
+        # then free) runs beside its replacement, and `exec`, `attach` and `ssh` take the latter.
+        live = sorted((i for i in found if i.is_live), key=lambda i: -(i.launched_at or 0.0))
         return live + [i for i in found if not i.is_live]
 
     def wait_ready(self, instances: list[Instance], timeout_s: float) -> list[Instance]:
