@@ -114,6 +114,18 @@ def main() -> None:
             memory.append(rss_mb(server.pid))
             time.sleep(1)
         share = (cpu_s(server.pid) - cpu0) / (time.monotonic() - wall0)
+        # the figures first: stopping N runs afterwards takes minutes
+        print(f"hardware: {hardware_line()}")
+        print(f"live runs: {opts.runs}; load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"runs page, all {opts.runs} rows shown: median {statistics.median(loads):.3f} s, "
+            f"max {max(loads):.3f} s over {len(loads)} loads (goal < 1 s)"
+        )
+        print(f"run page, its curve drawn: {run_page:.3f} s")
+        print(
+            f"server while one browser watches ({opts.window_s:.0f} s): CPU {100 * share:.1f}% "
+            f"of one core (goal < 5%), memory {max(memory):.0f} MB max RSS (goal < 100 MB)"
+        )
     finally:
         browser.quit()
         os.killpg(server.pid, signal.SIGINT)
@@ -122,17 +134,6 @@ def main() -> None:
             subprocess.run(
                 [sys.executable, "-m", "spotrun", "stop", run_id], env=env, capture_output=True
             )
-    print(f"hardware: {hardware_line()}")
-    print(f"live runs: {opts.runs}; load average {os.getloadavg()[0]:.1f}")
-    print(
-        f"runs page, all {opts.runs} rows shown: median {statistics.median(loads):.3f} s, "
-        f"max {max(loads):.3f} s over {len(loads)} loads (goal < 1 s)"
-    )
-    print(f"run page, its curve drawn: {run_page:.3f} s")
-    print(
-        f"server while one browser watches ({opts.window_s:.0f} s): CPU {100 * share:.1f}% "
-        f"of one core (goal < 5%), memory {max(memory):.0f} MB max RSS (goal < 100 MB)"
-    )
 
 
 if __name__ == "__main__":
