@@ -102,7 +102,11 @@ class CapacityWait:
         gives_up_at = began + self.bound_s(run)
         now = time.time()
         pause_s = self.backoff.delay_s(self.asks - 1, self.rng)
-        if now >= gives_up_at or (run.spec.spot_policy == "auto" and self._on_demand_asked(offers)):
+        if run.spec.spot_policy == "auto" and self._on_demand_asked(offers):
+            raise CapacityError(self.summary(run))  # on-demand refused too: nothing is left
+        if now >= gives_up_at:
+            if run.spec.spot_policy == "auto" and _plans_on_demand(run):
+                return self.ledger.get_run(run.id)  # the bound passed in this round: on-demand now
             raise CapacityError(self.summary(run))
         next_ask_at = min(now + pause_s, gives_up_at)
         what = _wanted(offers, run.spec.spot_policy)
@@ -141,6 +145,10 @@ class CapacityWait:
     @staticmethod
     def _on_demand_asked(offers: list[Offer]) -> bool:
         return any(o.market == "on-demand" for o in offers)
+
+
+def _plans_on_demand(run: RunRecord) -> bool:
+    return run.plan is not None and any(o.market == "on-demand" for o in run.plan.offers)
 
 
 def _wanted(offers: list[Offer], policy: str) -> str:
