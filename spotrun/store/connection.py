@@ -57,10 +57,12 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
     return "malformed" in text or "not a database" in text or "corrupt" in text
 
 
-def _damaged(where: str, exc: sqlite3.DatabaseError) -> LedgerError:
+def _damaged(where: str, exc: sqlite3.DatabaseError | UnicodeDecodeError) -> LedgerError:
+    why = exc if isinstance(exc, sqlite3.DatabaseError) else "SQLite's answer is not text"
     return LedgerError(
-        f"{where} is not a readable spotrun ledger: it is damaged ({exc})",
-        hint=f"move it aside (mv {where} {where}.bad) and spotrun starts a new one; "
+        f"{where} is not a readable spotrun ledger: it is damaged ({why})",
+        hint=f"move it aside with its -wal and -shm (for f in {where}*; do mv $f $f.bad; "
+        "done) and spotrun starts a new one, adopting the run folders under runs/ back; "
         f"`sqlite3 {where}.bad .recover` may save what it held",
     )
 
@@ -105,6 +107,10 @@ class BusyRetryConnection(sqlite3.Connection):
                     self.stale = True
                     raise _write_fault(self.where, exc) from exc
                 raise
+            except UnicodeDecodeError as exc:
+                # SQLite read a damaged page (a WAL frame trusted through a live process's
+                # -shm) and said so in bytes that are not text
+                raise _damaged(self.where, exc) from exc
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         return self._retrying(
