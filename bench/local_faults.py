@@ -233,11 +233,23 @@ def files_not_home(run_dir: Path) -> tuple[list[str], list[str]]:
             ok = False
         if not ok:
             missing.append(rel if len(rel) < 60 else rel[:24] + f"...({len(rel)} bytes)")
-            name_max = os.pathconf(str(run_dir), "PC_NAME_MAX")
-            too_long = any(len(part) + len(".part") > name_max for part in rel.split("/"))
-            if too_long or len(str(path)) >= os.pathconf(str(run_dir), "PC_PATH_MAX"):
+            if not can_hold(results, rel):
                 unwritable.append(missing[-1])
     return missing, unwritable
+
+
+def can_hold(folder: Path, rel: str) -> bool:
+    """Whether this machine could hold a file at folder/rel at all: each name within NAME_MAX,
+    the path within PATH_MAX, no folder here by its name and no file where a folder goes."""
+    name_max = os.pathconf(str(folder), "PC_NAME_MAX")
+    path = folder / rel
+    if any(len(part) > name_max for part in rel.split("/")):
+        return False
+    if len(str(path)) >= os.pathconf(str(folder), "PC_PATH_MAX"):
+        return False
+    if path.is_dir():
+        return False
+    return not any(parent.is_file() for parent in path.parents)
 
 
 def fault_1(work: Path) -> Row:
@@ -401,26 +413,27 @@ def fault_6(work: Path) -> Row:
 
 
 def fault_8(work: Path) -> Row:
-    row = Row("8 random bytes in ledger.db-wal during a run", "local")
+    row = Row("8 random bytes over ledger.db-wal's frames during a run", "local")
     home = make_home(work, None)
     task = task_file(work, "waiter8", WAITER)
     try:
         run_id = home.launch(task, "--cloud", "local")
         home.wait_state(run_id, ("running",), 60)
         wal = home.home / "ledger.db-wal"
-        size = wal.stat().st_size
         rng = random.Random(8)
-        with open(wal, "r+b") as fh:  # past the WAL header: its frames, checksums and pages
-            for _ in range(64):
-                fh.seek(rng.randrange(32, max(33, size)))
-                fh.write(rng.randbytes(64))
+        with open(wal, "r+b") as fh:  # every frame after the WAL's header
+            fh.seek(32)
+            fh.write(rng.randbytes(wal.stat().st_size - 32))
         damaged = time.monotonic()
-        deadline = damaged + 60
-        while time.monotonic() < deadline and not any(r["id"] == run_id for r in home.runs()):
-            time.sleep(0.5)
+        said = home.cli("ls")
+        if said.returncode != 0:  # the ledger is damaged: do what the message says
+            words = (said.stdout + said.stderr).strip().splitlines()
+            row.note = f"ls: {words[-1][:40] if words else '(nothing)'}...; moved aside; "
+            for path in home.home.glob("ledger.db*"):
+                os.replace(path, path.with_name(path.name + ".bad"))
         listed = any(r["id"] == run_id for r in home.runs())
         row.wrong = 0 if listed else 1
-        row.note = "listed by ls" if listed else "wrong: ls does not know the run (1)"
+        row.note += "listed by ls again" if listed else "wrong: ls does not know the run (1)"
         release_and_time(home, run_id, row, damaged)
         if not listed:
             row.runs_lost = 1

@@ -265,6 +265,9 @@ class RunController:
             end = self.agent_ends.find(run, stored=True)  # e.g. while no controller was there
             if end is not None:
                 return self._end_as_agent_said(run, end)
+            code = exit_code(run.run_dir) if self.provider.shares_filesystem else None
+            if code is not None and code != CHECKPOINTED:  # it ended while nobody watched
+                return self._move(RunState.SYNCING, f"job exited with code {code}")
             return self._move(
                 RunState.INTERRUPTED, self.recovery.describe_loss() or "the instance is gone"
             )
