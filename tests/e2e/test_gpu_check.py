@@ -69,9 +69,7 @@ def test_gpu_mismatch_fails_the_run(env: Env, lab: Lab) -> None:
         assert "torch sees 0" in shown, shown
 
 
-def test_gpu_mismatch_replaces_the_instance_a_bounded_number_of_times(
-    env: Env, lab: Lab
-) -> None:
+def test_gpu_mismatch_replaces_the_instance_a_bounded_number_of_times(env: Env, lab: Lab) -> None:
     """aws.gpu_mismatch = "replace": each instance whose GPUs torch cannot see is ended and
     another asked for; every one in the lab has none, so after MAX_GPU_REPLACEMENTS the run
     fails instead of looping, with nothing left running."""
