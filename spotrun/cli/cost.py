@@ -131,6 +131,11 @@ def _print_cost_table(report: api.CostReport, records: list[dict[str, Any]]) -> 
                 f"staging {rec['run']}: {rec['staging_s']:.1f} s of instance time while its data "
                 f"was staged, {money(rec['staging_usd'])} of its cost"
             )
+        if rec.get("transfer_bytes"):
+            out.print(
+                f"transfer {rec.get('run', rec.get('day', rec.get('instance_type')))}: "
+                f"{rec['transfer_bytes']} bytes read across regions, ${rec['transfer_usd']:.6f}"
+            )
     if any(row.live for row in report.rows):
         out.print("* still running: priced up to now")
     for method in report.methods:

@@ -102,6 +102,16 @@ class FetchedCheckpoint(Protocol):
         """The stored checkpoints it found incomplete (skipped for the one before)."""
         ...
 
+    @property
+    def size_bytes(self) -> int:
+        """The bytes it downloaded (incomplete ones included)."""
+        ...
+
+    @property
+    def store_region(self) -> str | None:
+        """The region the store's bytes came from (None: not known)."""
+        ...
+
 
 @runtime_checkable
 class FetchesCheckpoints(Protocol):

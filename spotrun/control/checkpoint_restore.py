@@ -5,12 +5,18 @@ replacement downloads it in the region, FetchesCheckpoints); otherwise the newes
 here that reads back whole is pushed over the runner. Either way the run's recipe, metrics and
 log go with it, so that the resumed trainer appends to them, and metrics.jsonl is cut back to
 the checkpoint's step (the trainer writes the later lines again).
+
+A replacement in another region than the store's reads the checkpoint across regions: the
+bytes are an event and a transfer in the instance's record, which its bill charges
+(spotrun.cost.rules, CROSS_REGION_USD_PER_GB).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
+import time
 from pathlib import Path
 
 from spotrun.cloud.base import Instance, Provider
@@ -25,6 +31,7 @@ from spotrun.core.rundir import (
     RECIPE_FILE,
     SYNC_STATE_FILE,
 )
+from spotrun.cost.rules import TRANSFERS, Transfer, transfers_of
 from spotrun.remote.listing import list_remote
 from spotrun.remote.runner import Runner
 from spotrun.store.ledger import Ledger, RunRecord
@@ -98,6 +105,7 @@ class CheckpointRestore:
             )
         if fetched.name is None or fetched.step is None:
             return None
+        self._record_transfer(run, head, fetched.size_bytes, fetched.store_region, fetched.name)
         truncate_metrics(run.run_dir / METRICS_FILE, fetched.step)
         self._push_run_files(run, runner, remote_dir)
         self.ledger.add_event(
@@ -107,6 +115,26 @@ class CheckpointRestore:
             "from the durable store (fetched there)",
         )
         return int(fetched.step)
+
+    def _record_transfer(
+        self, run: RunRecord, head: Instance, size: int, source: str | None, what: str
+    ) -> None:
+        """The bytes `head` read from the store in another region: an event, and a transfer
+        in its ledger record (its bill charges it)."""
+        if not size or source is None or source == head.region:
+            return
+        transfer = Transfer(size, source, head.region, int(time.time()), what)
+        record = next((r for r in self.ledger.instances(run.id) if r.id == head.id), None)
+        if record is not None:
+            kept = [t.to_detail() for t in transfers_of(record.details)]
+            details = {**record.details, TRANSFERS: [*kept, transfer.to_detail()]}
+            self.ledger.upsert_instance(dataclasses.replace(record, details=details))
+        self.ledger.add_event(
+            run.id,
+            "transfer",
+            f"{head.id} read {what} across regions: {size} bytes from {source} to "
+            f"{head.region}, ${float(transfer.usd):.6f}",
+        )
 
     def _push_run_files(self, run: RunRecord, runner: Runner, remote_dir: str) -> None:
         """The run's recipe, metrics and log, so the resumed trainer appends to them."""

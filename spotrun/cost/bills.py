@@ -43,8 +43,12 @@ class RunBill:
         return sum((b.storage for b in self.bills), Fraction(0))
 
     @property
+    def transfer(self) -> Fraction:
+        return sum((b.transfer for b in self.bills), Fraction(0))
+
+    @property
     def total(self) -> Fraction:
-        return self.compute + self.storage
+        return self.compute + self.storage + self.transfer
 
     @property
     def on_demand_total(self) -> Fraction | None:

@@ -1,11 +1,12 @@
-"""The ledger's cost lines of an instance's bill: its compute, then each volume's storage (a
-share of a pack instance: its part of the compute and of the storage)."""
+"""The ledger's cost lines of an instance's bill: its compute, then each volume's storage, then
+each transfer of bytes across regions (a share of a pack instance: its part of the compute and
+of the storage)."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from spotrun.cost.rules import AWS_METHOD, LOCAL_METHOD, Bill, Usage
+from spotrun.cost.rules import AWS_METHOD, GB, LOCAL_METHOD, TRANSFER_METHOD, Bill, Transfer, Usage
 from spotrun.cost.share_bill import ShareBill
 from spotrun.store.ledger import CostLine
 
@@ -76,7 +77,26 @@ def cost_lines(run_id: str, bill_: Bill) -> list[CostLine]:
                 end_at=float(charge.stop),
             )
         )
+    lines += [transfer_line(run_id, usage.instance_id, t) for t in usage.transfers]
     return lines
+
+
+def transfer_line(run_id: str, instance_id: str, transfer: Transfer) -> CostLine:
+    """The ledger line of bytes an instance read across regions, in GB (AWS bills per GB)."""
+    return CostLine(
+        run_id=run_id,
+        instance_id=instance_id,
+        kind="transfer",
+        quantity=transfer.size_bytes / GB,
+        unit="GB",
+        usd=float(transfer.usd),
+        on_demand_usd=float(transfer.usd),
+        method=f"{TRANSFER_METHOD}: {transfer.source_region} to {transfer.target_region}",
+        usd_exact=transfer.usd,
+        on_demand_usd_exact=transfer.usd,
+        start_at=float(transfer.at),
+        end_at=float(transfer.at),
+    )
 
 
 def share_lines(run_id: str, part: ShareBill) -> list[CostLine]:

@@ -79,6 +79,7 @@ def usage_of(
         end=max(start, amounts.whole_second(end)),
         ending=cost.ending_of(record.end_reason, ended=ended),
         volumes=volumes_of(record, run, settings),
+        transfers=cost.transfers_of(record.details),
     )
 
 

@@ -39,10 +39,12 @@ class Amounts:
     # compute billed at the on-demand price (--spot-policy on-demand, or auto's fallback)
     on_demand_market: Fraction = Fraction(0)
     markets: frozenset[str] = frozenset()  # the markets its instances were bought in
+    transfer: Fraction = Fraction(0)  # bytes read from S3 in another region
+    transfer_bytes: int = 0
 
     @property
     def total(self) -> Fraction:
-        return self.compute + self.storage
+        return self.compute + self.storage + self.transfer
 
     @property
     def saving_pct(self) -> Fraction | None:
@@ -63,6 +65,8 @@ class Amounts:
             on_demand,
             self.on_demand_market + other.on_demand_market,
             self.markets | other.markets,
+            self.transfer + other.transfer,
+            self.transfer_bytes + other.transfer_bytes,
         )
 
 
@@ -134,8 +138,12 @@ def bill_amounts(bill: Bill, start: int | None = None, stop: int | None = None) 
             bill.on_demand_total,
             compute if on_demand else Fraction(0),
             frozenset({market}),
+            bill.transfer,
+            bill.transfer_bytes,
         )
     a, b = bill.on_demand_until(start), bill.on_demand_until(stop)
+    crossed = [t for t in bill.usage.transfers if start <= t.at < stop]
+    transfer = bill.transfer_until(stop) - bill.transfer_until(start)
     ran = max(0, min(stop, bill.usage.end) - max(start, bill.usage.start))
     compute = bill.compute_until(stop) - bill.compute_until(start)
     return Amounts(
@@ -144,9 +152,11 @@ def bill_amounts(bill: Bill, start: int | None = None, stop: int | None = None) 
         bill.storage_until(stop) - bill.storage_until(start),
         None
         if a is None or b is None
-        else b - a + bill.storage_until(stop) - bill.storage_until(start),
+        else b - a + bill.storage_until(stop) - bill.storage_until(start) + transfer,
         compute if on_demand else Fraction(0),
         frozenset({market}),
+        transfer,
+        sum(t.size_bytes for t in crossed),
     )
 
 
@@ -287,6 +297,8 @@ def to_record(row: Row, by: GroupBy) -> dict[str, Any]:
         spot_usd=_num(cents(a.compute)),
         on_demand_market_usd=_num(cents(a.on_demand_market)),
         storage_usd=_num(cents(a.storage)),
+        transfer_bytes=a.transfer_bytes,
+        transfer_usd=float(a.transfer),  # not to the cent: a checkpoint's may be a fraction of one
         cost_usd=_num(cents(a.total)),
         on_demand_usd=_num(cents(a.on_demand)),
         saving_pct=_num(percent(a.saving_pct)),

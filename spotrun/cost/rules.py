@@ -13,7 +13,9 @@ The rules (Linux/Ubuntu instances, billed per second):
   terminates, stops or hibernates it; one the user (or spotrun) stops or terminates pays its
   seconds (AWS's "Billing for interrupted Spot Instances", Linux rows);
 - EBS volumes cost their size times the GB-month price, per second of the calendar month they
-  exist in, at least 60 seconds.
+  exist in, at least 60 seconds;
+- bytes an instance reads from S3 in another region (a replacement's checkpoint, a data set)
+  cost CROSS_REGION_USD_PER_GB each gigabyte, charged when they crossed.
 
 Amounts: spotrun.cost.amounts; spot price histories: price_history; a pack instance's bill seen
 from one share: share_bill; the ledger's lines of a bill: cost_lines.
@@ -23,11 +25,11 @@ from __future__ import annotations
 
 import calendar
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 from spotrun.core.errors import PricingError
 from spotrun.cost.amounts import HOUR_S
@@ -40,12 +42,24 @@ FREE_INTERRUPTION_S = 3600  # AWS does not charge a spot instance it interrupts 
 # hibernated (then terminated by spotrun: its compute ended at EC2's stop).
 SPOT_INTERRUPTION_CODES = ("Server.SpotInstanceTermination", "Server.SpotInstanceShutdown")
 
+# AWS's "Amazon S3 pricing" page, Data Transfer, "Data Transfer OUT From Amazon S3 To" another
+# AWS Region: $0.02 per GB between most regions (us-east-1 <-> us-east-2 is $0.01: not told apart).
+CROSS_REGION_USD_PER_GB = Fraction(2, 100)
+GB = 10**9  # AWS bills data transfer per decimal gigabyte
+TRANSFERS = "transfers"  # key in an instance record's details: the bytes it read across regions
+
 LOCAL_METHOD = "local cloud: this machine, no charge; instance-seconds recorded"
 AWS_METHOD = (
     "as AWS bills it: every second at the spot price in force in the instance's zone at that "
     "second (EC2 spot price history), 60 s minimum, nothing for a spot instance AWS interrupts "
     "in its first hour; EBS gp3 per GB-month prorated per second (AWS list prices of "
     f"{PRICES_AS_OF}); on-demand: the same seconds at the on-demand price, same storage"
+)
+
+TRANSFER_METHOD = (
+    f"data transfer between regions: bytes read from S3 in another region at "
+    f"${float(CROSS_REGION_USD_PER_GB):.2f}/GB (AWS's S3 pricing page, transfer out to another "
+    "region)"
 )
 
 Market = Literal["spot", "on-demand", "local"]
@@ -74,6 +88,51 @@ class Volume:
 
 
 @dataclass(frozen=True)
+class Transfer:
+    """Bytes an instance read from another region, and when (billed then, whole)."""
+
+    size_bytes: int
+    source_region: str
+    target_region: str
+    at: int
+    what: str = ""
+
+    @property
+    def usd(self) -> Fraction:
+        return CROSS_REGION_USD_PER_GB * self.size_bytes / GB
+
+    def to_detail(self) -> dict[str, Any]:
+        return {
+            "bytes": self.size_bytes,
+            "from": self.source_region,
+            "to": self.target_region,
+            "at": self.at,
+            "what": self.what,
+        }
+
+
+def transfers_of(details: Mapping[str, Any]) -> tuple[Transfer, ...]:
+    """The transfers an instance record's details list (entries that do not read are left out:
+    an older or damaged record bills what it can)."""
+    listed = details.get(TRANSFERS)
+    found = []
+    for item in listed if isinstance(listed, list) else []:
+        try:
+            found.append(
+                Transfer(
+                    int(item["bytes"]),
+                    str(item["from"]),
+                    str(item["to"]),
+                    int(item["at"]),
+                    str(item.get("what", "")),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(found)
+
+
+@dataclass(frozen=True)
 class Usage:
     """What one instance did: where, what, from when to when, and how it ended."""
 
@@ -86,6 +145,7 @@ class Usage:
     end: int
     ending: Ending
     volumes: tuple[Volume, ...] = ()
+    transfers: tuple[Transfer, ...] = ()
 
     @property
     def runtime_s(self) -> int:
@@ -185,8 +245,11 @@ class Bill:
     def storage_until(self, at: int) -> Fraction:
         return sum((v.until(at) for v in self.volumes), Fraction(0))
 
+    def transfer_until(self, at: int) -> Fraction:
+        return sum((t.usd for t in self.usage.transfers if t.at < at), Fraction(0))
+
     def total_until(self, at: int) -> Fraction:
-        return self.compute_until(at) + self.storage_until(at)
+        return self.compute_until(at) + self.storage_until(at) + self.transfer_until(at)
 
     @property
     def compute(self) -> Fraction:
@@ -197,8 +260,16 @@ class Bill:
         return sum((v.total for v in self.volumes), Fraction(0))
 
     @property
+    def transfer(self) -> Fraction:
+        return sum((t.usd for t in self.usage.transfers), Fraction(0))
+
+    @property
+    def transfer_bytes(self) -> int:
+        return sum(t.size_bytes for t in self.usage.transfers)
+
+    @property
     def total(self) -> Fraction:
-        return self.compute + self.storage
+        return self.compute + self.storage + self.transfer
 
     @property
     def on_demand(self) -> Fraction | None:
@@ -206,14 +277,16 @@ class Bill:
 
     @property
     def on_demand_total(self) -> Fraction | None:
-        """What the same instance would have cost on demand, with the same storage."""
+        """What the same instance would have cost on demand, with the same storage and
+        transfers."""
         compute = self.on_demand
-        return None if compute is None else compute + self.storage
+        return None if compute is None else compute + self.storage + self.transfer
 
     @property
     def end(self) -> int:
         """The last second any charge accrues."""
-        return max([self.billed_stop, self.usage.end, *(v.stop for v in self.volumes)])
+        ends = [self.billed_stop, self.usage.end, *(v.stop for v in self.volumes)]
+        return max([*ends, *(t.at + 1 for t in self.usage.transfers)])
 
     def change_points(self) -> list[int]:
         """Times between which every charge accrues at a constant rate (exact for plots/days)."""
@@ -222,6 +295,7 @@ class Bill:
             points |= {a for a, _, _ in self.history.segments(self.usage.start, self.billed_stop)}
         for v in self.volumes:
             points |= {v.start, v.stop, *_month_starts(v.start, v.stop)}
+        points |= {edge for t in self.usage.transfers for edge in (t.at, t.at + 1)}
         return sorted(points)
 
 

@@ -191,20 +191,36 @@ def last_step(metrics: Path) -> int:
 @dataclass(frozen=True)
 class Fetched:
     """What `fetch_checkpoint` put in place: the checkpoint's name and step (None: nothing
-    stored was new enough and whole), and the stored ones it found incomplete."""
+    stored was new enough and whole), the stored ones it found incomplete, the bytes it
+    downloaded (the incomplete ones' too) and the region of the bucket they came from (the
+    controller fills it in: the instance is told only where to ask)."""
 
     name: str | None
     step: int | None
     incomplete: list[str]
+    size_bytes: int = 0
+    store_region: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"name": self.name, "step": self.step, "incomplete": self.incomplete})
+        return json.dumps(
+            {
+                "name": self.name,
+                "step": self.step,
+                "incomplete": self.incomplete,
+                "bytes": self.size_bytes,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Fetched:
         data = json.loads(text)
         step = data.get("step")
-        return cls(data.get("name"), int(step) if step is not None else None, data["incomplete"])
+        return cls(
+            data.get("name"),
+            int(step) if step is not None else None,
+            data["incomplete"],
+            int(data.get("bytes", 0)),  # an instance of an older version tells none
+        )
 
 
 def stored_checkpoints(s3: Any, bucket: str, run_id: str, region: str) -> list[tuple[str, int]]:
@@ -230,6 +246,7 @@ def fetch_checkpoint(
     folder = run_dir / CHECKPOINTS_PREFIX
     folder.mkdir(parents=True, exist_ok=True)
     incomplete = []
+    downloaded = 0
     for name, step in stored_checkpoints(s3, bucket, run_id, region):
         if step < at_least:
             break
@@ -237,13 +254,14 @@ def fetch_checkpoint(
         tmp = target.with_name(name + ".part")
         with aws_call("s3", "GetObject", region):
             s3.download_file(bucket, run_prefix(run_id) + CHECKPOINTS_PREFIX + name, str(tmp))
+        downloaded += tmp.stat().st_size
         if not checkpoint_is_complete(tmp):
             tmp.unlink(missing_ok=True)
             incomplete.append(name)
             continue
         os.replace(tmp, target)
-        return Fetched(name, step, incomplete)
-    return Fetched(None, None, incomplete)
+        return Fetched(name, step, incomplete, downloaded)
+    return Fetched(None, None, incomplete, downloaded)
 
 
 def _job_ended_since(exit_file: Path, started: float) -> bool:

@@ -8,6 +8,7 @@ The transfers themselves are spotrun.cloud.aws.checkpoints; without a bucket all
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shlex
 from pathlib import Path
@@ -71,7 +72,7 @@ class DurableStore:
                 "--bucket",
                 str(self.aws.bucket),
                 "--region",
-                instance.region,
+                self.aws.region,  # the bucket's, wherever the instance is
                 "--at-least",
                 str(at_least),
             ]
@@ -84,10 +85,11 @@ class DurableStore:
             )
             return None
         try:
-            return checkpoints.Fetched.from_json(lines[-1])
+            fetched = checkpoints.Fetched.from_json(lines[-1])
         except (ValueError, KeyError, TypeError):
             log.warning("%s: unexpected checkpoint fetch answer: %s", instance.id, lines[-1])
             return None
+        return dataclasses.replace(fetched, store_region=self.aws.region)
 
     def pull(self, run_id: str, region: str, local_dir: Path) -> list[str]:
         """Fetch from S3 the run's stored files that `local_dir` lacks."""
