@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -198,8 +198,9 @@ class Fetched:
     name: str | None
     step: int | None
     incomplete: list[str]
-    size_bytes: int = 0
-    store_region: str | None = None
+    # accounting, not what was put in place: two fetches of the same checkpoint are equal
+    size_bytes: int = field(default=0, compare=False)
+    store_region: str | None = field(default=None, compare=False)
 
     def to_json(self) -> str:
         return json.dumps(
