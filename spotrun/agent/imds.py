@@ -9,9 +9,26 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime, timezone
 
 TOKEN_TTL_S = 21600  # the longest IMDS grants; renewed well before it runs out
 _RENEW_MARGIN_S = 60.0
+
+
+# spot/instance-action's "time" (EC2 User Guide, "Spot Instance interruption notices"): UTC,
+# to the second, e.g. 2026-12-06T07:23:36Z.
+NOTICE_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def notice_time(stamp: object) -> float | None:
+    """A notice's "time" as unix seconds; None when it is missing or not EC2's format."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.strptime(stamp, NOTICE_TIME_FORMAT)
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=timezone.utc).timestamp()
 
 
 class MetadataError(Exception):

@@ -9,13 +9,17 @@ recommendation.
 
 - On an interruption notice it writes notice.json (the controller's sync brings it home and a
   replacement is requested at once), sends SIGTERM to the job (the trainer checkpoints and
-  exits), and uploads the checkpoint, notice.json, exit.json and job.log to the durable store.
+  exits), waits for it until the notice's own `time` less an upload margin (measured on this
+  instance's clock, the frame EC2's time and the instance's agree in), and uploads the
+  checkpoint, notice.json, exit.json and job.log to the durable store.
 - A rebalance recommendation is written to rebalance.json (the controller records it).
 - The job never depends on a controller being there: it runs on while it makes progress (its
   log, metrics, data staging or checkpoints move), whether or not any controller is watching.
   The watcher ends the job and terminates its own instance only when the job has ended and
-  no controller collected it within `--end-grace` seconds, when the `--deadline` (max-hours /
-  budget cap) has passed, or when the job has made no progress for `--no-progress` seconds.
+  no controller collected it within `--end-grace` seconds, when the `--deadline-in` (max-hours /
+  budget cap, seconds from the watcher's start on this instance's monotonic clock, so that a
+  controller whose clock disagrees with the instance's changes nothing) has passed, or when
+  the job has made no progress for `--no-progress` seconds.
   Before terminating it uploads the checkpoints and its final files and writes
   self-terminated.json (why, in a word the controller acts on when it comes back), so nothing
   is left billing and nothing is lost.
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from spotrun.agent.imds import Imds, MetadataError
+from spotrun.agent.imds import Imds, MetadataError, notice_time
 from spotrun.agent.wrapper import signal_job, write_json_atomic
 from spotrun.core.errors import SpotrunError
 from spotrun.core.rundir import (
@@ -106,10 +110,16 @@ class WatchConfig:
     metadata_url: str
     poll_s: float = 5.0
     no_progress_s: float = 3600.0  # a job whose files have not moved this long is ended; 0: never
-    deadline: float | None = None  # unix time: the max-hours or budget cap
+    # The max-hours or budget cap: seconds after the watcher's start, on the monotonic clock.
+    deadline_in_s: float | None = None
+    deadline: float | None = None  # the same as unix time, from a controller before deadline_in_s
     end_grace_s: float = 300.0  # after the job ends, time a controller has to collect it
     terminate: bool = True  # terminate the own instance (False: only report, e.g. tests)
-    checkpoint_wait_s: float = 100.0  # of the 120 s notice, for the checkpoint to be written
+    # After a notice without a readable "time": how long the job may take to checkpoint.
+    checkpoint_wait_s: float = 100.0
+    # Of the notice's time left, what the upload after the job's checkpoint keeps (on EC2's
+    # 120 s: 100 s for the job, as before the notice's time was read).
+    upload_margin_s: float = 20.0
 
 
 class Watcher:
@@ -126,6 +136,7 @@ class Watcher:
         self.store = store  # None: nowhere to upload (no bucket)
         self.terminator = terminator  # None: the instance cannot end itself here
         self.started = time.time()
+        self._started_monotonic = time.monotonic()
         self.instance_id: str | None = None
         self._noticed = False
         self._rebalanced = False
@@ -146,15 +157,17 @@ class Watcher:
                 log.warning("%s", exc)
         return self.instance_id
 
-    def stop_job(self, why: str) -> bool:
-        """SIGTERM the job (the trainer checkpoints) and wait for its exit record."""
+    def stop_job(self, why: str, wait_s: float | None = None) -> bool:
+        """SIGTERM the job (the trainer checkpoints) and wait for its exit record, at most
+        `wait_s` seconds (by default checkpoint_wait_s)."""
         if self._job_ended():
             return True
         log.info("%s: SIGTERM to the job", why)
         # Through its wrapper (which then waits for the job to finish saving), as `stop` does.
         if not signal_job(self.config.run_dir, signal.SIGTERM):
             return self._job_ended()
-        return poll_until(self._job_ended, timeout_s=self.config.checkpoint_wait_s, interval_s=0.1)
+        timeout_s = self.config.checkpoint_wait_s if wait_s is None else wait_s
+        return poll_until(self._job_ended, timeout_s=timeout_s, interval_s=0.1)
 
     def upload(self) -> list[str]:
         """Push the checkpoints and the final files to the durable store."""
@@ -231,20 +244,35 @@ class Watcher:
             detail = json.loads(raw)
         except ValueError:
             detail = {"raw": raw}
+        seen_at = time.time()
+        acts_at = notice_time(detail.get("time"))
+        # EC2's time and this instance's clock share a frame; the controller's clock may not,
+        # so it is told the seconds left ("left_s"), never asked to compare the two clocks.
+        left_s = None if acts_at is None else acts_at - seen_at
         notice: dict[str, object] = {
             "kind": "interruption",
             "instance_id": self._own_id(),
             "action": detail.get("action"),
             "time": detail.get("time"),
-            "seen_at": time.time(),
+            "seen_at": seen_at,
+            "left_s": left_s,
         }
         write_json_atomic(self._file(NOTICE_FILE), notice)  # first, so the controller acts now
         log.info("spot interruption notice: %s", raw)
-        notice["checkpointed"] = self.stop_job("spot interruption notice")
+        window_s = self.checkpoint_window(left_s)
+        log.info("the job has %.1f s to checkpoint before the upload", window_s)
+        notice["checkpointed"] = self.stop_job("spot interruption notice", window_s)
         notice["uploaded"] = self.upload()
         notice["stored_at"] = time.time()
         write_json_atomic(self._file(NOTICE_FILE), notice)
         self.upload()  # notice.json again, now saying what is stored
+
+    def checkpoint_window(self, left_s: float | None) -> float:
+        """How long the job may take to checkpoint after a notice with `left_s` seconds left
+        (None: the notice had no readable time): what is left less the upload's margin."""
+        if left_s is None:
+            return self.config.checkpoint_wait_s
+        return max(0.0, left_s - self.config.upload_margin_s)
 
     def last_progress(self) -> float:
         """When the job last moved (its newest progress file), at the earliest our start."""
@@ -260,7 +288,9 @@ class Watcher:
         """Why this instance should end itself now, if it should. A silent controller is no
         reason: the job goes on while it makes progress, and a controller picks it up later."""
         cfg = self.config
-        if cfg.deadline is not None and now >= cfg.deadline:
+        running_s = time.monotonic() - self._started_monotonic
+        past_deadline_in = cfg.deadline_in_s is not None and running_s >= cfg.deadline_in_s
+        if past_deadline_in or (cfg.deadline is not None and now >= cfg.deadline):
             return Ending(DEADLINE, "the run's max-hours or budget cap was reached")
         if self._job_ended():
             self._ended_at = self._ended_at or now
@@ -309,6 +339,10 @@ def argument_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-progress", type=float, default=3600.0, help="seconds of no progress; 0 = never"
     )
+    parser.add_argument(
+        "--deadline-in", type=float, default=None, help="seconds from now to the cap"
+    )
+    # An older controller's way to say it: an absolute time on its own clock.
     parser.add_argument("--deadline", type=float, default=None, help="unix time of the cap")
     parser.add_argument("--end-grace", type=float, default=300.0)
     parser.add_argument("--no-terminate", action="store_true")
@@ -327,6 +361,7 @@ def config_from(args: argparse.Namespace, metadata_url: str) -> WatchConfig:
         metadata_url=metadata_url,
         poll_s=args.poll,
         no_progress_s=args.no_progress,
+        deadline_in_s=args.deadline_in,
         deadline=args.deadline,
         end_grace_s=args.end_grace,
         terminate=not args.no_terminate,

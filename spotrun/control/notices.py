@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
+from spotrun.agent.imds import notice_time
 from spotrun.cloud.base import Instance
 from spotrun.control.cluster import node_dirs
 from spotrun.control.run_instances import NOTICED, RunInstances
@@ -32,23 +32,14 @@ class Notice:
     stored: bool = False  # the agent has made its upload to the durable store (or tried)
     checkpointed: bool = False  # the job ended (saving) before the upload
     acts_at: float | None = None  # when EC2 said it would act ("time"), unix seconds
+    # Seconds from the agent's sight of the notice to "time", both on the instance's clock:
+    # what the controller, whose clock may disagree, measures on its own.
+    left_s: float | None = None
 
     @property
     def reclaim_at(self) -> float:
         """When EC2 is to take the instance back: its word, or two minutes after the notice."""
         return self.acts_at if self.acts_at is not None else self.seen_at + EC2_NOTICE_S
-
-
-def _unix_time(stamp: object) -> float | None:
-    """The notice's "time" (e.g. 2026-12-06T07:23:36Z) as unix seconds."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return (
-            datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
-        )
-    except ValueError:
-        return None
 
 
 def read_notice(run_dir: Path) -> Notice | None:
@@ -58,13 +49,15 @@ def read_notice(run_dir: Path) -> Notice | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("instance_id"), str):
         return None
+    left_s = data.get("left_s")
     return Notice(
         data["instance_id"],
         float(data.get("seen_at") or 0.0),
         data.get("action"),
         stored=data.get("stored_at") is not None,
         checkpointed=data.get("checkpointed") is True,
-        acts_at=_unix_time(data.get("time")),
+        acts_at=notice_time(data.get("time")),
+        left_s=float(left_s) if isinstance(left_s, (int, float)) else None,
     )
 
 

@@ -39,8 +39,9 @@ from spotrun.store.ledger import Ledger, RunRecord
 log = logging.getLogger(__name__)
 
 MAX_INTERRUPTIONS = 20  # a run replaced this often is failed rather than retried for ever
-# How long the doomed instance's job may take to checkpoint and exit after a notice (EC2 gives
-# 120 s from notice to termination; the replacement is being provisioned meanwhile).
+# How long the doomed instance's job may take to checkpoint and exit when its notice says no
+# time left (EC2 gives 120 s from notice to termination; the replacement is being provisioned
+# meanwhile). A notice that says is waited on for its seconds left, as its agent measured them.
 CHECKPOINT_WAIT_S = 100.0
 
 
@@ -226,7 +227,7 @@ class Recovery:
         for inst in live:
             poll_until(
                 partial(self._checkpointed, run, inst, access, why[inst.id]),
-                timeout_s=CHECKPOINT_WAIT_S,
+                timeout_s=self._checkpoint_wait_s(run, inst, why[inst.id]),
                 interval_s=0.5,
                 clock=self.clock,
             )
@@ -283,6 +284,18 @@ class Recovery:
             f"{self.settings.aws.reclaim_margin_s:.0f} s later)",
         )
         return True
+
+    def _checkpoint_wait_s(self, run: RunRecord, inst: Instance, why: str | None) -> float:
+        """How long to wait for the doomed instance's checkpoint: after a notice, the seconds
+        its agent saw left (a duration on the instance's clock; the two clocks are never
+        compared), else CHECKPOINT_WAIT_S."""
+        if why != NOTICED:
+            return CHECKPOINT_WAIT_S
+        notices = (read_notice(d) for d in node_dirs(run.run_dir))
+        notice = next((n for n in notices if n is not None and n.instance_id == inst.id), None)
+        if notice is None or notice.left_s is None:
+            return CHECKPOINT_WAIT_S
+        return max(0.0, notice.left_s)
 
     def _checkpointed(
         self, run: RunRecord, inst: Instance, access: InstanceAccess, why: str | None

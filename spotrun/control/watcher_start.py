@@ -3,7 +3,9 @@
 The watcher (spotrun.agent.watcher, assembled with the instance's S3 and EC2 parts by
 spotrun.cloud.aws.instance_watcher) runs beside the job: it reports spot notices, and ends the
 instance itself at the run's deadline (max-hours, or the budget cap at the offer's price) even
-when no controller is there.
+when no controller is there. The deadline travels as seconds from now (`--deadline-in`), which
+the watcher counts on the instance's monotonic clock: the two machines' clocks may disagree by
+hours, a duration means the same on both.
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ def start_watcher(
         argv += ["--bucket", aws.bucket]
     planned = run.plan.offer_of(head.instance_type, head.zone) if run.plan else None
     deadline = agent_deadline(ledger, run, planned.spot_usd_per_hour if planned else None)
-    if deadline is not None:
-        argv += ["--deadline", f"{deadline:.0f}"]
+    if deadline is not None:  # both on this machine's clock: their difference is a duration
+        argv += ["--deadline-in", f"{max(0.0, deadline - time.time()):.0f}"]
     start_once(
         runner,
         remote_dir,
