@@ -19,7 +19,13 @@ where `rate` is the pool's interruptions per hour of running, estimated from two
   rate = (reclaims + prior_rate x PRIOR_HOURS) / (hours + PRIOR_HOURS), so a few hours of
   history nudge the prior and a long history outweighs it.
 
-Pure functions: the provider hands in scores, the ledger its history.
+An offer outside the region its data set lives in also pays to move the data set there once
+(cross-region transfer, a price per GB). A one-time charge is compared with hourly prices by
+spreading it over the run's expected hours (`expected_hours`: the recipe's stated time, else
+--max-hours, else one hour), so on a long run a small data set barely counts and on a short one
+a big data set keeps the run beside it.
+
+Pure functions: the provider hands in scores, the ledger its history, the launch its data set.
 """
 
 from __future__ import annotations
@@ -58,12 +64,54 @@ class PoolHistory:
 
 
 @dataclass(frozen=True)
+class DataSite:
+    """Where a run's data set lives: its bucket's region, and its size (None: no manifest)."""
+
+    uri: str
+    region: str
+    size_bytes: int | None
+
+
+@dataclass(frozen=True)
+class RunHours:
+    """The hours a run is expected to take, and what that rests on (said in the plan)."""
+
+    hours: float
+    basis: str
+
+
+@dataclass(frozen=True)
+class DataTransfer:
+    """What reaching the data set from another region costs: `usd` once (None: its size is
+    unknown), spread over the run's expected hours."""
+
+    site: DataSite
+    usd: float | None
+    hours: RunHours
+
+    @property
+    def usd_per_hour(self) -> float:
+        return 0.0 if self.usd is None else spread_over(self.usd, self.hours.hours)
+
+    def applies_to(self, offer: Offer) -> bool:
+        return offer.region != self.site.region
+
+    def words(self) -> str:
+        usd = "size unknown" if self.usd is None else f"${self.usd:.4f} once"
+        return (
+            f"moving {self.site.uri} from {self.site.region} ({usd}, "
+            f"over {self.hours.hours:g} h: {self.hours.basis})"
+        )
+
+
+@dataclass(frozen=True)
 class RankedOffer:
     offer: Offer
     rate_per_hour: float  # expected interruptions per hour of running
     expected_usd_per_hour: float
     score: int | None
     history: PoolHistory | None
+    transfer_usd_per_hour: float = 0.0  # the data set's transfer, spread (0 in its region)
 
 
 @dataclass(frozen=True)
@@ -115,14 +163,32 @@ def expected_usd_per_hour(price: float, rate: float) -> float:
     return price * (1.0 + rate * INTERRUPTION_COST_H)
 
 
+def expected_hours(stated_hours: float | None, max_hours: float | None) -> RunHours:
+    """The hours a one-time charge is spread over: the recipe's stated time, else the run's
+    --max-hours cap, else one hour (a guess the plan says it made)."""
+    if stated_hours is not None and stated_hours > 0:
+        return RunHours(stated_hours, "the recipe's stated time")
+    if max_hours is not None and max_hours > 0:
+        return RunHours(max_hours, "--max-hours")
+    return RunHours(1.0, "no time stated, 1 h assumed")
+
+
+def spread_over(usd_once: float, hours: float) -> float:
+    """A one-time charge as dollars per hour of a run expected to take `hours`."""
+    return usd_once / max(hours, 1 / 60)  # a minute at least: no division by ~0
+
+
 def rank(
     offers: Iterable[Offer],
     scores: Mapping[Pool, int] | None = None,
     history: Mapping[Pool, PoolHistory] | None = None,
     home_region: str | None = None,
+    data: DataTransfer | None = None,
 ) -> list[RankedOffer]:
-    """The offers by expected cost to finish, lowest first; at equal cost the home region's
-    first (its checkpoints need no transfer), then fewer GPUs, then a stable name order."""
+    """The offers by expected cost to finish, lowest first (an offer outside the data set's
+    region pays its transfer, spread over the run's hours); at equal cost the data set's
+    region first, then the home region's (its checkpoints need no transfer), then fewer GPUs,
+    then a stable name order."""
     scores = scores or {}
     history = history or {}
     ranked = []
@@ -131,12 +197,14 @@ def rank(
         seen = history.get(pool)
         score = scores.get(pool)
         rate = interruption_rate(score, seen)
-        expected = expected_usd_per_hour(offer.usd_per_hour, rate)
-        ranked.append(RankedOffer(offer, rate, expected, score, seen))
+        transfer = data.usd_per_hour if data is not None and data.applies_to(offer) else 0.0
+        expected = expected_usd_per_hour(offer.usd_per_hour, rate) + transfer
+        ranked.append(RankedOffer(offer, rate, expected, score, seen, transfer))
     return sorted(
         ranked,
         key=lambda r: (
             round(r.expected_usd_per_hour, 9),
+            data is not None and data.applies_to(r.offer),
             r.offer.region != home_region,
             r.offer.gpus,
             r.offer.instance_type,
@@ -145,8 +213,9 @@ def rank(
     )
 
 
-def why(chosen: RankedOffer) -> str:
-    """The plan's words for its choice: price, expected cost, and what the rate rests on."""
+def why(chosen: RankedOffer, data: DataTransfer | None = None) -> str:
+    """The plan's words for its choice: price, expected cost, what the rate rests on, and the
+    data set's transfer it pays (or that it runs where the data set lives)."""
     offer = chosen.offer
     signals = [f"score {chosen.score}" if chosen.score is not None else "no placement score"]
     seen = chosen.history
@@ -154,19 +223,55 @@ def why(chosen: RankedOffer) -> str:
         signals.append("no reclaims recorded here")
     else:
         signals.append(f"{seen.reclaims} reclaim(s) in {seen.hours:.0f} h here")
-    return (
+    line = (
         f"chose {offer.instance_type} in {offer.zone}: ${offer.usd_per_hour:.4f}/h, expected "
         f"${chosen.expected_usd_per_hour:.4f}/h with interruptions ({', '.join(signals)})"
     )
+    if data is None or data.usd is None:
+        return line
+    if data.applies_to(offer):
+        return f"{line}, and ${chosen.transfer_usd_per_hour:.4f}/h for {data.words()}"
+    return f"{line}, in {data.site.region} where its data set {data.site.uri} lives"
 
 
-def passed_over(chosen: RankedOffer, ranked: Sequence[RankedOffer]) -> list[str]:
-    """A line for each cheaper offer ranked behind the chosen one, saying why."""
+def data_unknown(data: DataTransfer | None, ranked: Sequence[RankedOffer]) -> list[str]:
+    """A line when the data set's size is unknown and offers outside its region were ranked
+    without its transfer."""
+    if data is None or data.usd is not None:
+        return []
+    if not any(data.applies_to(r.offer) for r in ranked):
+        return []
+    return [
+        f"the data set {data.site.uri} lives in {data.site.region}; its size is unknown (no "
+        "manifest: push it with spotrun data push), so offers elsewhere were ranked without "
+        "its transfer"
+    ]
+
+
+def passed_over(
+    chosen: RankedOffer, ranked: Sequence[RankedOffer], data: DataTransfer | None = None
+) -> list[str]:
+    """A line for each cheaper offer ranked behind the chosen one, saying why: the data set's
+    transfer when without it the offer would have come first, else its interruptions."""
     lines = []
     for other in ranked:
         if other.offer.usd_per_hour >= chosen.offer.usd_per_hour:
             continue
         offer = other.offer
+        if (
+            data is not None
+            and other.transfer_usd_per_hour > chosen.transfer_usd_per_hour
+            and (
+                other.expected_usd_per_hour - other.transfer_usd_per_hour
+                <= chosen.expected_usd_per_hour - chosen.transfer_usd_per_hour
+            )
+        ):
+            lines.append(
+                f"passed over {offer.instance_type} in {offer.zone} "
+                f"(${offer.usd_per_hour:.4f}/h): expected ${other.expected_usd_per_hour:.4f}/h "
+                f"with ${other.transfer_usd_per_hour:.4f}/h for {data.words()}"
+            )
+            continue
         signals = [f"score {other.score}"] if other.score is not None else []
         if other.history is not None:
             signals.append(f"{other.history.reclaims} reclaim(s) in {other.history.hours:.0f} h")

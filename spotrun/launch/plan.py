@@ -3,7 +3,9 @@ and the offers the account's quotas cannot hold left out first (plan_launch).
 
 The order is by expected cost to finish (spotrun.cloud.ranking): the price plus what the pool's
 interruptions cost, from EC2's placement scores and the ledger's history of the pool; with no
-signal that is the price order."""
+signal that is the price order. An offer outside the region its data set lives in also pays
+the data set's transfer there (spotrun.cost.rules' cross-region price), spread over the run's
+expected hours."""
 
 from __future__ import annotations
 
@@ -13,9 +15,18 @@ from dataclasses import replace
 from spotrun.cloud import ranking
 from spotrun.cloud.base import Offer, Plan, Provider
 from spotrun.cloud.quota_screen import ScreensQuotas
-from spotrun.cloud.ranking import OffersAcrossRegions, Pool, PoolHistory, ScoresPools
+from spotrun.cloud.ranking import (
+    DataSite,
+    DataTransfer,
+    OffersAcrossRegions,
+    Pool,
+    PoolHistory,
+    RunHours,
+    ScoresPools,
+)
 from spotrun.core.config import Resources
 from spotrun.core.errors import UsageError
+from spotrun.cost.rules import CROSS_REGION_USD_PER_GB, GB
 
 MAX_FALLBACK_OFFERS = 12
 
@@ -23,6 +34,7 @@ MAX_FALLBACK_OFFERS = 12
 __all__ = [
     "MAX_FALLBACK_OFFERS",
     "Plan",
+    "data_transfer",
     "fits",
     "make_plan",
     "plan_launch",
@@ -65,14 +77,16 @@ def make_plan(
     scores: Mapping[Pool, int] | None = None,
     history: Mapping[Pool, PoolHistory] | None = None,
     home_region: str | None = None,
+    data: DataTransfer | None = None,
 ) -> Plan:
     """The fitting offers by expected cost to finish (cheapest first when nothing is known of
     the pools' interruptions); `notes`: lines the reason carries below its own (offers left
-    out, quotas not known); `scores`, `history`: what is known of each pool's interruptions."""
+    out, quotas not known); `scores`, `history`: what is known of each pool's interruptions;
+    `data`: what moving the data set to another region costs."""
     fitting = sorted((o for o in offers if fits(o, resources)), key=sort_key)
     if not fitting:
         raise UsageError(_nothing_fits(resources, offers))
-    ranked = ranking.rank(fitting, scores, history, home_region)
+    ranked = ranking.rank(fitting, scores, history, home_region, data)
     ordered = [r.offer for r in ranked]
     chosen = ordered[0]
     price = "free" if chosen.usd_per_hour == 0 else f"${chosen.usd_per_hour:.4f}/h"
@@ -83,7 +97,8 @@ def make_plan(
     )
     lines = [reason]
     if chosen.market == "spot" and 0 < chosen.usd_per_hour < float("inf"):
-        lines += [ranking.why(ranked[0]), *ranking.passed_over(ranked[0], ranked)]
+        lines += [ranking.why(ranked[0], data), *ranking.passed_over(ranked[0], ranked, data)]
+        lines += ranking.data_unknown(data, ranked)
     reason = "\n".join([*lines, *notes])
     return Plan(ordered if limit is None else ordered[:limit], reason)
 
@@ -116,12 +131,15 @@ def plan_launch(
     provider: Provider,
     resources: Resources,
     history: Mapping[Pool, PoolHistory] | None = None,
+    data_site: DataSite | None = None,
+    run_hours: RunHours | None = None,
 ) -> Plan:
     """The plan of a launch: the provider's fitting offers (from each region it may use; a
     line says which region was left out), less those the account's quotas cannot hold (a
-    line says which), ranked by expected cost with the pools' placement scores and
-    `history` (the ledger's reclaims per pool); when no offer is left, the quota's refusal
-    is raised."""
+    line says which), ranked by expected cost with the pools' placement scores,
+    `history` (the ledger's reclaims per pool) and the transfer of the data set at
+    `data_site` to offers elsewhere, spread over `run_hours`; when no offer is left, the
+    quota's refusal is raised."""
     home = None
     notes: list[str] = []
     if isinstance(provider, OffersAcrossRegions):
@@ -141,8 +159,23 @@ def plan_launch(
     if fitting and isinstance(provider, ScoresPools):
         scores = provider.placement_scores([o for o in offers if fits(o, resources)])
     return make_plan(
-        resources, offers, notes=notes, scores=scores, history=history, home_region=home
+        resources,
+        offers,
+        notes=notes,
+        scores=scores,
+        history=history,
+        home_region=home,
+        data=None if data_site is None else data_transfer(data_site, run_hours),
     )
+
+
+def data_transfer(site: DataSite, run_hours: RunHours | None = None) -> DataTransfer:
+    """What moving the data set at `site` to another region costs, once, and the hours it is
+    spread over (one hour when the launch said nothing)."""
+    usd = None
+    if site.size_bytes is not None:
+        usd = float(CROSS_REGION_USD_PER_GB * site.size_bytes / GB)
+    return DataTransfer(site, usd, run_hours or ranking.expected_hours(None, None))
 
 
 def _nothing_fits(resources: Resources, offers: list[Offer]) -> str:

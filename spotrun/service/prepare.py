@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer, Provider
 from spotrun.cloud.capabilities import ChecksLaunches
+from spotrun.cloud.ranking import DataSite, expected_hours
 from spotrun.control import budget_guard
 from spotrun.core.config import (
     CloudName,
@@ -90,7 +91,10 @@ def prepare_launch(
     batch_line = global_batch_line(recipe, merged.gpus, merged.nodes)
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
-    plan = plan_launch(provider, merged, recorded_history(settings))
+    # recipes state no time to finish yet: the transfer is spread over --max-hours, else 1 h
+    hours = expected_hours(None, spec.max_hours)
+    site = data_site_of(recipe.data, spec.cloud)
+    plan = plan_launch(provider, merged, recorded_history(settings), site, hours)
     check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
     return LaunchPlan(spec, recipe, plan, provider, batch_line)
 
@@ -155,9 +159,27 @@ def prepare_job_launch(
     if job.data is not None:
         check_job_data(job.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
-    plan = plan_launch(provider, merged, recorded_history(settings))
+    hours = expected_hours(None, spec.max_hours)
+    site = data_site_of(job.data, spec.cloud)
+    plan = plan_launch(provider, merged, recorded_history(settings), site, hours)
     check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
     return LaunchPlan(spec, None, plan, provider)
+
+
+def data_site_of(data: str | None, cloud: CloudName) -> DataSite | None:
+    """Where an s3:// data set lives and its size, for the plan to weigh its transfer to
+    offers in other regions (AWS's offers: the only ones with regions)."""
+    if (
+        cloud != "aws"
+        or not data
+        or not is_remote(data)
+        or not isinstance(parse_data(data), S3Data)
+    ):
+        return None
+    # why: boto3 only for a launch whose data is on S3
+    from spotrun.cloud.aws.datasets import data_site
+
+    return data_site(data)
 
 
 def check_launchable(

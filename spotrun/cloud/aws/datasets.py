@@ -2,7 +2,8 @@
 
 One boto3 client with a connection pool as wide as the stager's parallel streams; every S3
 error a user can act on (no such bucket, not readable) becomes a UsageError naming the bucket.
-Transfers that break mid-way become TransferError, which the stager retries.
+Transfers that break mid-way become TransferError, which the stager retries. `data_site` says
+where a data set lives (its bucket's region) and how big it is, for the launch's plan.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from spotrun.cloud.aws.errors import aws_call, error_code
+from spotrun.cloud.ranking import DataSite
 from spotrun.core.errors import UsageError
+from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
 from spotrun.datasets.objects import ObjectInfo, TransferError
+from spotrun.datasets.spec import parse_s3
 
 CHUNK_BYTES = 1 << 20
 SHA256_METADATA = "sha256"  # x-amz-meta-sha256
@@ -74,9 +78,14 @@ class S3Store:
                 "instance profile",
             ) from exc
 
-    def check_bucket(self) -> None:
+    def check_bucket(self) -> str:
+        """Refuse a bucket that is missing or not readable; the region it lives in.
+
+        HeadBucket names the bucket's region (x-amz-bucket-region) and needs only s3:ListBucket,
+        which reading a data set needs anyway (GetBucketLocation would need a permission more).
+        """
         try:
-            self.client.head_bucket(Bucket=self.bucket)
+            answer = self.client.head_bucket(Bucket=self.bucket)
         except ClientError as exc:
             if error_code(exc) in _MISSING | _NO_BUCKET:
                 raise UsageError(
@@ -89,6 +98,8 @@ class S3Store:
         except BotoCoreError as exc:
             with aws_call("s3", "HeadBucket", self.region):
                 raise exc
+        headers = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        return str(answer.get("BucketRegion") or headers.get("x-amz-bucket-region") or self.region)
 
     # ------------------------------------------------------------- reads
     def read(self, key: str) -> bytes | None:
@@ -185,6 +196,19 @@ class S3Store:
             except ClientError as exc:
                 self._refuse(exc, key, "PutObject")
                 raise
+
+
+def data_site(uri: str) -> DataSite:
+    """Where the S3 data set at `uri` lives (its bucket's region) and its size from its
+    manifest (None for a folder tree pushed without one)."""
+    source = parse_s3(uri)
+    store = S3Store(source.bucket)
+    region = store.check_bucket()
+    raw = store.read(source.key(MANIFEST_NAME))
+    size = None
+    if raw is not None:
+        size = read_manifest(raw, f"{source.uri}/{MANIFEST_NAME}").size
+    return DataSite(source.uri, region, size)
 
 
 def _total_size(answer: dict[str, Any], fallback: int) -> int:

@@ -83,7 +83,11 @@ def user_policy(
                 "Action": list(USER_CONTROLLER_ACTIONS),
                 "Condition": CONTROLLER_TAG,
             },
-            {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": f"arn:aws:s3:::{bucket}"},
+            {  # HeadBucket on a data set's bucket: it exists, and its region for the plan
+                "Effect": "Allow",
+                "Action": ["s3:ListBucket"],
+                "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{data_bucket}"],
+            },
             {
                 "Effect": "Allow",
                 "Action": ["s3:GetObject", "s3:PutObject"],
