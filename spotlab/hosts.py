@@ -23,6 +23,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from spotlab.clock import offset_env
+
 SSHD = "/usr/sbin/sshd"
 HOST_HOME = "/root"  # where the host's home folder is mounted; the lab logs in as root
 LAB_DIR = ".lab"  # inside the host's home: sshd's own files
@@ -67,6 +69,10 @@ class HostSpec:
     # CPU priority of everything on the host; >0 keeps many hosts' jobs from starving the
     # controller side on a small machine, where real instances would have CPUs of their own.
     nice: int = 0
+    # How far the host's wall clock is off the lab's, in seconds (spotlab.clock): every Python
+    # process of its SSH sessions (the agent, the job, the watcher) reads time.time() so far
+    # off. Its metadata service's times agree with it (the notice's "time" included).
+    clock_offset_s: float = 0.0
 
 
 class Host:
@@ -129,7 +135,10 @@ class Host:
             config.parent.mkdir(parents=True, exist_ok=True)
             config.write_text(self.spec.home_config)
         inside = f"{HOST_HOME}/{LAB_DIR}"
-        set_env = " ".join(f'"{k}={v}"' for k, v in sorted(self.spec.env.items()))
+        session_env = self.spec.env
+        if self.spec.clock_offset_s:
+            session_env = offset_env(self.spec.clock_offset_s, session_env)
+        set_env = " ".join(f'"{k}={v}"' for k, v in sorted(session_env.items()))
         lines = [
             f"ListenAddress {self.address}:{self.spec.port}",
             f"HostKey {inside}/host_ed25519",

@@ -51,8 +51,13 @@ class Imds:
         region: str,
         ami_id: str,
         credentials: Callable[[], dict[str, str] | None] = lambda: None,
+        clock_offset_s: float = 0.0,
     ) -> None:
         self.instance_id = instance_id
+        # The instance's clock is this far off the lab's (spotlab.hosts.HostSpec): the times
+        # served (the notice's "time", the role's expiry) are in the instance's frame, as
+        # EC2's and a synchronised instance's agree.
+        self.clock_offset_s = clock_offset_s
         # The instance profile's role session, asked at each read (EC2 attaches the profile
         # while the instance starts); None: no profile, and EC2's metadata service then has
         # no iam/security-credentials/ at all.
@@ -154,7 +159,7 @@ class Imds:
         if key == "meta-data/iam/security-credentials/":
             return ROLE
         if key == f"meta-data/iam/security-credentials/{ROLE}":
-            now = time.time()
+            now = self.now()
             return json.dumps(
                 {
                     "Code": "Success",
@@ -165,6 +170,10 @@ class Imds:
                 }
             )
         return None
+
+    def now(self) -> float:
+        """The instance's wall clock: the lab's, off by clock_offset_s."""
+        return time.time() + self.clock_offset_s
 
     def announce(self, key: str, value: str | None) -> None:
         """Serve (or, with None, stop serving) `key`, e.g. meta-data/spot/instance-action."""

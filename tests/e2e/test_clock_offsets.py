@@ -38,16 +38,51 @@ print("done", flush=True)
 """
 
 
-def _task(root: Path, max_hours: float) -> Path:
+# The scaled stand-in for a checkpoint of GBs: 300 MB (a torch-style zip archive, stored
+# uncompressed) written after the notice's SIGTERM. Then the job hangs (a worker that never
+# exits): only the notice's own time ends the agent's wait for it.
+BIG_CHECKPOINT_MB = 300
+BIG_JOB = """\
+import os, signal, sys, time, zipfile
+from pathlib import Path
+ck = Path(os.environ["SPOTRUN_CHECKPOINT_DIR"])
+saved = ck / "ckpt-000000002.pt"
+if saved.exists():
+    with zipfile.ZipFile(saved) as archive:
+        size = archive.getinfo("data/0").file_size
+    print(f"resumed from {saved.name} holding {size} bytes", flush=True)
+    sys.exit(0)
+def save(*_):
+    part = ck / "ckpt-000000002.pt.part"
+    chunk = os.urandom(1 << 20)
+    with zipfile.ZipFile(part, "w") as archive:
+        with archive.open("data/0", "w", force_zip64=True) as out:
+            for _ in range(int(os.environ["CHECKPOINT_MB"])):
+                out.write(chunk)
+    os.replace(part, saved)
+    print("saved", flush=True)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        time.sleep(1)
+signal.signal(signal.SIGTERM, save)
+print("started", flush=True)
+while True:
+    time.sleep(0.1)
+"""
+
+
+def _task(root: Path, max_hours: float, job: str = JOB) -> Path:
     proj = root / "proj"
     proj.mkdir()
-    (proj / "job.py").write_text(JOB)
+    (proj / "job.py").write_text(job)
     task = root / "task.yaml"
     task.write_text(
         "name: clocks\n"
         "resources: {gpus: 0}\n"
         "workdir: proj\n"
         f"run: {json.dumps(sys.executable + ' job.py')}\n"
+        "checkpoint_dir: ckpt\n"
+        f"envs: {{CHECKPOINT_MB: {BIG_CHECKPOINT_MB}}}\n"
         f"max_hours: {max_hours}\n"
     )
     return task
@@ -125,3 +160,42 @@ def test_a_laptop_clock_two_hours_behind_leaves_the_job_its_max_hours(
     assert run["state"] == "succeeded", (run["message"], run["events"])
     assert "done" in (env.home / "runs" / run_id / "job.log").read_text()
     assert not (env.home / "runs" / run_id / "self-terminated.json").exists()
+
+
+def test_a_big_checkpoint_is_stored_within_the_notices_own_time(
+    fast_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    """A notice of 60 s (EC2 gives 120; the lab's 8 s is too short for 300 MB to be written
+    and stored on a busy 2-core machine): the job saves 300 MB and then hangs. The agent
+    waits for it only until the notice's time less its upload margin (40 s here), then stores
+    what it has and says so in notice.json, before EC2 takes the instance; the replacement
+    resumes from the big checkpoint. Before, the agent waited a fixed 100 s, past the
+    instance's end, and its notice.json never reached the store."""
+    env = fast_env
+    task = _task(tmp_path, 1, BIG_JOB)
+    run_id = env.cli("launch", str(task), "--cloud", "aws", "-d", check=True).stdout.strip()
+    _wait(env, run_id, lambda: lab.instances(run_id), 60, "the run's instance")
+    first = lab.instances(run_id)[0]["InstanceId"]
+    lab.wait_for_host(first)
+    job_log = _host_file(lab, first, run_id, "job.log")
+    _wait(env, run_id, lambda: job_log.exists() and "started" in job_log.read_text(), 90, "job")
+
+    lab.interrupt(first, notice_s=60.0)
+    _wait(
+        env,
+        run_id,
+        lambda: _state(env, run_id) in ("succeeded", "failed", "stopped"),
+        300,
+        "the run to resume and end",
+    )
+    run = _status(env, run_id)
+    assert run["state"] == "succeeded", (run["message"], run["events"])
+    log = (env.home / "runs" / run_id / "job.log").read_text()
+    assert f"resumed from ckpt-000000002.pt holding {BIG_CHECKPOINT_MB << 20} bytes" in log, log
+    replacement = {i["InstanceId"] for i in lab.instances(run_id)} - {first}
+    assert len(replacement) == 1, lab.instances(run_id)
+    # The doomed instance's own record of what it stored, in the durable store before its end.
+    key = f"runs/{run_id}/instances/{first}/notice.json"
+    notice = json.loads(lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read())
+    assert notice["stored_at"] is not None and notice["checkpointed"] is False, notice
+    assert 0 < notice["left_s"] <= 60, notice
