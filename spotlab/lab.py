@@ -185,6 +185,8 @@ class Lab:
         self.time_scale = time_scale
         self.boot = boot
         self.host_nice = host_nice
+        # Seconds the wall clock of hosts booted from now on is off the lab's (spotlab.clock).
+        self.host_clock_offset_s = 0.0
         # Seconds from "running" in EC2 (after pending_s) to the host answering SSH: nothing
         # listens on the instance's address before, as on EC2 while it boots (20-60 s there)
         self.boot_s = boot_s
@@ -609,8 +611,9 @@ class Lab:
             action = spot.behaviour if spot is not None else "terminate"
         if notice_s is None:
             notice_s = notice_before(action) * self.time_scale
-        document = notice_document(action, time.time() + notice_s)
         imds = self._imds.get(instance_id)
+        now = imds.now() if imds is not None else time.time()  # in the instance's own frame
+        document = notice_document(action, now + notice_s)
         if imds is not None:
             imds.announce("meta-data/spot/instance-action", document)
         timer = threading.Timer(notice_s, self.reclaim, args=(instance_id, action))
@@ -805,6 +808,7 @@ class Lab:
                 region=region,
                 ami_id=item["ImageId"],
                 credentials=self._credentials_reader(instance_id),
+                clock_offset_s=self.host_clock_offset_s,
             )
             self._imds[instance_id] = imds
         env = {"AWS_ENDPOINT_URL": self.front.url, "AWS_DEFAULT_REGION": region}
@@ -819,6 +823,7 @@ class Lab:
             home_config=f'[aws]\nmetadata_url = "{imds.url}"\n' if imds else None,
             image_paths=image_paths(),
             nice=self.host_nice,
+            clock_offset_s=self.host_clock_offset_s,
         )
         host = again or Host(spec, self.root / "hosts" / instance_id, mode=self.boot)
         if self.boot != "none":
