@@ -4,6 +4,11 @@ spotlab/clock_offset/sitecustomize.py shifts time.time() in every Python process
 `offset_env(seconds)` in its environment (and in their children). On EC2 the laptop's clock and
 an instance's can disagree by any amount; spotrun must only ever compare times taken on one
 machine and hand durations across.
+
+Not shifted: the monotonic clock (it has no frame to disagree in), and the times the kernel
+keeps (file mtimes, `date`), which stay this machine's; a Python process that compares a file's
+mtime with time.time() sees the offset between them too (on a real machine with a wrong clock
+the two agree).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import pytest
 from spotlab import Lab
 from spotlab.clock import offset_env
 from spotlab.fixtures import use_lab
+from spotlab.spot import Scenario
 from spotrun.core.config import load_settings
 from spotrun.store.ledger import Ledger
 from tests.conftest import Env
@@ -165,13 +166,14 @@ def test_a_laptop_clock_two_hours_behind_leaves_the_job_its_max_hours(
 def test_a_big_checkpoint_is_stored_within_the_notices_own_time(
     fast_env: Env, lab: Lab, tmp_path: Path
 ) -> None:
-    """A notice of 60 s (EC2 gives 120; the lab's 8 s is too short for 300 MB to be written
+    """The instance's clock 2 h behind the laptop's, and a notice of 60 s (EC2 gives 120; the lab's 8 s is too short for 300 MB to be written
     and stored on a busy 2-core machine): the job saves 300 MB and then hangs. The agent
     waits for it only until the notice's time less its upload margin (40 s here), then stores
     what it has and says so in notice.json, before EC2 takes the instance; the replacement
     resumes from the big checkpoint. Before, the agent waited a fixed 100 s, past the
     instance's end, and its notice.json never reached the store."""
     env = fast_env
+    lab.host_clock_offset_s = -TWO_HOURS_S  # the notice's time is in the instance's frame
     task = _task(tmp_path, 1, BIG_JOB)
     run_id = env.cli("launch", str(task), "--cloud", "aws", "-d", check=True).stdout.strip()
     _wait(env, run_id, lambda: lab.instances(run_id), 60, "the run's instance")
@@ -199,3 +201,36 @@ def test_a_big_checkpoint_is_stored_within_the_notices_own_time(
     notice = json.loads(lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read())
     assert notice["stored_at"] is not None and notice["checkpointed"] is False, notice
     assert 0 < notice["left_s"] <= 60, notice
+
+
+def test_an_instance_clock_two_hours_behind_still_ends_the_job_at_max_hours(
+    fast_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    """The instance's clock is 2 h behind the laptop's; max_hours 0.02 (72 s) and no
+    controller once the job runs (its supervisor killed): the agent alone ends the job and
+    its instance at the cap. Before, it compared the laptop's "created + 72 s" with its own
+    clock, 2 h short of it, and the instance ran on (and billed) for two hours more."""
+    env = fast_env
+    lab.host_clock_offset_s = -TWO_HOURS_S
+    run_id = env.cli(
+        "launch", str(_task(tmp_path, 0.02)), "--cloud", "aws", "-d", check=True
+    ).stdout.strip()
+    _wait(env, run_id, lambda: lab.instances(run_id), 60, "the run's instance")
+    instance_id = lab.instances(run_id)[0]["InstanceId"]
+    lab.wait_for_host(instance_id)
+    job_log = _host_file(lab, instance_id, run_id, "job.log")
+    _wait(env, run_id, lambda: job_log.exists() and "started" in job_log.read_text(), 90, "job")
+    ended = _host_file(lab, instance_id, run_id, "self-terminated.json")
+    scenario = Scenario("clocks", env, lab)
+    scenario.run_id = run_id
+    assert scenario.kill_supervisor(), "the run's supervisor was not there to kill"
+    # No spotrun command from here on: any would bring the supervisor back.
+    assert _state(env, run_id) == "running", "the controller ended the run before it was gone"
+
+    def state() -> str:
+        (item,) = lab.instances(run_id)
+        return str(item["State"]["Name"])
+
+    wait_for(lambda: state() in ("shutting-down", "terminated"), 180, "the agent's self-end")
+    record = json.loads(ended.read_text())
+    assert record["why"] == "deadline" and record["instance_id"] == instance_id, record
