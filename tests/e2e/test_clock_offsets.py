@@ -72,7 +72,9 @@ while True:
 """
 
 
-def _task(root: Path, max_hours: float, job: str = JOB) -> Path:
+def _task(
+    root: Path, max_hours: float, job: str = JOB, checkpoint_mb: int = BIG_CHECKPOINT_MB
+) -> Path:
     proj = root / "proj"
     proj.mkdir()
     (proj / "job.py").write_text(job)
@@ -83,7 +85,7 @@ def _task(root: Path, max_hours: float, job: str = JOB) -> Path:
         "workdir: proj\n"
         f"run: {json.dumps(sys.executable + ' job.py')}\n"
         "checkpoint_dir: ckpt\n"
-        f"envs: {{CHECKPOINT_MB: {BIG_CHECKPOINT_MB}}}\n"
+        f"envs: {{CHECKPOINT_MB: {checkpoint_mb}}}\n"
         f"max_hours: {max_hours}\n"
     )
     return task
@@ -234,3 +236,34 @@ def test_an_instance_clock_two_hours_behind_still_ends_the_job_at_max_hours(
     wait_for(lambda: state() in ("shutting-down", "terminated"), 180, "the agent's self-end")
     record = json.loads(ended.read_text())
     assert record["why"] == "deadline" and record["instance_id"] == instance_id, record
+
+
+def test_the_controller_waits_out_a_notice_longer_than_its_old_fixed_wait(
+    fast_env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    """A notice 150 s ahead (longer than the 100 s the controller used to wait for a doomed
+    instance's checkpoint) and a job that saves, then hangs: the agent stores what it has at
+    130 s (the notice's time less its upload margin). The controller waits the seconds the
+    agent saw left instead of ending the instance itself at 100 s, before that upload."""
+    env = fast_env
+    task = _task(tmp_path, 1, BIG_JOB, checkpoint_mb=5)
+    run_id = env.cli("launch", str(task), "--cloud", "aws", "-d", check=True).stdout.strip()
+    _wait(env, run_id, lambda: lab.instances(run_id), 60, "the run's instance")
+    first = lab.instances(run_id)[0]["InstanceId"]
+    lab.wait_for_host(first)
+    job_log = _host_file(lab, first, run_id, "job.log")
+    _wait(env, run_id, lambda: job_log.exists() and "started" in job_log.read_text(), 90, "job")
+
+    lab.interrupt(first, notice_s=150.0)
+    _wait(
+        env,
+        run_id,
+        lambda: _state(env, run_id) in ("succeeded", "failed", "stopped"),
+        400,
+        "the run to resume and end",
+    )
+    run = _status(env, run_id)
+    assert run["state"] == "succeeded", (run["message"], run["events"])
+    key = f"runs/{run_id}/instances/{first}/notice.json"
+    notice = json.loads(lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read())
+    assert notice["stored_at"] is not None, notice
