@@ -87,8 +87,6 @@ def prepare_launch(
         raise UsageError(describe_validation_error(exc)) from exc
     if merged.nodes > 1 and not recipe.multi_node:  # the recipe's own resources ask more
         raise UsageError(f"recipe {recipe.name} declares itself single-node; drop --nodes")
-    # GPUs that cannot split the global batch are refused before any cloud is asked
-    batch_line = global_batch_line(recipe, merged.gpus, merged.nodes)
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
     # recipes state no time to finish yet: the transfer is spread over --max-hours, else 1 h
@@ -96,6 +94,9 @@ def prepare_launch(
     site = data_site_of(recipe.data, spec.cloud)
     plan = plan_launch(provider, merged, recorded_history(settings), site, hours)
     check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
+    # GPUs that cannot split the global batch: refused before anything exists (after the
+    # plan, so that a quota the cluster cannot fit is what a user hears first)
+    batch_line = global_batch_line(recipe, merged.gpus, merged.nodes)
     return LaunchPlan(spec, recipe, plan, provider, batch_line)
 
 

@@ -65,6 +65,8 @@ NOT_CHECKED = {
     "ec2:DescribePlacementGroups": "multi-node launches and gc only",
     "s3:PutObject": "doctor writes nothing; `data push` and the instance role store objects",
     "s3:DeleteObject": "doctor deletes nothing; `spotrun rm` deletes a run's stored files",
+    "ec2:GetSpotPlacementScores": "optional: without it the plan ranks by price and history",
+    "ec2:DescribeAvailabilityZones": "optional: the zone names of placement scores' zone IDs",
 }
 
 

@@ -237,7 +237,16 @@ def test_a_vcpu_quota_too_small_for_the_cluster_launches_nothing(aws_env: Env, l
     naming the quota and asking for the 6 vCPUs."""
     lab.set_vcpu_quota("L-34B43A08", 4, readable=False)
     run_id = aws_env.cli(
-        "launch", "digits-fast", "--nodes", "3", "--cloud", "aws", "-d", check=True
+        "launch",
+        "digits-fast",
+        "--nodes",
+        "3",
+        "--set",
+        "batch_size=66",
+        "--cloud",
+        "aws",
+        "-d",
+        check=True,
     ).stdout.strip()
     wait_for(lambda: _state(aws_env, run_id) == "failed", timeout=60, what="the run to fail")
     status = json.loads(aws_env.cli("status", run_id, "--json", check=True).stdout)

@@ -78,7 +78,7 @@ def _role_credentials(lab: Lab, instance_id: str) -> dict[str, str] | None:
 def test_the_user_may_do_what_the_policy_lists_and_nothing_else(lab: Lab) -> None:
     ec2, s3 = _as_user(lab, "ec2"), _as_user(lab, "s3")
     assert ec2.describe_regions()["Regions"]  # listed
-    assert _code(ec2.describe_availability_zones) == ("UnauthorizedOperation", 403)
+    assert _code(ec2.describe_addresses) == ("UnauthorizedOperation", 403)
     assert _code(lambda: s3.create_bucket(Bucket=f"{lab.bucket}-other")) == ("AccessDenied", 403)
     s3.put_object(Bucket=lab.bucket, Key="runs/r1/metrics.jsonl", Body=b"{}\n")
     assert s3.get_object(Bucket=lab.bucket, Key="runs/r1/metrics.jsonl")["Body"].read() == b"{}\n"
@@ -97,7 +97,7 @@ def test_the_user_may_do_what_the_policy_lists_and_nothing_else(lab: Lab) -> Non
     assert lab.front.iam.denied == [
         f"arn:aws:iam::123456789012:user/spotrun-lab-user {action} {resource}"
         for action, resource in [
-            ("ec2:DescribeAvailabilityZones", "*"),
+            ("ec2:DescribeAddresses", "*"),
             ("s3:CreateBucket", f"arn:aws:s3:::{lab.bucket}-other"),
             ("ec2:TerminateInstances", f"arn:aws:ec2:us-east-1:123456789012:instance/{foreign}"),
         ]
@@ -217,6 +217,6 @@ def test_a_request_that_names_no_action_is_no_permission_question(lab: Lab) -> N
         urllib.request.urlopen(sent, timeout=30)
     assert answered.value.code >= 400  # the service refuses it, as it is
     assert lab.front.iam.denied == []
-    assert _code(_as_user(lab, "ec2").describe_availability_zones) == ("UnauthorizedOperation", 403)
+    assert _code(_as_user(lab, "ec2").describe_addresses) == ("UnauthorizedOperation", 403)
     assert lab.front.iam.denied  # a named action outside the policy still is refused
     lab.front.iam.denied.clear()  # provoked on purpose (the fixture fails on any left)
