@@ -17,7 +17,7 @@ from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
-PROGRESS = re.compile(r"epoch \d+/400  step \d+/23  [\d,]+ img/s  ETA \S+  .*\$0\.00 so far")
+PROGRESS = re.compile(r"epoch \d+/400  step \d+/22  [\d,]+ img/s  ETA \S+  .*\$0\.00 so far")
 
 
 def _pane(env: Env) -> str:
@@ -80,7 +80,7 @@ def test_progress_line_on_a_terminal_and_plain_lines_when_piped(env: Env) -> Non
 
 
 TRIAL = (
-    r"trial {}: epoch \d+/400  step \d+/23  [\d,]+ img/s  ETA \S+  (acc [\d.]+%  )?\$0\.00 so far"
+    r"trial {}: epoch \d+/400  step \d+/22  [\d,]+ img/s  ETA \S+  (acc [\d.]+%  )?\$0\.00 so far"
 )
 BOTH_TRIALS = re.compile(TRIAL.format(0) + r" \| " + TRIAL.format(1))
 
