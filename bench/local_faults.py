@@ -502,7 +502,7 @@ def fault_7(work: Path) -> Row:
     row = Row("7 Ctrl-C early in a foreground launch (12 moments)", "local")
     home = make_home(work, None)
     task = task_file(work, "short7", "import time; time.sleep(1)\n", outputs="[]")
-    silent = half_made = 0
+    silent = half_made = unstarted = 0
     try:
         for i in range(12):
             name = f"ctrlc-{i}"
@@ -512,6 +512,9 @@ def fault_7(work: Path) -> Row:
             out, _ = proc.communicate(timeout=120)
             said = out.lower()
             run = next((r for r in home.runs() if r["name"] == name), None)
+            if run is None and proc.returncode == -signal.SIGINT:
+                unstarted += 1  # ended by the signal before Python could handle one
+                continue
             if run is None:
                 if "nothing" not in said and "not launched" not in said:
                     silent += 1
@@ -527,7 +530,7 @@ def fault_7(work: Path) -> Row:
         row.wrong = half_made + silent + errors
         row.note = (
             f"wrong: half-made runs {half_made}, no word of what was left {silent}, "
-            f"FileNotFoundError in controller.log {errors}"
+            f"FileNotFoundError in controller.log {errors}; before Python began {unstarted}"
         )
     finally:
         home.stop_all()
