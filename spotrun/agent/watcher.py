@@ -269,10 +269,11 @@ class Watcher:
 
     def checkpoint_window(self, left_s: float | None) -> float:
         """How long the job may take to checkpoint after a notice with `left_s` seconds left
-        (None: the notice had no readable time): what is left less the upload's margin."""
+        (None: the notice had no readable time): what is left less the upload's margin, and at
+        least half of what is left (a short notice still gives the job a chance to save)."""
         if left_s is None:
             return self.config.checkpoint_wait_s
-        return max(0.0, left_s - self.config.upload_margin_s)
+        return max(0.0, left_s - self.config.upload_margin_s, left_s / 2)
 
     def last_progress(self) -> float:
         """When the job last moved (its newest progress file), at the earliest our start."""

@@ -39,7 +39,8 @@ def test_the_window_after_a_notice_is_its_time_left_less_the_upload_margin(
     watcher = _watcher(tmp_path)
     assert watcher.checkpoint_window(120.0) == 100.0  # EC2's two minutes
     assert watcher.checkpoint_window(60.0) == 40.0
-    assert watcher.checkpoint_window(5.0) == 0.0  # too late to wait: store what there is
+    assert watcher.checkpoint_window(5.0) == 2.5  # the margin would take it all: half of it
+    assert watcher.checkpoint_window(-1.0) == 0.0  # past already: store what there is
     assert watcher.checkpoint_window(None) == 100.0  # a notice without a readable time
 
 
