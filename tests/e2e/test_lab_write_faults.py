@@ -42,9 +42,9 @@ def immutable() -> Iterator[list[Path]]:
             subprocess.run(["chattr", "-i", str(path)], check=False)
 
 
-@pytest.mark.skip(
-    reason="fails since this stop's merge (the run stays syncing after the ledger is writable again); to mend next stop"
-)
+ENDED = ("succeeded", "failed", "stopped")  # syncing is on the way there
+
+
 def test_lab_a_read_only_ledger_wedges_no_controller(
     env: Env, lab: Lab, immutable: list[Path]
 ) -> None:
@@ -80,7 +80,7 @@ def test_lab_a_read_only_ledger_wedges_no_controller(
         assert _status(env, run_id)["state"] == "running"  # nothing failed, nothing ended
         subprocess.run(["chattr", "-i", str(ledger)], check=True)
 
-        wait_for(lambda: _status(env, run_id)["state"] != "running", 180, "the run to end")
+        wait_for(lambda: _status(env, run_id)["state"] in ENDED, 180, "the run to end")
         status = _status(env, run_id)
         assert status["state"] == "succeeded", status["message"]
         assert "done" in (env.home / "runs" / run_id / "job.log").read_text()  # synced home
