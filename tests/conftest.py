@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import WAIT_SCALE
+from tests.immutable_files import ImmutableFiles
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -136,6 +137,16 @@ def env(tmp_path: Path) -> Iterator[Env]:
             else:
                 os.environ[key] = value
         shutil.rmtree(tmux_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def immutable() -> Iterator[ImmutableFiles]:
+    """Files a test makes immutable, made mutable again whatever the test does."""
+    files = ImmutableFiles()
+    try:
+        yield files
+    finally:
+        files.unlock_all()
 
 
 from spotlab.fixtures import aws_env, lab, make_lab  # noqa: E402,F401  (the lab, for every test)

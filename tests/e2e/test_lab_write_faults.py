@@ -9,9 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,6 +18,7 @@ from spotrun.control.home import running_pid
 from spotrun.core.config import load_settings
 from tests.conftest import Env
 from tests.helpers import wait_for
+from tests.immutable_files import ImmutableFiles
 
 pytestmark = pytest.mark.slow
 
@@ -32,21 +30,11 @@ def _status(env: Env, run_id: str) -> dict:
     return json.loads(env.cli("status", run_id, "--json", check=True).stdout)
 
 
-@pytest.fixture
-def immutable() -> Iterator[list[Path]]:
-    paths: list[Path] = []
-    try:
-        yield paths
-    finally:
-        for path in paths:
-            subprocess.run(["chattr", "-i", str(path)], check=False)
-
-
 ENDED = ("succeeded", "failed", "stopped")  # syncing is on the way there
 
 
 def test_lab_a_read_only_ledger_wedges_no_controller(
-    env: Env, lab: Lab, immutable: list[Path]
+    env: Env, lab: Lab, immutable: ImmutableFiles
 ) -> None:
     with use_lab(env, lab, notice_poll_s=0.5):
         config = env.home / "config.toml"
@@ -64,8 +52,7 @@ def test_lab_a_read_only_ledger_wedges_no_controller(
         os.kill(first, signal.SIGKILL)  # the next controller starts on a read-only ledger
         wait_for(lambda: running_pid(settings) is None, 60, "the controller to be gone")
         ledger = env.home / "ledger.db"
-        immutable.append(ledger)
-        subprocess.run(["chattr", "+i", str(ledger)], check=True)
+        immutable.lock(ledger)
         listed = env.cli("ls")
         assert listed.returncode == 0 and run_id in listed.stdout, listed.stderr
         controller_log = env.home / "controller.log"
@@ -78,7 +65,7 @@ def test_lab_a_read_only_ledger_wedges_no_controller(
         exit_record = host.path(f"/root/.spotrun/runs/{run_id}/exit.json")
         wait_for(exit_record.exists, 120, "the job to end on its instance")
         assert _status(env, run_id)["state"] == "running"  # nothing failed, nothing ended
-        subprocess.run(["chattr", "-i", str(ledger)], check=True)
+        immutable.unlock(ledger)
 
         wait_for(lambda: _status(env, run_id)["state"] in ENDED, 180, "the run to end")
         status = _status(env, run_id)

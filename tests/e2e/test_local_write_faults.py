@@ -26,6 +26,7 @@ from spotrun.control.home import running_pid
 from spotrun.core.config import load_settings
 from tests.conftest import Env
 from tests.helpers import wait_for
+from tests.immutable_files import ImmutableFiles
 
 pytestmark = pytest.mark.slow
 
@@ -56,18 +57,8 @@ def _stop_controller(env: Env) -> None:
     wait_for(lambda: running_pid(settings) is None, 60, "the controller to be gone")
 
 
-@pytest.fixture
-def immutable() -> Iterator[list[Path]]:
-    paths: list[Path] = []
-    try:
-        yield paths
-    finally:
-        for path in paths:
-            subprocess.run(["chattr", "-i", str(path)], check=False)
-
-
 def test_a_read_only_ledger_is_waited_out_and_the_run_finishes(
-    env: Env, tmp_path: Path, immutable: list[Path]
+    env: Env, tmp_path: Path, immutable: ImmutableFiles
 ) -> None:
     env.home.mkdir(parents=True)
     (env.home / "config.toml").write_text("ledger_write_wait_s = 3\n")
@@ -76,8 +67,7 @@ def test_a_read_only_ledger_is_waited_out_and_the_run_finishes(
     _wait_started(env, run_id)
     _stop_controller(env)  # the next one starts while the ledger is read-only
     ledger = env.home / "ledger.db"
-    immutable.append(ledger)
-    subprocess.run(["chattr", "+i", str(ledger)], check=True)
+    immutable.lock(ledger)
     listed = env.cli("ls")  # lists, says why nothing moves, and starts a controller
     assert listed.returncode == 0, listed.stderr
     assert run_id in listed.stdout and "running" in listed.stdout
@@ -92,7 +82,7 @@ def test_a_read_only_ledger_is_waited_out_and_the_run_finishes(
     go.write_text("")
     wait_for(lambda: not env.sessions(), 120, "the job to end")
     assert _status(env, run_id)["state"] == "running"  # waits; nothing failed, nothing ended
-    subprocess.run(["chattr", "-i", str(ledger)], check=True)
+    immutable.unlock(ledger)
     wait_for(lambda: _status(env, run_id)["state"] != "running", 120, "the run to end")
     status = _status(env, run_id)
     assert status["state"] == "succeeded", status["message"]

@@ -20,38 +20,23 @@ from spotrun.core.runstates import RunState
 from spotrun.store.adopt import adopt_run_folders
 from spotrun.store.ledger import Ledger
 from spotrun.store.runs_admin import forget_run
-
-
-@pytest.fixture
-def immutable() -> Iterator[list[Path]]:
-    """Paths made immutable by a test, made mutable again whatever happens."""
-    paths: list[Path] = []
-    try:
-        yield paths
-    finally:
-        for path in paths:
-            subprocess.run(["chattr", "-i", str(path)], check=False)
-
-
-def _chattr(flag: str, path: Path) -> None:
-    subprocess.run(["chattr", flag, str(path)], check=True)
+from tests.immutable_files import ImmutableFiles
 
 
 def test_a_ledger_opened_read_only_writes_once_writable_again(
-    tmp_path: Path, immutable: list[Path]
+    tmp_path: Path, immutable: ImmutableFiles
 ) -> None:
     home = tmp_path / "home"
     with Ledger(home=home) as first:
         run = first.create_run(LaunchSpec(recipe="digits-fast"))
     db_file = home / "ledger.db"
-    immutable.append(db_file)
-    _chattr("+i", db_file)
+    immutable.lock(db_file)
     ledger = Ledger(home=home)  # opens (reading works) while the file is immutable
     with pytest.raises(LedgerWriteError, match="cannot write the ledger .* readonly") as caught:
         ledger.set_message(run.id, "while read-only")
     assert "\n" not in caught.value.user_message()
     assert ledger.get_run(run.id).message is None  # still read
-    _chattr("-i", db_file)
+    immutable.unlock(db_file)
     ledger.set_message(run.id, "writable again")  # the same Ledger, no restart
     assert ledger.get_run(run.id).message == "writable again"
     ledger.close()
