@@ -19,8 +19,10 @@ from spotrun.cli.common import Cloud, job_environment
 from spotrun.cli.complete import complete_sweep
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.typer_app import SpotrunGroup, SpotrunTyper
+from spotrun.core.durations import show_duration
 from spotrun.core.errors import UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
+from spotrun.core.money import show_usd
 from spotrun.core.waiting import pause
 
 if TYPE_CHECKING:
@@ -59,6 +61,15 @@ class _SweepGroup(SpotrunGroup):
 class EarlyStop(str, Enum):
     none = "none"
     asha = "asha"
+    hyperband = "hyperband"
+
+
+class Search(str, Enum):
+    random = "random"
+    grid = "grid"
+    tpe = "tpe"
+    cmaes = "cmaes"
+    qmc = "qmc"
 
 
 class Mode(str, Enum):
@@ -89,21 +100,11 @@ def _print_csv(rows: list[dict[str, Any]]) -> None:
 
 
 def _money(usd: float | None) -> str:
-    if usd is None:
-        return "-"
-    return f"${usd:.4f}" if usd < 1 else f"${usd:.2f}"
+    return "-" if usd is None else show_usd(usd)
 
 
 def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+    return "-" if seconds is None else show_duration(seconds)
 
 
 # ------------------------------------------------------------------------ run
@@ -127,8 +128,20 @@ def run_sweep(
     max_cost: float | None = typer.Option(
         None, "--max-cost", metavar="USD", help="the whole sweep's budget"
     ),
+    search: Search | None = typer.Option(
+        None,
+        "--search",
+        help="how trials get values: grid, random, or a model that learns from the finished "
+        "ones (tpe, cmaes, qmc; proposed as places free up)",
+    ),
+    trials: int | None = typer.Option(
+        None, "--trials", metavar="N", help="trials a --search other than grid proposes"
+    ),
     early_stop: EarlyStop = typer.Option(
-        EarlyStop.none, "--early-stop", help="ASHA stops the losing trials early"
+        EarlyStop.none,
+        "--pruner",
+        "--early-stop",
+        help="stop the losing trials early: ASHA, or Hyperband (brackets of ASHA)",
     ),
     grace_epochs: int = typer.Option(1, "--grace-epochs", help="ASHA: epochs every trial gets"),
     reduction_factor: int = typer.Option(
@@ -164,6 +177,7 @@ def run_sweep(
       spotrun sweep digits-fast --grid lr=0.05,0.1,0.2
       spotrun sweep cifar10-fast --random 8 --space lr=0.01:1:log --early-stop asha
       spotrun sweep digits-fast --grid lr=0.1,0.2 --max-cost 1 --detach
+      spotrun sweep digits-fast --search tpe --trials 20 --space lr=0.01:1:log --pruner hyperband
     """
     # late: the service layer (pydantic, ledger, run control: ~0.15 s) stays off the CLI's import
     from spotrun.service import runs as api
@@ -187,6 +201,8 @@ def run_sweep(
         gpus_per_trial=gpus_per_trial,
         max_cost_usd=max_cost,
         early_stop=early_stop.value,
+        search=search.value if search else None,
+        search_trials=trials,
         metric=metric,
         mode=mode.value if mode else None,
         cloud=cloud.value if cloud else None,

@@ -65,6 +65,9 @@ STAGING_HISTORY_FILE = "staging-history.json"  # every staging the run did, for 
 # ----------------------------------------------------- this machine's copy (spotrun.control)
 SUPERVISOR_LOCK_FILE = "supervisor.lock"  # held by the run's supervisor (a sweep's: likewise)
 SUPERVISOR_LOG_FILE = "supervisor.log"  # its output (never synced over the instance's copy)
+# A sweep folder's search study (Optuna's journal): what its sampler was told, kept across
+# controller restarts.
+SWEEP_STUDY_FILE = "study.journal"
 SYNC_STATE_FILE = ".sync.json"  # what sync has fetched, so each sync fetches only what changed
 CLUSTER_LAYOUT_FILE = "cluster.json"  # a multi-node run: its nodes at the last start
 NODES_DIR = "nodes"  # what nodes other than node 0 sync back, one folder each

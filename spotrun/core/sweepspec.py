@@ -13,7 +13,11 @@ from pydantic import Field, model_validator
 
 from spotrun.core.config import NAME_PATTERN, CloudName, StrictModel
 
-EarlyStop = Literal["asha", "none"]
+EarlyStop = Literal["asha", "hyperband", "none"]
+# How trials get their values: every grid combination, independent random draws, or Optuna's
+# model-based samplers, asked for one trial at a time as places free up.
+Search = Literal["random", "grid", "tpe", "cmaes", "qmc"]
+MODEL_SEARCHES: tuple[Search, ...] = ("tpe", "cmaes", "qmc")
 
 
 class Range(StrictModel):
@@ -46,14 +50,16 @@ class SweepSpec(StrictModel):
     space: dict[str, Range] = Field(default_factory=dict)
     random: int | None = Field(None, ge=1, description="trials drawn at random from the space")
     seed: int = 0
+    search: Search | None = Field(None, description="None: grid, or random with --random")
+    trials: int | None = Field(None, ge=1, description="trials a model-based search proposes")
     max_parallel: int = Field(ge=1)
     gpus_per_trial: int = Field(0, ge=0)
     resources: dict[str, Any] = Field(default_factory=dict, description="launch resource flags")
     cloud: CloudName = "local"
     max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
     early_stop: EarlyStop = "none"
-    grace_epochs: int = Field(1, ge=1, description="ASHA: epochs every trial gets")
-    reduction_factor: int = Field(3, ge=2, description="ASHA: keep 1 in this many per rung")
+    grace_epochs: int = Field(1, ge=1, description="ASHA/Hyperband: epochs every trial gets")
+    reduction_factor: int = Field(3, ge=2, description="ASHA/Hyperband: 1 in this many per rung")
     metric: str = "test_acc"
     mode: Literal["max", "min"] = "max"
     name: str | None = None

@@ -16,7 +16,7 @@ from spotrun.cloud import get_provider
 from spotrun.core.config import CloudName, Resources, Settings, describe_validation_error
 from spotrun.core.errors import StateError, UsageError
 from spotrun.core.rundir import SUPERVISOR_LOG_FILE
-from spotrun.core.sweepspec import SweepSpec
+from spotrun.core.sweepspec import MODEL_SEARCHES, SweepSpec
 from spotrun.core.waiting import Backoff, WaitTimeout, wait_until
 from spotrun.recipes import check_recipe, get_recipe
 from spotrun.service.prepare import check_launchable, check_multi_node, check_nodes
@@ -25,7 +25,7 @@ from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialStatu
 from spotrun.sweep import revive
 from spotrun.sweep.planner import SweepPlan, plan_sweep
 from spotrun.sweep.space import check_trials, overrides_of, trial_params, typed_space
-from spotrun.sweep.spec import check_metric, parse_grid, parse_space
+from spotrun.sweep.spec import check_metric, check_search, parse_grid, parse_space
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ def prepare_sweep(
     reduction_factor: int = 3,
     resources: dict[str, Any] | None = None,
     envs: dict[str, str] | None = None,
+    search: str | None = None,
+    search_trials: int | None = None,
 ) -> PreparedSweep:
     """Check everything a sweep needs, draw its trials and plan where they run; creates
     nothing. Every bad input is a UsageError naming it."""
@@ -68,8 +70,9 @@ def prepare_sweep(
         raise UsageError(f"--gpus-per-trial must be 0 or more, got {gpus_per_trial}")
     if max_cost_usd is not None and max_cost_usd <= 0:
         raise UsageError(f"--max-cost must be above 0, got {max_cost_usd}")
-    if early_stop not in ("asha", "none"):
-        raise UsageError(f"--early-stop must be asha or none, got '{early_stop}'")
+    if early_stop not in ("asha", "hyperband", "none"):
+        raise UsageError(f"--pruner must be asha, hyperband or none, got '{early_stop}'")
+    search, random = check_search(search, search_trials, random)
     nodes = (resources or {}).get("nodes")
     check_nodes(settings, nodes)  # the launch's own checks: 1 to aws.max_nodes
     recipe = get_recipe(recipe_name, overrides or [], data_here=False)
@@ -107,13 +110,15 @@ def prepare_sweep(
             resources=dict(resources or {}),
             cloud=chosen_cloud,
             max_cost_usd=max_cost_usd,
-            early_stop="asha" if early_stop == "asha" else "none",
+            early_stop=early_stop,
             grace_epochs=grace_epochs,
             reduction_factor=reduction_factor,
             metric=wanted_metric,
             mode=chosen_mode,
             name=name,
             env=dict(envs or {}),
+            search=search,
+            trials=search_trials if search in MODEL_SEARCHES else None,
         )
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc

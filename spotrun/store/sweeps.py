@@ -260,6 +260,15 @@ class SweepStore:
                 (status.value, run_id, reason, pack_id, sweep_id, index),
             )
 
+    def set_params(self, sweep_id: str, index: int, params: dict[str, str]) -> None:
+        """A pending trial's values, proposed by the sweep's search just before its launch."""
+        with self.ledger.write() as db:
+            db.execute(
+                "UPDATE sweep_trials SET params_json = ? WHERE sweep_id = ? AND idx = ? "
+                "AND status = ?",
+                (json.dumps(params), sweep_id, index, TrialStatus.PENDING.value),
+            )
+
     # ----------------------------------------------------------------- packs
     def create_pack(self, sweep_id: str, offer: Offer, trials_per_instance: int) -> PackRecord:
         pack_id = "pk" + os.urandom(5).hex()

@@ -1,4 +1,6 @@
-"""Early stopping: asynchronous successive halving (ASHA) by Optuna's SuccessiveHalvingPruner.
+"""Early stopping: asynchronous successive halving (ASHA) by Optuna's SuccessiveHalvingPruner,
+or Hyperband (Optuna's HyperbandPruner: several ASHA brackets of different grace periods, each
+trial in one of them).
 
 Each trial is an Optuna trial of an in-memory study; its metric at every evaluation in the
 synced metrics.jsonl is reported with the epoch as the step. A trial reaching a rung (the grace
@@ -35,18 +37,36 @@ class EarlyStopper:
         *,
         grace_epochs: int = 1,
         reduction_factor: int = 3,
+        pruner: Literal["asha", "hyperband"] = "asha",
+        max_epochs: int | None = None,
+        study_name: str | None = None,
     ) -> None:
+        """`max_epochs`: a trial's last epoch, Hyperband's most resource (None: Optuna works it
+        out from the first finished trial). `study_name`: Hyperband puts a trial in a bracket
+        by a hash of it and the trial's number; a fixed one (the sweep's id) puts a restarted
+        controller's replayed trials back in the same brackets."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.metric = metric
         self.grace_epochs = grace_epochs
         self.reduction_factor = reduction_factor
-        self.study = optuna.create_study(
-            direction="maximize" if mode == "max" else "minimize",
-            pruner=optuna.pruners.SuccessiveHalvingPruner(
+        self.name = "Hyperband" if pruner == "hyperband" else "ASHA"
+        chosen: optuna.pruners.BasePruner
+        if pruner == "hyperband":
+            chosen = optuna.pruners.HyperbandPruner(
+                min_resource=grace_epochs,
+                max_resource="auto" if max_epochs is None else max(max_epochs, grace_epochs),
+                reduction_factor=reduction_factor,
+            )
+        else:
+            chosen = optuna.pruners.SuccessiveHalvingPruner(
                 min_resource=grace_epochs,
                 reduction_factor=reduction_factor,
                 min_early_stopping_rate=0,
-            ),
+            )
+        self.study = optuna.create_study(
+            study_name=study_name,
+            direction="maximize" if mode == "max" else "minimize",
+            pruner=chosen,
         )
         self._trials: dict[str, optuna.trial.Trial] = {}
         self._last_epoch: dict[str, int] = {}
@@ -83,13 +103,17 @@ class EarlyStopper:
                 # Pruned at once: what it reports while it stops must not count at later rungs.
                 self._done.add(key)
                 self.study.tell(trial, state=TrialState.PRUNED)
-                rung = self._rung(epoch)
+                among = (
+                    f"of the trials at rung {self._rung(epoch)}"
+                    if self.name == "ASHA"
+                    else "of its Hyperband bracket's trials there"  # rungs differ per bracket
+                )
                 return Verdict(
                     True,
                     epoch,
                     float(value),
-                    f"stopped early by ASHA: {self.metric} {value:.4g} at epoch {epoch} is not "
-                    f"in the top 1/{self.reduction_factor} of the trials at rung {rung}",
+                    f"stopped early by {self.name}: {self.metric} {value:.4g} at epoch {epoch} "
+                    f"is not in the top 1/{self.reduction_factor} {among}",
                 )
         return None
 

@@ -1,5 +1,6 @@
-"""The trials of a sweep: the grid's every combination, or draws from the space (Optuna's
-RandomSampler), each a list of `--set` overrides checked by the recipe itself."""
+"""The trials of a sweep: the grid's every combination, draws from the space (Optuna's
+RandomSampler), or places a model-based search fills at launch (spotrun.sweep.search); each
+trial a list of `--set` overrides checked by the recipe itself."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import types
 from typing import Any, Union, get_args, get_origin
 
 from spotrun.core.errors import UsageError
-from spotrun.core.sweepspec import Range, SweepSpec
+from spotrun.core.sweepspec import MODEL_SEARCHES, Range, SweepSpec
 from spotrun.recipes import get_recipe
 from spotrun.recipes.base import Recipe
 from spotrun.recipes.overrides import _annotation_at
@@ -41,12 +42,15 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
-def format_value(value: float | int, integer: bool) -> str:
-    return str(int(value)) if integer else f"{value:.6g}"
-
-
 def trial_params(spec: SweepSpec) -> list[dict[str, str]]:
-    """Each trial's key -> value, in launch order."""
+    """Each trial's key -> value, in launch order; a model-based search's trials are empty
+    until the sampler proposes their values at launch (spotrun.sweep.search)."""
+    if spec.search in MODEL_SEARCHES:
+        return _model_trials(spec)
+    if spec.search == "grid" and (spec.random is not None or spec.space):
+        raise UsageError("--search grid tries every --grid combination; drop --random and --space")
+    if spec.search == "random" and spec.random is None:
+        raise UsageError("--search random needs a trial count: give --trials N")
     if spec.random is None:
         if spec.space:
             raise UsageError("--space draws values at random; give --random N with it")
@@ -68,38 +72,25 @@ def trial_params(spec: SweepSpec) -> list[dict[str, str]]:
     return _draw(spec)
 
 
-def _draw(spec: SweepSpec) -> list[dict[str, str]]:
-    """N draws with Optuna's RandomSampler (seeded: the same sweep draws the same trials)."""
-    # why: optuna is heavy to import; only a sweep that draws at random pays for it
-    import optuna
-    from optuna.distributions import (
-        BaseDistribution,
-        CategoricalDistribution,
-        FloatDistribution,
-        IntDistribution,
-    )
+def _model_trials(spec: SweepSpec) -> list[dict[str, str]]:
+    if spec.random is not None:
+        raise UsageError(
+            f"--search {spec.search} proposes its own trials; give --trials N, not --random"
+        )
+    if spec.trials is None:
+        raise UsageError(f"--search {spec.search} needs a trial count: give --trials N")
+    if not spec.space and not spec.grid:
+        raise UsageError(f"--search {spec.search} needs something to search: --space KEY=LOW:HIGH")
+    if spec.trials > MAX_TRIALS:
+        raise UsageError(f"--trials {spec.trials}: more than {MAX_TRIALS} trials is refused")
+    return [{} for _ in range(spec.trials)]
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    distributions: dict[str, BaseDistribution] = {
-        key: CategoricalDistribution(values) for key, values in spec.grid.items()
-    }
-    for key, rng in spec.space.items():
-        if rng.integer:
-            distributions[key] = IntDistribution(int(rng.low), int(rng.high), log=rng.log)
-        else:
-            distributions[key] = FloatDistribution(rng.low, rng.high, log=rng.log)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=spec.seed))
-    trials = []
-    for _ in range(spec.random or 0):
-        trial = study.ask(distributions)
-        params = {}
-        for key, value in trial.params.items():
-            rng_or_none = spec.space.get(key)
-            params[key] = (
-                str(value) if rng_or_none is None else format_value(value, rng_or_none.integer)
-            )
-        trials.append(params)
-    return trials
+
+def _draw(spec: SweepSpec) -> list[dict[str, str]]:
+    # why: optuna is heavy to import; only a sweep that draws pays for it
+    from spotrun.sweep.draws import draw_at_random
+
+    return draw_at_random(spec)
 
 
 def overrides_of(spec: SweepSpec, params: dict[str, str]) -> list[str]:

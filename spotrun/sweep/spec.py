@@ -81,3 +81,30 @@ def check_metric(metric: str, mode: str | None) -> Literal["max", "min"]:
     if mode not in ("max", "min"):
         raise UsageError(f"--mode must be max or min, got '{mode}'")
     return "max" if mode == "max" else "min"
+
+
+SEARCHES = ("random", "grid", "tpe", "cmaes", "qmc")
+
+
+def check_search(
+    search: str | None, trials: int | None, random: int | None
+) -> tuple[str | None, int | None]:
+    """(--search, the random draws' count): --trials N counts a random search's draws too."""
+    if search is not None and search not in SEARCHES:
+        close = did_you_mean(search, SEARCHES)
+        raise UsageError(
+            f"--search must be one of {', '.join(SEARCHES)}, got '{search}'"
+            + (f"; {close}" if close else "")
+        )
+    if trials is not None and trials < 1:
+        raise UsageError(f"--trials must be at least 1, got {trials}")
+    if trials is not None and search in (None, "grid"):
+        raise UsageError(
+            "--trials counts the trials a search draws; a grid tries every --grid combination",
+            hint="give --search random|tpe|cmaes|qmc with it",
+        )
+    if search == "random" and trials is not None:
+        if random is not None and random != trials:
+            raise UsageError(f"--random {random} and --trials {trials} disagree; give one")
+        return search, trials
+    return search, random

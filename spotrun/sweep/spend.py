@@ -62,3 +62,38 @@ def next_trial(plan: SweepPlan, now: int) -> list[budget.LiveInstance]:
     with its own one-minute minimum."""
     price = Fraction(repr(plan.usd_per_instance_hour))
     return [budget.LiveInstance(now, price) for _ in range(plan.nodes)]
+
+
+def expected_trial_s(durations_s: list[float]) -> float | None:
+    """What one more trial is expected to run: the median of the trials that ran to their end
+    (None before the first one has)."""
+    if not durations_s:
+        return None
+    ordered = sorted(durations_s)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def left_to_finish(
+    trial_s: float, usd_per_trial_hour: Fraction, live_elapsed_s: list[float]
+) -> Fraction:
+    """What the live trials are expected to spend until they end, at the price now."""
+    seconds = sum(max(0.0, trial_s - elapsed) for elapsed in live_elapsed_s)
+    return usd_per_trial_hour * Fraction(repr(seconds)) / 3600
+
+
+def can_finish_another(
+    spent: Fraction,
+    cap: Fraction,
+    trial_s: float,
+    usd_per_trial_hour: Fraction,
+    live_elapsed_s: list[float],
+    margin_s: float,
+) -> bool:
+    """Whether the budget left, once the live trials have finished (they go first: a trial
+    under way is worth more than a new one), still pays for one more whole trial and its stop."""
+    one_more = usd_per_trial_hour * Fraction(repr(trial_s + margin_s)) / 3600
+    committed = spent + left_to_finish(trial_s, usd_per_trial_hour, live_elapsed_s)
+    return committed + one_more <= cap

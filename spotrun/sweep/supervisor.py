@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import IO, Literal
@@ -28,8 +29,9 @@ from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
 from spotrun.control.supervisor import _try_lock
 from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
 from spotrun.core.errors import SpotrunError, StateError
-from spotrun.core.metrics_file import MetricsTail
-from spotrun.core.rundir import METRICS_FILE, SUPERVISOR_LOCK_FILE
+from spotrun.core.metrics_file import MetricsTail, read_all
+from spotrun.core.rundir import METRICS_FILE, SUPERVISOR_LOCK_FILE, SWEEP_STUDY_FILE
+from spotrun.core.sweepspec import MODEL_SEARCHES
 from spotrun.core.waiting import Backoff, wait_until
 from spotrun.cost import budget
 from spotrun.recipes import get_recipe
@@ -38,7 +40,8 @@ from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialRecor
 from spotrun.sweep.packs import PackKeeper, provider_for_trial
 from spotrun.sweep.planner import SweepPlan
 from spotrun.sweep.space import overrides_of
-from spotrun.sweep.spend import next_trial, sweep_spend
+from spotrun.sweep.spend import can_finish_another, expected_trial_s, next_trial, sweep_spend
+from spotrun.sweep.sweep_news import tell_end, tell_pruned
 
 log = logging.getLogger(__name__)
 
@@ -103,14 +106,26 @@ class SweepSupervisor:
         self.ending: tuple[SweepState, str] | None = None  # set once the sweep winds down
         self.stopper = None
         self._final_epochs: dict[int, int | None] = {}
-        if self.spec.early_stop == "asha":
-            from spotrun.sweep.asha import EarlyStopper  # optuna (~0.1 s, numpy): asha sweeps only
+        if self.spec.early_stop in ("asha", "hyperband"):
+            # why: optuna (~0.1 s, numpy) loads for pruned sweeps only
+            from spotrun.sweep.asha import EarlyStopper
 
             self.stopper = EarlyStopper(
                 self.spec.metric,
                 self.spec.mode,
                 grace_epochs=self.spec.grace_epochs,
                 reduction_factor=self.spec.reduction_factor,
+                pruner="hyperband" if self.spec.early_stop == "hyperband" else "asha",
+                max_epochs=self._sweep_epochs(),
+                study_name=self.sweep.id,
+            )
+        self.searcher = None
+        self._told: set[int] = set()
+        if self.spec.search in MODEL_SEARCHES:
+            from spotrun.sweep.search import Searcher  # optuna, as above: searched sweeps only
+
+            self.searcher = Searcher(
+                self.spec, self.sweep.sweep_dir / SWEEP_STUDY_FILE, study_name=self.sweep.id
             )
         self.packs = PackKeeper(self.store, self.provider, self.sweep, self.plan)
 
@@ -135,6 +150,7 @@ class SweepSupervisor:
         if sweep.stop_requested and self.ending is None:
             self._wind_down(SweepState.STOPPED, sweep.message or "stopped by the user")
         self._watch_metrics()
+        self._tell_search()
         self._hold_budget()
         if self.ending is None:
             self._launch_more()
@@ -184,20 +200,20 @@ class SweepSupervisor:
         for trial in self._pending():
             if live >= self.spec.max_parallel:
                 return
-            if not self._budget_allows_one_more():
+            refused = self._budget_refuses_one_more()
+            if refused:
                 if live == 0:  # nothing left that could end under the cap: the sweep is over
-                    self._wind_down(
-                        SweepState.STOPPED,
-                        f"budget: another trial could take the spend past the "
-                        f"${self.spec.max_cost_usd:.2f} cap; no new trials",
-                        run_reason=BUDGET_REASON,
-                    )
+                    self._wind_down(SweepState.STOPPED, refused, run_reason=BUDGET_REASON)
                 return  # the live trials go on, under the cap that _hold_budget keeps
             self._launch(trial)
             live += 1
 
     def _launch(self, trial: TrialRecord) -> RunRecord:
         spec = self.spec
+        if self.searcher is not None and not trial.params:
+            params = self.searcher.propose(trial.index)
+            self.store.set_params(self.sweep.id, trial.index, params)
+            trial = replace(trial, params=params)
         pack_id = self.packs.place() if self.plan.packed else None
         launch_spec = LaunchSpec(
             recipe=spec.recipe,
@@ -244,6 +260,31 @@ class SweepSupervisor:
                 )
                 self.ledger.add_event(run.id, "sweep", verdict.reason)
                 self.event(f"trial {trial.index}: {verdict.reason}")
+                tell_pruned(self.ledger, self.sweep, run, verdict.reason)
+
+    def _sweep_epochs(self) -> int | None:
+        """Every trial's last epoch, when no trial sets its own."""
+        if "epochs" in self.spec.grid or "epochs" in self.spec.space:
+            return None
+        try:
+            return get_recipe(self.spec.recipe, self.spec.overrides, data_here=False).epochs
+        except SpotrunError:
+            return None
+
+    # --------------------------------------------------------------- search
+    def _tell_search(self) -> None:
+        """Tell the search how each ended trial did (once; a restarted controller's study
+        knows the ones told before, and says so)."""
+        if self.searcher is None:
+            return
+        for trial in self._trials():
+            run = self._run(trial)
+            if trial.index in self._told or run is None or not run.is_terminal:
+                continue
+            records = read_all(run.run_dir / METRICS_FILE)
+            if self.searcher.tell(trial.index, _outcome(trial, run), records):
+                self.event(f"trial {trial.index} told to the {self.spec.search} search")
+            self._told.add(trial.index)
 
     def _final_epoch(self, trial: TrialRecord) -> int | None:
         """The trial's last epoch (the recipe's, or its override); None if it cannot be told."""
@@ -261,15 +302,44 @@ class SweepSupervisor:
     def _spend(self) -> tuple[Fraction, list[budget.LiveInstance]]:
         return sweep_spend(self.ledger, self.store, self.sweep)
 
-    def _budget_allows_one_more(self) -> bool:
+    def _budget_refuses_one_more(self) -> str | None:
+        """Why the budget cannot take one more trial; None when it can. Once a trial has run
+        to its end, a new one must be affordable whole, after the live ones have finished (at
+        the price now); before that, its start and stop must fit."""
         cap = self.spec.max_cost_usd
         if cap is None:
-            return True
+            return None
         spent, live = self._spend()
         now = int(time.time())
         new = next_trial(self.plan, now)
         projected = budget.spend_at(now + STOP_MARGIN.total_s, now, spent, [*live, *new])
-        return projected <= Fraction(repr(cap))
+        if projected > Fraction(repr(cap)):
+            return (
+                f"budget: another trial could take the spend past the ${cap:.2f} cap; no new trials"
+            )
+        runs = [(t, self._run(t)) for t in self._trials()]
+        whole = [r.duration_s() for t, r in runs if r is not None and r.state.value == "succeeded"]
+        trial_s = expected_trial_s(whole)
+        if trial_s is None:
+            return None
+        price = self._usd_per_trial_hour_now(live)
+        elapsed = [r.duration_s() for _t, r in runs if r is not None and not r.is_terminal]
+        cap_usd = Fraction(repr(cap))
+        if can_finish_another(spent, cap_usd, trial_s, price, elapsed, STOP_MARGIN.total_s):
+            return None
+        return (
+            f"budget: ${float(cap_usd - spent):.4f} of the ${cap:.2f} cap is left; after the "
+            f"live trials, it cannot pay for another whole trial (~{trial_s:.0f} s at "
+            f"${float(price):.4f}/h); no new trials"
+        )
+
+    def _usd_per_trial_hour_now(self, live: list[budget.LiveInstance]) -> Fraction:
+        """A trial's price per hour at the dearest live instance's price now, else as planned."""
+        planned = Fraction(repr(self.plan.usd_per_trial_hour))
+        if not live:
+            return planned
+        dearest = max(inst.usd_per_hour for inst in live)
+        return dearest * self.plan.nodes / self.plan.trials_per_instance
 
     def _hold_budget(self) -> None:
         cap = self.spec.max_cost_usd
@@ -306,9 +376,11 @@ class SweepSupervisor:
         self.packs.close_idle(more_to_come=False)
         state, message = self.ending or (SweepState.COMPLETED, self._summary())
         try:
-            return self.store.end(self.sweep.id, state, message)
+            ended = self.store.end(self.sweep.id, state, message)
         except StateError:
             return self.store.get(self.sweep.id)
+        tell_end(self.ledger, ended)  # queued; the controller's worker sends it
+        return ended
 
     def _summary(self) -> str:
         trials = self._trials()
@@ -318,7 +390,8 @@ class SweepSupervisor:
         failed = sum(1 for r in runs if r is not None and r.state.value == "failed")
         parts = [f"{done} of {len(trials)} trials succeeded"]
         if pruned:
-            parts.append(f"{pruned} stopped early by ASHA")
+            by = self.stopper.name if self.stopper is not None else "early stopping"
+            parts.append(f"{pruned} stopped early by {by}")
         if failed:
             parts.append(f"{failed} failed")
         return ", ".join(parts)
