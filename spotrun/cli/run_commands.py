@@ -144,19 +144,40 @@ def attach(
         ..., help="run name or a unique prefix of its id", autocompletion=complete_run
     ),
     node: int = typer.Option(0, "--node", help="which node of a multi-node run"),
+    read_only: bool = typer.Option(
+        False, "--read-only", "-r", help="watch only: no key of yours reaches the job"
+    ),
 ) -> None:
     """Put this terminal into the run's live tmux session (detach with Ctrl-b d).
+
+    Ctrl-C there reaches the job and stops it (`spotrun resume` goes on from its newest
+    checkpoint); --read-only only watches.
 
     \b
     Examples:
       spotrun attach RUN
+      spotrun attach RUN --read-only
       spotrun attach RUN --node 1
     """
     ledger = api.open_ledger()
-    argv = api.attach_command(ledger, run, node=node)
+    argv = api.attach_command(ledger, run, node=node, read_only=read_only)
     require_terminal(run)  # tmux's own words would be "open terminal failed: not a terminal"
+    # Said before tmux takes the screen; it is there again once the user detaches.
+    sys.stderr.write(_leave_hint(ledger.resolve(run).name, read_only) + "\n")
+    sys.stderr.flush()
     env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # allow attaching from inside tmux
     os.execvpe(argv[0], argv, env)
+
+
+def _leave_hint(run_name: str, read_only: bool) -> str:
+    """How to leave an attached session, and what Ctrl-C would do there."""
+    leave = "leave with Ctrl-b d (tmux's detach key)"
+    if read_only:
+        return f"watching {run_name} read-only: {leave}; your keys do not reach the job"
+    return (
+        f"attaching to {run_name}: {leave}; Ctrl-C there reaches the job and stops it "
+        f"(`spotrun attach {run_name} --read-only` only watches)"
+    )
 
 
 def exec_(

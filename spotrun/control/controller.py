@@ -32,7 +32,12 @@ from spotrun.control.cost_lines import CostLines
 from spotrun.control.data_volumes import mark_data_volumes_deleted
 from spotrun.control.hours_cap import hours_cap_reason
 from spotrun.control.instance_records import to_record
-from spotrun.control.job_end import exit_code, failure_message, write_exit
+from spotrun.control.job_end import (
+    exit_code,
+    failure_message,
+    interrupted_from_terminal,
+    write_exit,
+)
 from spotrun.control.job_start import JobStart
 from spotrun.control.notices import NoticeWatch
 from spotrun.control.poll_pace import PROCESS_PACE, PollPace
@@ -376,6 +381,9 @@ class RunController:
         code = exit_code(run.run_dir)
         if code == 0:
             return self._move(RunState.SUCCEEDED, "job exited with code 0")
+        by_hand = interrupted_from_terminal(run.run_dir, code, run.name)
+        if by_hand is not None:  # Ctrl-C in an attached terminal: a stop, not a crash
+            return self._move(RunState.STOPPED, by_hand)
         message = failure_message(run.run_dir, code)
         if self.lost_exit_note is not None:
             message = f"{message}; {self.lost_exit_note}"

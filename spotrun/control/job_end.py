@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+from spotrun.core.checkpoint_files import newest_complete_checkpoint
 from spotrun.core.rundir import EXIT_FILE, JOB_LOG_FILE
 from spotrun.core.terminal_text import printable
 from spotrun.remote.jobprep import setup_failure
@@ -34,6 +35,25 @@ def exit_phase(run_dir: Path) -> str | None:
 def write_exit(run_dir: Path, code: int) -> None:
     """An exit record for a job that ended without writing one (its session was killed)."""
     (run_dir / EXIT_FILE).write_text(json.dumps({"exit_code": code, "ended_at": time.time()}))
+
+
+# How a job ended by SIGINT reads: 128 + 2 as a shell reports it, -2 as Python's returncode
+SIGINT_CODES = frozenset({130, -2})
+
+
+def interrupted_from_terminal(run_dir: Path, code: int | None, run_name: str) -> str | None:
+    """The message of a job ended by Ctrl-C (SIGINT, most often typed in an attached
+    terminal): a stop the user made, with how to go on; None for any other end."""
+    if code not in SIGINT_CODES:
+        return None
+    found = newest_complete_checkpoint(run_dir)
+    resume = f"`spotrun resume {run_name}`"
+    goes_on = (
+        f"{resume} goes on from step {found[1]}"
+        if found is not None
+        else f"{resume} starts it again (no checkpoint yet)"
+    )
+    return f"interrupted from the terminal (Ctrl-C); {goes_on}"
 
 
 def failure_message(run_dir: Path, code: int | None) -> str:

@@ -14,9 +14,13 @@ from spotrun.remote.job import JobDriver
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.sweep.packs import run_provider
 
+# tmux's own: a read-only client's keys reach nothing but tmux's detach and switch bindings
+READ_ONLY_FLAG = "-r"
 
-def attach_command(ledger: Ledger, ref: str, node: int = 0) -> list[str]:
-    """argv that puts this terminal into the run's tmux session (on node `node`)."""
+
+def attach_command(ledger: Ledger, ref: str, node: int = 0, read_only: bool = False) -> list[str]:
+    """argv that puts this terminal into the run's tmux session (on node `node`), as a
+    read-only client when `read_only`."""
     run = ledger.resolve(ref)
     nodes = run.spec.resources.nodes
     if not 0 <= node < nodes:
@@ -32,12 +36,16 @@ def attach_command(ledger: Ledger, ref: str, node: int = 0) -> list[str]:
             hint="try again in a moment, or follow it with `spotrun logs -f`",
         )
     provider = run_provider(ledger, run)  # a packed sweep trial attaches through its pack
+    only = [READ_ONLY_FLAG] if read_only else []
     if isinstance(provider, AttachesOverSsh):
-        return list(provider.attach_command(run.id, node=node if nodes > 1 else None))
+        argv = list(provider.attach_command(run.id, node=node if nodes > 1 else None))
+        if read_only:  # the last word is the remote `tmux attach-session ...` command line
+            argv[-1] = f"{argv[-1]} {READ_ONLY_FLAG}"
+        return argv
     session = session_name(run.id)
     if not session_exists(session):
         raise StateError(f"run {run.name}'s tmux session {session} is gone")
-    return [*tmux_argv(), "attach-session", "-t", f"={session}"]
+    return [*tmux_argv(), "attach-session", *only, "-t", f"={session}"]
 
 
 @dataclass(frozen=True)
