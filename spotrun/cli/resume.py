@@ -39,7 +39,9 @@ def resume(
     """Continue a stopped or failed run from its newest checkpoint, on new capacity.
 
     The same run goes on (its name, id, folder and ledger rows); its cost adds up over every
-    instance it has had. A budget-stopped run needs a larger --max-cost.
+    instance it has had. A budget-stopped run needs a larger --max-cost. A succeeded recipe
+    run trains further when given more epochs (--set epochs=N): from its last checkpoint,
+    with the recipe's schedule spanning the N epochs.
 
     \b
     Examples:
@@ -60,6 +62,13 @@ def resume(
         f"resuming {r.name} ({r.id}) {where}; {format_usd(resumed.spent_usd)} spent so far",
         markup=False,
     )
+    if resumed.further is not None:
+        more = resumed.further
+        err.print(
+            f"{r.name} succeeded after {more.epochs_before} epochs: training further to "
+            f"{more.epochs_now}",
+            markup=False,
+        )
     if detach:
         sys.stdout.write(r.id + "\n")
         err.print(

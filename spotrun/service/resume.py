@@ -32,11 +32,28 @@ from spotrun.train.data.source import pin_data_paths
 
 
 @dataclass(frozen=True)
+class TrainFurther:
+    """A succeeded recipe run given more epochs: it trains on from its last checkpoint."""
+
+    epochs_before: int
+    epochs_now: int
+
+    def note(self, checkpoint: str | None) -> str:
+        """The run's event: what changed, and what the schedule does with it."""
+        where = f"from {checkpoint}" if checkpoint else "with no checkpoint here"
+        return (
+            f"training further after success: epochs {self.epochs_before} -> {self.epochs_now} "
+            f"{where}; the recipe's schedule now spans {self.epochs_now} epochs"
+        )
+
+
+@dataclass(frozen=True)
 class Resumed:
     run: RunRecord
     checkpoint: str | None  # the newest complete checkpoint here, e.g. "ckpt-000000120.pt"
     spent_usd: Fraction  # what the run had cost before this resume
     follow_from: FollowFrom  # a follower shows what comes after the resume, not the history
+    further: TrainFurther | None = None  # a succeeded run given more epochs
 
 
 def resume(
@@ -48,13 +65,14 @@ def resume(
     overrides: list[str] | None = None,
     now: float | None = None,
 ) -> Resumed:
-    """Start a stopped or failed run again on new capacity; returns at once.
+    """Start a stopped or failed run again on new capacity; returns at once. A succeeded
+    recipe run given more epochs (`epochs=N` in `overrides`) trains further the same way.
 
     `max_cost_usd` replaces the run's cap on its whole cost (every instance it ever had);
     `max_hours` gives it that many more hours from now; `overrides` (a recipe run's) change
     recipe keys from here on (`epochs=30`: train further), after the run's own."""
     run = ledger.resolve(ref)
-    refuse_unresumable(run)
+    further = refuse_unresumable(run, overrides)
     at = time.time() if now is None else now
     spent = run_cost(ledger, run) or Fraction(0)
     update: dict[str, object] = {}
@@ -87,16 +105,18 @@ def resume(
     follow_from = FollowFrom.now(ledger, run.id, after_step=found[1] if found else -1)
     checkpoint = found[0].name if found else None
     reason = f"resume after {run.state.value}" + (f" ({run.message})" if run.message else "")
-    reopened = reopen_run(ledger, run.id, spec, plan, reason)
+    reopened = reopen_run(ledger, run.id, spec, plan, reason, succeeded_too=further is not None)
     ledger.add_event(
         run.id,
         "resume",
         (f"resuming from {checkpoint}" if checkpoint else "no checkpoint here yet")
         + f"; {amounts.format_usd(spent)} spent before; {plan.reason}",
     )
+    if further is not None:
+        ledger.add_event(run.id, "resume", further.note(checkpoint))
     pid = supervisor.spawn(ledger.settings, reopened)
     ledger.set_supervisor(run.id, pid)
-    return Resumed(ledger.get_run(run.id), checkpoint, spent, follow_from)
+    return Resumed(ledger.get_run(run.id), checkpoint, spent, follow_from, further)
 
 
 def _more_overrides(run: RunRecord, overrides: list[str]) -> list[str]:
@@ -108,27 +128,43 @@ def _more_overrides(run: RunRecord, overrides: list[str]) -> list[str]:
     return merged
 
 
-def refuse_unresumable(run: RunRecord) -> None:
-    """StateError, saying what to do instead, unless `run` may be resumed."""
+def refuse_unresumable(run: RunRecord, overrides: list[str] | None = None) -> TrainFurther | None:
+    """StateError, saying what to do instead, unless `run` may be resumed; for a succeeded
+    run, what more `overrides` give it to do (more epochs: it trains further)."""
     if run.sweep_id is not None:
         raise StateError(
             f"run {run.name} is a trial of sweep {run.sweep_id}; its sweep decides its trials",
             hint="launch the trial's settings as a run of its own to train it further",
         )
     if run.state in RESUMABLE:
-        return
+        return None
     if run.state is RunState.SUCCEEDED:
-        again = f"spotrun launch {run.recipe}" if run.spec.job is None else "spotrun launch ..."
-        raise StateError(
-            f"run {run.name} succeeded; there is nothing left of it to resume",
-            hint=f"to train more, launch a new run (e.g. `{again} --set epochs=N`)"
-            if run.spec.job is None
-            else "launch it again as a new run",
-        )
+        if run.spec.job is not None:
+            raise StateError(
+                f"run {run.name} succeeded; there is nothing left of it to resume",
+                hint="launch it again as a new run",
+            )
+        return _more_epochs(run, overrides or [])
     raise StateError(
         f"run {run.name} is {run.state.value}: it has not ended, so it goes on by itself",
         hint=f"follow it with `spotrun logs -f {run.name}`, or `spotrun stop {run.name}` first "
         "to resume it with other limits",
+    )
+
+
+def _more_epochs(run: RunRecord, overrides: list[str]) -> TrainFurther:
+    """The succeeded run's epochs before and with `overrides`; StateError unless more."""
+    before = get_recipe(run.spec.recipe, list(run.spec.overrides), data_here=False).epochs
+    now = before
+    if overrides:
+        now = get_recipe(run.spec.recipe, _more_overrides(run, overrides), data_here=False).epochs
+    if now > before:
+        return TrainFurther(before, now)
+    said = f"epochs={now} gives it no more to do" if overrides else "there is nothing left of it"
+    raise StateError(
+        f"run {run.name} succeeded after its {before} epochs; {said}",
+        hint=f"train it further from its last checkpoint: "
+        f"`spotrun resume {run.name} --set epochs={before * 2}` (any epochs=N above {before})",
     )
 
 

@@ -19,17 +19,27 @@ from spotrun.store.ledger import Ledger, RunRecord
 _RUN_TABLES = ("cost_lines", "events", "transitions", "instances")
 
 
-def reopen_run(ledger: Ledger, run_id: str, spec: LaunchSpec, plan: Plan, reason: str) -> RunRecord:
-    """Move an ended (stopped or failed) run back to planned with a new spec and plan.
+def reopen_run(
+    ledger: Ledger,
+    run_id: str,
+    spec: LaunchSpec,
+    plan: Plan,
+    reason: str,
+    *,
+    succeeded_too: bool = False,
+) -> RunRecord:
+    """Move an ended (stopped or failed; succeeded too when `succeeded_too`: trained further)
+    run back to planned with a new spec and plan.
 
     Its id, name, run folder, instances, events and cost lines stay: the run goes on where it
     ended. Raises StateError if it is not resumable any more (another command got there first).
     """
     now = ledger.clock()
+    reopens = RESUMABLE | {RunState.SUCCEEDED} if succeeded_too else RESUMABLE
     with ledger.write() as db:
         row = db.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()
         current = RunState(row["state"]) if row is not None else None
-        if current not in RESUMABLE:
+        if current not in reopens:
             shown = current.value if current is not None else "gone"
             raise StateError(f"run {run_id} is {shown}; only a stopped or failed run resumes")
         assert current is not None
