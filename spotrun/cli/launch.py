@@ -16,6 +16,7 @@ from spotrun.cli.common import Cloud, job_environment
 from spotrun.cli.follow_view import detached_note, follow_run
 from spotrun.cli.lazy import lazy_module
 from spotrun.cli.library import api, load_settings, supervisor
+from spotrun.cli.notify import Notices, notify_on_option, notify_option
 from spotrun.cli.render import err, out
 from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S, SPOT_POLICIES
 from spotrun.core.durations import parse_duration
@@ -91,6 +92,8 @@ def launch(
         False, "--dry-run", help="check the plan and the cloud's permissions; launch nothing"
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="show only the run's stages"),
+    notify: list[str] = notify_option(),
+    notify_on: list[str] = notify_on_option(),
 ) -> None:
     """Launch a recipe, a task file or your own command (--cmd) on the cheapest capacity that
     fits, and follow it to the end.
@@ -106,6 +109,7 @@ def launch(
     progress = LaunchProgress()
     try:
         settings = load_settings()
+        notices = Notices.read(settings, notify, notify_on)  # checked before anything starts
         own = OwnJobFlags(cmd, workdir, setup, env_, env_file)
         own.check(target, set_)
         progress.ledger = ledger = api.open_ledger(settings)
@@ -161,7 +165,16 @@ def launch(
                 out.print(prepared.batch_line)
             out.print(f"permitted: {', '.join(passed)}; nothing was launched")
             return
-        run = api.launch(ledger, prepared, prewarmed=progress.warm, run_id=progress.run_id)
+        try:
+            notices.subscribe(ledger, progress.run_id)
+        except BaseException:
+            progress.cancel_warm()
+            raise
+        try:
+            run = api.launch(ledger, prepared, prewarmed=progress.warm, run_id=progress.run_id)
+        except BaseException:
+            notices.forget_unlaunched(ledger, progress.run_id)
+            raise
         if detach:
             sys.stdout.write(run.id + "\n")
             err.print(

@@ -22,6 +22,7 @@ from spotrun.cli.doctor import doctor as doctor_command
 from spotrun.cli.gc import gc_command
 from spotrun.cli.launch import OwnJobFlags, launch
 from spotrun.cli.library import api, supervisor
+from spotrun.cli.notify import notify_app
 from spotrun.cli.plot import plot as plot_command
 from spotrun.cli.prices import prices
 from spotrun.cli.recipes import methods, recipes_app, recipes_list, recipes_show
@@ -115,6 +116,7 @@ def _root(
 app.add_typer(recipes_app, name="recipes")  # spotrun/cli/recipes.py
 app.add_typer(sweep_app, name="sweep")  # spotrun/cli/sweep.py
 app.add_typer(data_app, name="data")  # spotrun/cli/data.py
+app.add_typer(notify_app, name="notify")  # spotrun/cli/notify.py
 app.command("completion")(completion)  # spotrun/cli/complete.py
 app.command("doctor")(doctor_command)  # spotrun/cli/doctor.py
 app.command("plot")(plot_command)  # spotrun/cli/plot.py

@@ -18,6 +18,7 @@ import typer
 from spotrun.cli.common import Cloud, job_environment
 from spotrun.cli.complete import complete_sweep
 from spotrun.cli.lazy import stderr_console, stdout_console
+from spotrun.cli.notify import Notices, notify_on_option, notify_option
 from spotrun.cli.typer_app import SpotrunGroup, SpotrunTyper
 from spotrun.core.durations import show_duration
 from spotrun.core.errors import UsageError
@@ -169,6 +170,8 @@ def run_sweep(
         [], "--env-file", metavar="FILE", help="KEY=VALUE lines for every trial's environment"
     ),
     detach: bool = typer.Option(False, "--detach", "-d", help="print the sweep id and return"),
+    notify: list[str] = notify_option(),
+    notify_on: list[str] = notify_on_option(),
 ) -> None:
     """Start a sweep of RECIPE: every --grid combination, or --random N draws.
 
@@ -184,6 +187,7 @@ def run_sweep(
     from spotrun.service import sweeps as service
 
     settings = load_settings()
+    notices = Notices.read(settings, notify, notify_on)  # checked before anything starts
     ledger = api.open_ledger(settings)
     resources: dict[str, object] = {
         k: v for k, v in (("instance_type", instance_type), ("zone", zone)) if v
@@ -213,7 +217,9 @@ def run_sweep(
         resources=resources,
         envs=job_environment(env_, env_file),
     )
-    sweep = service.start_sweep(ledger, prepared)
+    sweep = service.start_sweep(
+        ledger, prepared, lambda sweep_id: notices.subscribe(ledger, sweep_id)
+    )
     if detach:
         sys.stdout.write(sweep.id + "\n")
         return
@@ -373,10 +379,12 @@ def _status(
                 "metric": sweep.spec.metric,
                 "mode": sweep.spec.mode,
                 "early_stop": sweep.spec.early_stop,
+                "search": _search_of(sweep.spec),
                 "max_cost_usd": sweep.spec.max_cost_usd,
                 "plan": sweep.plan,
                 "counts": service.counts(store, sweep),
                 "leaderboard": board.records(entries, sweep.spec.metric),
+                "best_by_spend": [vars(p) for p in board.best_by_spend(entries, sweep.spec.mode)],
             }
         )
         return
@@ -390,6 +398,31 @@ def _status(
     if sweep.plan:
         out.print(f"plan: {sweep.plan.get('reason')}", markup=False)
     _print_board(ledger, sweep, entries)
+    _print_best_by_spend(board.best_by_spend(entries, sweep.spec.mode), sweep.spec)
+
+
+def _search_of(spec: Any) -> str:
+    return str(spec.search or ("random" if spec.random is not None else "grid"))
+
+
+def _print_best_by_spend(points: list[Any], spec: Any) -> None:
+    """Best-so-far against dollars spent: a line where a trial's end improved the best, and
+    the last one (what the rest of the money bought)."""
+    if not points:
+        return
+    out.print(
+        f"best {spec.metric} so far against dollars spent ({_search_of(spec)} search, "
+        f"trials in the order they ended):",
+        markup=False,
+    )
+    for i, point in enumerate(points):
+        if point.improved or i == len(points) - 1:
+            best = "-" if point.best is None else f"{point.best:.4g}"
+            note = "" if point.improved else " (no better since)"
+            out.print(
+                f"  {_money(point.spent_usd)}: {best} after trial {point.trial}{note}",
+                markup=False,
+            )
 
 
 def _print_board(ledger: Any, sweep: Any, entries: list[Any] | None = None) -> None:

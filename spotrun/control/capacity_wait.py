@@ -27,6 +27,7 @@ from spotrun.core.durations import format_duration
 from spotrun.core.errors import CapacityError
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import SYSTEM_CLOCK, Backoff, Clock, poll_until
+from spotrun.notify.announce import announce_waiting
 from spotrun.store.ledger import Ledger, RunRecord
 
 STOP_LOOK_S = 1.0  # how often the stop flag is read while the run waits for capacity
@@ -117,6 +118,8 @@ class CapacityWait:
         self.ledger.set_message(run.id, note)
         # the foreground view shows events as they come: what it waits for, the next ask
         self.ledger.add_event(run.id, "capacity", f"{show_note(note, now)} (ask {self.asks})")
+        if self.asks == 1:  # told once a wait, not every ask
+            announce_waiting(self.ledger, fresh, show_note(note, now))
         stopped = poll_until(
             lambda: self.ledger.state_of(run.id)[1],
             timeout_s=max(0.0, next_ask_at - time.time()),

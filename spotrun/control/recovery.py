@@ -34,6 +34,7 @@ from spotrun.core.runstates import RunState
 from spotrun.core.waiting import SYSTEM_CLOCK, Clock, pause, poll_until
 from spotrun.cost import budget
 from spotrun.cost.rules import FREE_INTERRUPTION_S
+from spotrun.notify.announce import announce_move
 from spotrun.store.ledger import Ledger, RunRecord
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,9 @@ class Recovery:
 
     def interrupt(self, run: RunRecord, reason: str) -> RunRecord:
         self._unreachable_since = None
-        return self.ledger.transition(self.run_id, RunState.INTERRUPTED, reason)
+        run = self.ledger.transition(self.run_id, RunState.INTERRUPTED, reason)
+        announce_move(self.ledger, run, reason)
+        return run
 
     # --------------------------------------------------------- replacement
     def offers(self, run: RunRecord, offers: list[Offer]) -> list[Offer]:
@@ -271,11 +274,14 @@ class Recovery:
             return False  # a stop or hibernation keeps billing volumes; no notice, no promise
         if not (notice.checkpointed and notice.stored) or inst.market != "spot":
             return False
-        until = notice.reclaim_at + self.settings.aws.reclaim_margin_s
+        # On this controller's clock: when it first saw the notice, plus the seconds left that
+        # the agent measured on the instance's (the notice's time is in another frame).
+        reclaim_at = notice.acts_at if notice.acts_at is not None else notice.seen_at + 120
+        until = reclaim_at + self.settings.aws.reclaim_margin_s
         if inst.launched_at is None or until - inst.launched_at >= FREE_INTERRUPTION_S:
             return False  # past its first hour by then: EC2's end is billed too, ours is sooner
         self.instances.leave_to_ec2(inst, until)
-        at = time.strftime("%H:%M:%S", time.localtime(notice.reclaim_at))
+        at = time.strftime("%H:%M:%S", time.localtime(reclaim_at))
         self.ledger.add_event(
             run.id,
             "spot",

@@ -1,11 +1,13 @@
 """A run's state moves, as the controller makes them: the ledger's compare-and-set, then the
-ssh_config entries that follow the run's state (they appear as it runs, go as it leaves)."""
+ssh_config entries that follow the run's state (they appear as it runs, go as it leaves), and
+the news of the move queued for whoever asked to be told (spotrun.notify)."""
 
 from __future__ import annotations
 
 from spotrun.control import ssh_config
 from spotrun.core.errors import SpotrunError
 from spotrun.core.runstates import RunState
+from spotrun.notify.announce import announce_move
 from spotrun.store.ledger import Ledger, RunRecord
 
 
@@ -18,6 +20,7 @@ class RunTransitions:
         """Move the run to `target` (StateError if another process moved it first)."""
         run = self.ledger.transition(self.run_id, target, reason)
         self._refresh_ssh_config()
+        announce_move(self.ledger, run, reason)  # queued only; the controller's worker sends it
         return run
 
     def _refresh_ssh_config(self) -> None:

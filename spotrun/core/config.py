@@ -252,8 +252,30 @@ class Settings(StrictModel):
     data_dir: Path | None = Field(
         None, description="where recipes find data sets by name (data=cifar10); None = home/data"
     )
+    data_mirror: str | None = Field(
+        None,
+        description="a base URL that `spotrun data get` fetches known data sets from, by file "
+        "name, in place of their public homes (a mirror on your network); None = their homes",
+    )
     workdir_max_mb: float = Field(
         100.0, gt=0, description="the largest workdir a launch ships to an instance"
+    )
+    # Notifications (spotrun.notify): targets checked at launch, as --notify's are
+    notify: list[str] = Field(
+        default_factory=list,
+        description="who is told of every run's and sweep's news when a launch gives no "
+        "--notify: slack:URL, ntfy:URL, webhook:URL, smtp://user:pass@host:port/?to=ADDRESS",
+    )
+    notify_on: list[str] = Field(
+        default_factory=list,
+        description="the events told (--notify-on); empty = all but pruned",
+    )
+    notify_retry_first_s: float = Field(
+        10.0,
+        gt=0,
+        le=MAX_SECONDS,
+        description="the first pause before a notification that could not be sent is tried "
+        "again (doubling each time, at most an hour, for a day)",
     )
     aws: AwsSettings = Field(default_factory=AwsSettings)
 

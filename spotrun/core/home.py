@@ -18,6 +18,8 @@ REMOTE_RECORD_FILE = "remote.json"  # the controller's host, when not this machi
 # On a controller instance: its idle stop (spotrun.service.idle_marks); one stat tells the
 # CLI whether to load that module at all
 IDLE_STOP_FILE = "idle-stop.json"
+# Notification targets (their webhook keys and mail passwords), 0600: spotrun.notify
+NOTIFY_TARGETS_FILE = "notify-targets.json"
 
 
 def default_home() -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,10 +145,17 @@ def prepare_sweep(
     return PreparedSweep(spec, trials, plan, notes)
 
 
-def start_sweep(ledger: Ledger, prepared: PreparedSweep) -> SweepRecord:
-    """Record the sweep and its trials, and hand it to a new sweep supervisor."""
+def start_sweep(
+    ledger: Ledger,
+    prepared: PreparedSweep,
+    recorded: Callable[[str], None] | None = None,
+) -> SweepRecord:
+    """Record the sweep and its trials, and hand it to a new sweep supervisor; `recorded` is
+    told the sweep's id before it starts (its notifications subscribed, say)."""
     store = SweepStore(ledger)
     sweep = store.create(prepared.spec, prepared.trials, prepared.plan.to_dict())
+    if recorded is not None:
+        recorded(sweep.id)
     store.set_supervisor(sweep.id, revive.spawn(ledger.settings, sweep))
     return store.get(sweep.id)
 

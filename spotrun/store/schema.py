@@ -9,7 +9,7 @@ from pathlib import Path
 from spotrun.core.errors import LedgerError
 from spotrun.core.rundir import HOME_VAR
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APP_ID = "spotrun-ledger"
 
 SCHEMA = """
@@ -174,6 +174,41 @@ CREATE INDEX IF NOT EXISTS pack_stays_by_instance ON pack_stays(instance_id);
 CREATE INDEX IF NOT EXISTS pack_stays_by_run ON pack_stays(run_id);
 """
 
+# v4 (notifications, spotrun.notify): who is told of a run's or sweep's news (a target by its
+# id; the target itself, a secret, lives in a 0600 file under SPOTRUN_HOME), the messages
+# waiting to be sent or sent, and every attempt to send one.
+NOTIFY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS notify_subscriptions (
+    subject_id TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    target_label TEXT NOT NULL,
+    events TEXT NOT NULL,
+    PRIMARY KEY (subject_id, target_id)
+);
+CREATE TABLE IF NOT EXISTS notify_outbox (
+    id INTEGER PRIMARY KEY,
+    subject_id TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    target_label TEXT NOT NULL,
+    event TEXT NOT NULL,
+    fields_json TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    next_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL,
+    sent_at REAL
+);
+CREATE INDEX IF NOT EXISTS notify_outbox_due ON notify_outbox(state, next_at);
+CREATE TABLE IF NOT EXISTS notify_attempts (
+    id INTEGER PRIMARY KEY,
+    message_id INTEGER NOT NULL REFERENCES notify_outbox(id),
+    at REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS notify_attempts_by_message ON notify_attempts(message_id);
+"""
+
 # Each step takes a ledger of the version before it to its own version; a fresh ledger gets
 # SCHEMA (the latest) directly.
 MIGRATIONS: dict[int, str] = {
@@ -201,6 +236,7 @@ CREATE TABLE IF NOT EXISTS on_demand_prices (
 );
 """,
     3: SWEEP_SCHEMA,
+    4: NOTIFY_SCHEMA,
 }
 
 
@@ -245,6 +281,7 @@ def migrate(db: sqlite3.Connection, where: Path) -> None:
     if version == 0:
         run_script(db, SCHEMA)
         run_script(db, SWEEP_SCHEMA)
+        run_script(db, NOTIFY_SCHEMA)
     else:  # an older ledger: step it up, keeping everything it holds
         for step in range(version + 1, SCHEMA_VERSION + 1):
             run_script(db, MIGRATIONS[step])

@@ -13,7 +13,8 @@ Nothing is kept only in memory: the ledger and the cloud's tags are the state, s
 this process loses nothing, and the next controller picks every run up where it is. One run
 never waits on another: each has its own thread, and every remote call is bounded
 (spotrun.remote.ssh), so a host that hangs holds its own run only. With nothing live for
-LINGER_S (a launch may be on its way) it exits.
+LINGER_S (a launch may be on its way) it exits; it stays while notifications wait to be sent
+(spotrun.notify.outbox, a thread of this process).
 
 It lives in the sweep layer because it drives sweeps as well as runs (control never imports
 sweep code).
@@ -38,6 +39,7 @@ from spotrun.control.write_faults import WriteFaultGaveWay
 from spotrun.core.config import Settings, load_settings
 from spotrun.core.errors import LedgerWriteError, SpotrunError, StateError
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE
+from spotrun.notify.outbox import OutboxWorker
 from spotrun.store.adopt import adopt_run_folders
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepState, SweepStore
@@ -154,6 +156,7 @@ class HomeController:
         self.wake = wake if wake is not None else threading.Event()
         self.give_way = threading.Event()
         self.gave_way_to: WriteFaultGaveWay | None = None
+        self.outbox = OutboxWorker(settings)  # notifications, sent from this process
 
     def _start(self, key: str, thread: threading.Thread) -> None:
         known = self.threads.get(key)
@@ -198,10 +201,11 @@ class HomeController:
 
     def serve(self, lock: IO[str]) -> int:
         idle_since: float | None = None
+        self.outbox.start()
         while True:
             if self.give_way.is_set():
                 return self._give_way(lock)
-            if self.tick():
+            if self.tick() or self.outbox.pending:  # it stays while notifications wait
                 idle_since = None
             else:
                 idle_since = idle_since if idle_since is not None else time.monotonic()

@@ -21,6 +21,7 @@ from spotrun.control.supervisor import _try_lock, spawn
 from spotrun.core.config import load_settings
 from spotrun.core.errors import LedgerWriteError, SpotrunError
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
+from spotrun.notify.outbox import deliver_once
 from spotrun.store.ledger import Ledger
 from spotrun.sweep.packs import run_provider
 
@@ -77,6 +78,7 @@ def main(argv: list[str]) -> int:
         return 1
     logging.info("run %s ended: %s %s", run_id, final.state, final.message or "")
     lock.close()
+    deliver_once(ledger)  # one try; what fails waits for the home's controller to retry it
     return 0
 
 

@@ -117,7 +117,7 @@ class SweepSupervisor:
                 reduction_factor=self.spec.reduction_factor,
                 pruner="hyperband" if self.spec.early_stop == "hyperband" else "asha",
                 max_epochs=self._sweep_epochs(),
-                study_name=self.sweep.id,
+                study_name=self.sweep.name,  # Hyperband's brackets: the same for the same name
             )
         self.searcher = None
         self._told: set[int] = set()
