@@ -20,10 +20,15 @@ def ui(
         False, "--expose", help="allow a --host other machines can reach (says what it exposes)"
     ),
     browser: bool = typer.Option(True, "--browser/--no-browser", help="open it in a browser"),
+    end_with_input: bool = typer.Option(
+        False, "--end-with-input", hidden=True, help="end when standard input ends"
+    ),
 ) -> None:
     """A live web dashboard of runs, sweeps and costs, on this machine (Ctrl-C ends it).
 
     Every request needs the token in the URL it prints. Nothing is fetched from the internet.
+    With the controller on another host (`spotrun controller up`), the dashboard is served
+    there and reached through spotrun's ssh connection to it.
 
     \b
     Examples:
@@ -33,30 +38,34 @@ def ui(
     # late: starlette and uvicorn (~0.2 s) load only for the dashboard, never for --help or ls
     from spotrun.core.controller_record import load_record
     from spotrun.service.lookup import open_ledger
-    from spotrun.ui import server
+    from spotrun.ui import server, tunnel
 
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be 0 to 65535, got {port}")
     warning = server.check_host(host, expose=expose)
-    record = load_record(default_home())
-    if record is not None:
-        raise UsageError(
-            f"the controller lives on {record.target.login}: its runs are in the ledger there",
-            hint="run `spotrun ui --no-browser` on that host and forward its port with ssh -L",
-        )
+    home = default_home()
+    record = load_record(home)
     sock = server.bind(host, port)
-    ledger = open_ledger()
     if warning:
         err.print(f"warning: {warning}", markup=False)
 
     def ready(address: server.Address) -> None:
         sys.stdout.write(f"{address.url}\n")
         sys.stdout.flush()
+        if record is not None:
+            err.print(
+                f"the dashboard of the controller host {record.where}, through spotrun's ssh "
+                "connection to it",
+                markup=False,
+            )
         err.print("the dashboard answers only with the token above; Ctrl-C ends it", markup=False)
         if browser:  # in the background: a slow browser start must not hold the server up
             threading.Thread(target=webbrowser.open, args=(address.url,), daemon=True).start()
 
     try:
-        server.serve(ledger, sock, ready=ready)
+        if record is not None:  # its runs are in the ledger there: served there
+            tunnel.serve_through_host(home, record, sock, ready=ready)
+        else:
+            server.serve(open_ledger(), sock, ready=ready, end_with_input=end_with_input)
     except KeyboardInterrupt:
         return  # Ctrl-C is how the dashboard ends

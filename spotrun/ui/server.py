@@ -10,6 +10,8 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import socket
+import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -75,8 +77,10 @@ def serve(
     *,
     token: str | None = None,
     ready: Callable[[Address], None] | None = None,
+    end_with_input: bool = False,
 ) -> None:
-    """Serve the dashboard on `sock` until interrupted (Ctrl-C)."""
+    """Serve the dashboard on `sock` until interrupted (Ctrl-C), or, with `end_with_input`,
+    until its standard input ends (the ssh session of a dashboard reached from elsewhere)."""
     host, port = sock.getsockname()[:2]
     address = Address(host, port, token or secrets.token_urlsafe(24))
     dashboard = Dashboard(ledger, address.token)
@@ -84,6 +88,13 @@ def serve(
         build_app(dashboard), log_level="warning", access_log=False, lifespan="off"
     )
     server = uvicorn.Server(config)
+    if end_with_input:
+
+        def end_when_input_ends() -> None:
+            sys.stdin.buffer.read()  # returns at the end of input only
+            server.should_exit = True
+
+        threading.Thread(target=end_when_input_ends, daemon=True).start()
     if ready is not None:
         ready(address)
     try:

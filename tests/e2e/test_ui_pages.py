@@ -5,6 +5,11 @@ finished one, a run of your own command with a secret in its --env (that it prin
 two-trial ASHA sweep in which lr=0.0005 is pruned at its first rung. Each test asserts what a
 person sees on a page (rows, a curve's points, a greyed trial) and saves a screenshot of it
 under docs/screenshots/.
+
+The sweep runs its trials one after the other: ASHA promotes the first trial to reach a rung
+(it has no one to compare with), so two trials side by side prune the bad one only when the
+good one happens to reach epoch 1 first. In turn, lr=0.2 sets every rung's bar and lr=0.0005
+(test_acc 0.14 against 0.65 at epoch 1) always falls under it.
 """
 
 from __future__ import annotations
@@ -87,10 +92,10 @@ def runs(home: Env) -> dict[str, str]:
         "--grid",
         "lr=0.2,0.0005",
         "--set",
-        "epochs=6",
+        "epochs=4",
         *THREADS,
         "--max-parallel",
-        "2",
+        "1",
         "--early-stop",
         "asha",
         "--grace-epochs",
@@ -210,18 +215,13 @@ def test_compare_overlays_the_selected_runs(
     screenshot(browser, "compare")
 
 
-@pytest.mark.skip(
-    reason="ASHA never prunes the trial since this stop's merge (times out at 540 s); to mend next stop"
-)
 def test_the_sweep_view_greys_a_pruned_trial(
     home: Env, served: Served, browser: webdriver.Chrome
 ) -> None:
-    board = wait_for(
-        lambda: [t for t in _sweep(home)["leaderboard"] if t["status"] == "pruned"] or None,
-        180,
-        "ASHA to prune the lr=0.0005 trial",
-    )
-    (pruned,) = board
+    wait_for(lambda: _sweep(home)["state"] != "running", 180, "the sweep to end")
+    board = _sweep(home)["leaderboard"]
+    (pruned,) = [t for t in board if t["status"] == "pruned"]
+    assert pruned["params"] == {"lr": "0.0005"} and "at epoch 1 " in pruned["reason"], board
     browser.get(served.page(f"/sweep/{_sweep(home)['id']}"))
     wait_seen(browser, "tr.trial-row.pruned", "the pruned trial's row")
     (row,) = seen(browser, "tr.trial-row.pruned")
