@@ -124,17 +124,20 @@ def _print_cost_table(report: api.CostReport, records: list[dict[str, Any]]) -> 
             cells += _target_cells(row)
         table.add_row(*cells)
     out.print(table)
-    out.print("amounts in USD, rounded to the cent only here (totals are summed exactly)")
+    out.print(
+        "amounts in USD, to the cent (under a cent: two significant digits); totals are summed "
+        "exactly, and --json and --csv keep every amount unrounded"
+    )
     for rec in records:
         if rec.get("staging_s") is not None:
             out.print(
-                f"staging {rec['run']}: {rec['staging_s']:.1f} s of instance time while its data "
-                f"was staged, {money(rec['staging_usd'])} of its cost"
+                f"staging {rec['run']}: {fmt_duration(rec['staging_s'])} of instance time while "
+                f"its data was staged, {money(rec['staging_usd'])} of its cost"
             )
         if rec.get("transfer_bytes"):
             out.print(
                 f"transfer {rec.get('run', rec.get('day', rec.get('instance_type')))}: "
-                f"{rec['transfer_bytes']} bytes read across regions, ${rec['transfer_usd']:.6f}"
+                f"{rec['transfer_bytes']} bytes read across regions, {money(rec['transfer_usd'])}"
             )
     if any(row.live for row in report.rows):
         out.print("* still running: priced up to now")

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotrun.cli.lazy import real_console
+from spotrun.core.durations import show_duration
 from spotrun.core.exitcodes import FAILURE, SUCCESS
+from spotrun.core.money import show_usd
 from spotrun.core.rundir import RECIPE_FILE
 from spotrun.core.runstates import RunState
 from spotrun.core.terminal_text import printable
@@ -27,14 +29,7 @@ PLAIN_EVERY_S = 10.0  # piped: a progress line at most this often
 COST_EVERY_S = 5.0  # the cost so far is priced again at most this often
 
 
-def fmt_duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+fmt_duration = show_duration  # the views' one duration format (spotrun/core/durations.py)
 
 
 def fmt_metrics(metrics: dict[str, Any]) -> str:
@@ -68,7 +63,7 @@ def progress_line(p: dict[str, Any], cost_usd: float | None, now: float) -> str:
     if isinstance(acc, (int, float)):
         parts.append(f"acc {100 * acc:.1f}%")
     if cost_usd is not None:
-        parts.append(f"${cost_usd:.2f} so far")
+        parts.append(f"{show_usd(cost_usd)} so far")
     return "  ".join(parts)
 
 
@@ -198,7 +193,7 @@ def _summary(ledger: Any, run_id: str, out: Console) -> int:
     out.print(
         f"{final.state.value} in {fmt_duration(final.duration_s())}"
         + (f": {summary}" if summary else "")
-        + f"  cost ${cost:.2f}"
+        + f"  cost {show_usd(cost)}"
         + (
             f"\n{printable(final.message)}"
             if final.state is not RunState.SUCCEEDED and final.message

@@ -8,10 +8,14 @@ from spotrun.cli.launch import resource_flags
 from spotrun.cli.library import api, load_settings
 from spotrun.cli.render import Table, err, out, print_json
 from spotrun.core.errors import UsageError
+from spotrun.core.money import rate_digits
 
 
 def prices(
-    gpus: int = typer.Option(1, "--gpus", help="at least this many GPUs (0: CPU types)"),
+    gpus: int | None = typer.Option(
+        None, "--gpus", help="exactly this many GPUs (0: CPU types); default every GPU type"
+    ),
+    min_gpus: int | None = typer.Option(None, "--min-gpus", help="at least this many GPUs"),
     gpu_model: str | None = typer.Option(None, "--gpu-model", help="e.g. A10G, L4, A100"),
     instance_type: str | None = typer.Option(None, "--instance-type"),
     region: str | None = typer.Option(None, "--region"),
@@ -24,18 +28,32 @@ def prices(
     \b
     Examples:
       spotrun prices
-      spotrun prices --gpus 4 --gpu-model A100
+      spotrun prices --gpus 1
+      spotrun prices --min-gpus 4 --gpu-model A100
       spotrun prices --instance-type g5.xlarge --json
     """
-    if gpus < 0:
-        raise UsageError(f"--gpus must be 0 or more, got {gpus}")
+    if gpus is not None and min_gpus is not None:
+        raise UsageError(
+            "--gpus (exactly) and --min-gpus (at least) each set the count; choose one"
+        )
+    for flag, count in (("--gpus", gpus), ("--min-gpus", min_gpus)):
+        if count is not None and count < 0:
+            raise UsageError(f"{flag} must be 0 or more, got {count}")
+    least = gpus if gpus is not None else min_gpus if min_gpus is not None else 1
     settings = load_settings()
     priced = api.prices(
         settings,
         "aws",
-        {"gpus": gpus, **resource_flags(gpu_model, instance_type, region, zone, None)},
+        {"gpus": least, **resource_flags(gpu_model, instance_type, region, zone, None)},
     )
     offers = priced.offers
+    if gpus is not None:  # like `sky show-gpus`: the count asked for, not every larger type
+        offers = [o for o in offers if o.gpus == gpus]
+        if not offers:
+            raise UsageError(
+                f"no offer has exactly {gpus} GPU(s)",
+                hint=f"--min-gpus {gpus} lists types with {gpus} or more",
+            )
     if as_json:
         print_json([{**o.to_dict(), "saving_pct": o.saving_pct} for o in offers])
         if priced.offline:  # the list's shape stays the same; say where it came from aside
@@ -52,8 +70,8 @@ def prices(
             o.zone,
             str(o.gpus),
             o.gpu_model or "-",
-            f"{o.spot_usd_per_hour:.4f}" if o.spot_usd_per_hour is not None else "-",
-            f"{o.on_demand_usd_per_hour:.4f}" if o.on_demand_usd_per_hour is not None else "-",
+            "-" if o.spot_usd_per_hour is None else rate_digits(o.spot_usd_per_hour),
+            "-" if o.on_demand_usd_per_hour is None else rate_digits(o.on_demand_usd_per_hour),
             f"{o.saving_pct:.0f}%" if o.saving_pct is not None else "-",
         )
     out.print(table)

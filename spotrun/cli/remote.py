@@ -20,6 +20,7 @@ from spotrun.core.controller_record import load_record
 from spotrun.core.durations import format_duration, parse_duration
 from spotrun.core.errors import UsageError
 from spotrun.core.home import IDLE_STOP_FILE, default_home
+from spotrun.core.money import show_usd, show_usd_per_hour
 from spotrun.core.rundir import HOME_VAR
 
 out = stdout_console()
@@ -107,7 +108,9 @@ def up(
     record = result.record
     out.print(f"controller: {record.where}, {HOME_VAR} {record.home} there", markup=False)
     if record.kind == "aws":
-        price = f"${record.usd_per_hour:.4f}/h on demand" if record.usd_per_hour else "?"
+        price = (
+            f"{show_usd_per_hour(record.usd_per_hour)} on demand" if record.usd_per_hour else "?"
+        )
         out.print(
             f"instance    {record.instance_id} ({record.instance_type}, {record.region}, {price})",
             markup=False,
@@ -149,7 +152,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> Non
         out.print(f"live runs   {', '.join(st.live_runs) or '-'}", markup=False)
         out.print(f"live sweeps {', '.join(st.live_sweeps) or '-'}", markup=False)
         if st.instance_id:
-            cost = f"${st.usd:.4f}" if st.usd is not None else "$? (no price known)"
+            cost = show_usd(st.usd) if st.usd is not None else "$? (no price known)"
             out.print(
                 f"instance    {st.instance_id} ({st.instance_type}): up {st.hours or 0:.3f} h, "
                 f"{cost} on demand so far",
@@ -381,8 +384,8 @@ def _controller_cost_line(record: Any) -> None:
 
     bill = bill_of(record)
     hours = bill.running_s / 3600
-    compute = f"${float(bill.compute_usd):.4f}" if bill.compute_usd is not None else "$?"
-    storage = f"${float(bill.storage_usd):.4f}" if bill.storage_usd is not None else "$?"
+    compute = show_usd(bill.compute_usd) if bill.compute_usd is not None else "$?"
+    storage = show_usd(bill.storage_usd) if bill.storage_usd is not None else "$?"
     stopped = f", stopped {bill.stopped_s / 3600:.3f} h" if bill.stopped_s >= 1 else ""
     out.print(
         f"controller instance {record.instance_id} ({record.instance_type}, on demand): "

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import sys
-from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
 
 from spotrun.cli.lazy import stderr_console, stdout_console
+from spotrun.core.money import show_usd
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,11 +43,8 @@ def print_csv(records: list[dict[str, Any]]) -> None:
 
 
 def money(value: float | None) -> str:
-    """USD to the cent, half up (as the cost table rounds), from a figure kept to 6 places."""
-    if value is None:
-        return "-"
-    cents = Decimal(repr(value)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-    return f"${cents:,}"
+    """USD by the one rule of spotrun/core/money.py ("-": not known)."""
+    return "-" if value is None else show_usd(value)
 
 
 def iso_minute(ts: float) -> str:

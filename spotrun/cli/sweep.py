@@ -220,6 +220,8 @@ def run_sweep(
     sweep = service.start_sweep(
         ledger, prepared, lambda sweep_id: notices.subscribe(ledger, sweep_id)
     )
+    if sweep.message:  # the name was an ended sweep's: that one was renamed
+        err.print(f"note: {sweep.message}", markup=False)
     if detach:
         sys.stdout.write(sweep.id + "\n")
         return

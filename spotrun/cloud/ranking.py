@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from spotrun.cloud.base import Offer
+from spotrun.core.money import show_usd, show_usd_per_hour
 
 if TYPE_CHECKING:
     from spotrun.core.config import Resources
@@ -97,7 +98,7 @@ class DataTransfer:
         return offer.region != self.site.region
 
     def words(self) -> str:
-        usd = "size unknown" if self.usd is None else f"${self.usd:.4f} once"
+        usd = "size unknown" if self.usd is None else f"{show_usd(self.usd)} once"
         return (
             f"moving {self.site.uri} from {self.site.region} ({usd}, "
             f"over {self.hours.hours:g} h: {self.hours.basis})"
@@ -224,13 +225,14 @@ def why(chosen: RankedOffer, data: DataTransfer | None = None) -> str:
     else:
         signals.append(f"{seen.reclaims} reclaim(s) in {seen.hours:.0f} h here")
     line = (
-        f"chose {offer.instance_type} in {offer.zone}: ${offer.usd_per_hour:.4f}/h, expected "
-        f"${chosen.expected_usd_per_hour:.4f}/h with interruptions ({', '.join(signals)})"
+        f"chose {offer.instance_type} in {offer.zone}: {show_usd_per_hour(offer.usd_per_hour)}, "
+        f"expected {show_usd_per_hour(chosen.expected_usd_per_hour)} with interruptions "
+        f"({', '.join(signals)})"
     )
     if data is None or data.usd is None:
         return line
     if data.applies_to(offer):
-        return f"{line}, and ${chosen.transfer_usd_per_hour:.4f}/h for {data.words()}"
+        return f"{line}, and {show_usd_per_hour(chosen.transfer_usd_per_hour)} for {data.words()}"
     return f"{line}, in {data.site.region} where its data set {data.site.uri} lives"
 
 
@@ -268,16 +270,18 @@ def passed_over(
         ):
             lines.append(
                 f"passed over {offer.instance_type} in {offer.zone} "
-                f"(${offer.usd_per_hour:.4f}/h): expected ${other.expected_usd_per_hour:.4f}/h "
-                f"with ${other.transfer_usd_per_hour:.4f}/h for {data.words()}"
+                f"({show_usd_per_hour(offer.usd_per_hour)}): expected "
+                f"{show_usd_per_hour(other.expected_usd_per_hour)} "
+                f"with {show_usd_per_hour(other.transfer_usd_per_hour)} for {data.words()}"
             )
             continue
         signals = [f"score {other.score}"] if other.score is not None else []
         if other.history is not None:
             signals.append(f"{other.history.reclaims} reclaim(s) in {other.history.hours:.0f} h")
         lines.append(
-            f"passed over {offer.instance_type} in {offer.zone} (${offer.usd_per_hour:.4f}/h): "
-            f"expected ${other.expected_usd_per_hour:.4f}/h, it interrupts often "
+            f"passed over {offer.instance_type} in {offer.zone} "
+            f"({show_usd_per_hour(offer.usd_per_hour)}): "
+            f"expected {show_usd_per_hour(other.expected_usd_per_hour)}, it interrupts often "
             f"({', '.join(signals) or 'prior'})"
         )
     return lines[:3]

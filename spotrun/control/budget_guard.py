@@ -13,7 +13,9 @@ import time
 from fractions import Fraction
 
 from spotrun.cloud.base import Offer
+from spotrun.core.durations import show_duration
 from spotrun.core.errors import UsageError
+from spotrun.core.money import show_usd, show_usd_per_hour
 from spotrun.cost import amounts, budget
 from spotrun.cost import rules as cost
 from spotrun.cost.bills import bill_run
@@ -87,9 +89,9 @@ def check_affordable(cap_usd: float, offer: Offer, nodes: int, margin_s: float) 
     least = rate * Fraction(least_s) / amounts.HOUR_S
     if amounts.usd(cap_usd) < least:
         raise UsageError(
-            f"--max-cost ${cap_usd:g} is below what the cheapest offer costs before the run "
-            f"could even stop: {nodes} x {offer.instance_type} at ${offer.usd_per_hour:.4f}/h "
-            f"for {least_s:.0f} s (the one-minute minimum plus {margin_s:.0f} s to stop) is "
-            f"{amounts.format_usd(least)}",
+            f"--max-cost {show_usd(cap_usd)} is below what the cheapest offer costs before the "
+            f"run could even stop: {nodes} x {offer.instance_type} at "
+            f"{show_usd_per_hour(offer.usd_per_hour)} for {show_duration(least_s)} (the "
+            f"one-minute minimum plus {show_duration(margin_s)} to stop) is {show_usd(least)}",
             hint="raise --max-cost, or choose a cheaper --instance-type",
         )

@@ -12,6 +12,7 @@ from spotrun.cloud.base import Provider
 from spotrun.control import budget_guard
 from spotrun.control.cost_lines import price_book
 from spotrun.core.errors import SpotrunError
+from spotrun.core.money import show_usd
 from spotrun.core.waiting import SYSTEM_CLOCK, Clock
 from spotrun.cost.budget import Action
 from spotrun.store.ledger import Ledger, RunRecord
@@ -51,7 +52,7 @@ class BudgetWatch:
             return None
         if verdict.action is Action.STOP_NOW:
             self.ledger.add_event(run.id, "budget", verdict.reason)
-            return f"budget: ${run.spec.max_cost_usd:.2f} cap; {verdict.reason}"
+            return f"budget: {show_usd(run.spec.max_cost_usd)} cap; {verdict.reason}"
         last, now_at = self._stop_at, verdict.stop_at
         moved = (last is None) != (now_at is None) or (
             last is not None and now_at is not None and abs(now_at - last) > STOP_MOVE_S

@@ -23,6 +23,7 @@ from spotrun.cloud.base import Instance, Provider
 from spotrun.cloud.capabilities import FetchesCheckpoints
 from spotrun.core.checkpoint_files import newest_complete_checkpoint
 from spotrun.core.metrics_file import parse_line
+from spotrun.core.money import show_usd
 from spotrun.core.rundir import (
     CHECKPOINTS_DIR,
     EXIT_FILE,
@@ -133,7 +134,7 @@ class CheckpointRestore:
             run.id,
             "transfer",
             f"{head.id} read {what} across regions: {size} bytes from {source} to "
-            f"{head.region}, ${float(transfer.usd):.6f}",
+            f"{head.region}, {show_usd(transfer.usd)}",
         )
 
     def _push_run_files(self, run: RunRecord, runner: Runner, remote_dir: str) -> None:

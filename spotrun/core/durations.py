@@ -48,3 +48,17 @@ def format_duration(seconds: float) -> str:
         if seconds >= size and (seconds / size).is_integer():
             return f"{int(seconds / size)}{unit}"
     return f"{seconds:g}s"
+
+
+def show_duration(seconds: float) -> str:
+    """A duration for people, the one way every view prints one: 12.3s, 4m05s, 14h58m, 3d04h."""
+    if seconds < 60:
+        return f"{max(0.0, seconds):.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"

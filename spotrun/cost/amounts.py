@@ -9,6 +9,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from spotrun.core.errors import PricingError
+from spotrun.core.money import show_usd
 
 HOUR_S = 3600  # prices are per hour, times in seconds
 
@@ -23,14 +24,14 @@ def usd(value: float | int | str | Fraction) -> Fraction:
 
 
 def to_cents(amount: Fraction) -> Decimal:
-    """Rounded half up to the cent: the only rounding spotrun does, and only to display."""
+    """Rounded half up to the cent (what a bill of whole cents would say)."""
     cents = math.floor(amount * 100 + Fraction(1, 2))
     return Decimal(cents).scaleb(-2)
 
 
 def format_usd(amount: Fraction) -> str:
-    value = to_cents(amount)
-    return f"-${-value:,.2f}" if value < 0 else f"${value:,.2f}"
+    """An exact amount for people, by the one rule of spotrun/core/money.py."""
+    return show_usd(amount)
 
 
 def whole_second(at: float) -> int:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
+from spotrun.core.durations import show_duration
+from spotrun.core.money import show_usd
 from spotrun.cost.amounts import HOUR_S
 from spotrun.cost.rules import MINIMUM_BILLED_S
 
@@ -121,8 +123,8 @@ def decide(
             t,
             0,
             projected,
-            f"stopping takes {margin.total_s} s and would end at a projected "
-            f"${float(projected):.2f} against the ${float(cap):.2f} cap",
+            f"stopping takes {show_duration(margin.total_s)} and would end at a projected "
+            f"{show_usd(projected)} against the {show_usd(cap)} cap",
         )
     projected = spend_at(last, t, spent, instances)
     return Verdict(
@@ -130,6 +132,6 @@ def decide(
         stop_at,
         stop_at - t,
         projected,
-        f"at today's prices the cap is reached in {last - t} s; stopping starts "
-        f"{margin.total_s} s before that",
+        f"at today's prices the cap is reached in {show_duration(last - t)}; stopping starts "
+        f"{show_duration(margin.total_s)} before that",
     )

@@ -1,7 +1,8 @@
 """Cost report rows: per run, per UTC day or per instance type, from priced runs.
 
 Pure: it takes RunBills (spotrun.cost.bills) with each run's state history and metrics, and
-returns rows of exact amounts; rendering (table, JSON, CSV) rounds to the cent.
+returns rows of exact amounts; JSON and CSV keep them unrounded, a table shows them by
+spotrun/core/money.py's rule.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal
 
+from spotrun.core.money import exact_usd
 from spotrun.core.runstates import RunState
-from spotrun.cost.amounts import to_cents
 from spotrun.cost.bills import RunBill
 from spotrun.cost.rules import Bill
 from spotrun.recipes.base import Target
@@ -267,10 +268,6 @@ def total(rows: list[Row]) -> Row:
 
 
 # ------------------------------------------------------------------ rendering
-def cents(amount: Fraction | None) -> Decimal | None:
-    return None if amount is None else to_cents(amount)
-
-
 def percent(value: Fraction | None) -> Decimal | None:
     if value is None:
         return None
@@ -278,7 +275,7 @@ def percent(value: Fraction | None) -> Decimal | None:
 
 
 def to_record(row: Row, by: GroupBy) -> dict[str, Any]:
-    """One row for --json and --csv: amounts in USD to the cent."""
+    """One row for --json and --csv: amounts in unrounded USD (spotrun/core/money.py)."""
     a = row.amounts
     record: dict[str, Any] = {by.replace("-", "_"): row.key}
     if row.run is not None:
@@ -294,13 +291,13 @@ def to_record(row: Row, by: GroupBy) -> dict[str, Any]:
         instance_seconds=a.instance_s,
         instance_hours=round(a.instance_s / 3600, 4),
         market=market_word(a.markets),
-        spot_usd=_num(cents(a.compute)),
-        on_demand_market_usd=_num(cents(a.on_demand_market)),
-        storage_usd=_num(cents(a.storage)),
+        spot_usd=exact_usd(a.compute),
+        on_demand_market_usd=exact_usd(a.on_demand_market),
+        storage_usd=exact_usd(a.storage),
         transfer_bytes=a.transfer_bytes,
-        transfer_usd=float(a.transfer),  # not to the cent: a checkpoint's may be a fraction of one
-        cost_usd=_num(cents(a.total)),
-        on_demand_usd=_num(cents(a.on_demand)),
+        transfer_usd=exact_usd(a.transfer),
+        cost_usd=exact_usd(a.total),
+        on_demand_usd=exact_usd(a.on_demand),
         saving_pct=_num(percent(a.saving_pct)),
     )
     if by == "run":
@@ -310,12 +307,12 @@ def to_record(row: Row, by: GroupBy) -> dict[str, Any]:
             target=None if wanted is None else f"{wanted.metric} {wanted.mode} {wanted.value}",
             time_to_target_s=None if reach is None else round(reach.wall_s, 1),
             train_s_to_target=None if reach is None else reach.train_s,
-            cost_to_target_usd=None if reach is None else _num(cents(reach.usd)),
+            cost_to_target_usd=None if reach is None else exact_usd(reach.usd),
         )
         staged = row.staging
         record.update(
             staging_s=None if staged is None else round(staged.seconds, 1),
-            staging_usd=None if staged is None else _num(cents(staged.usd)),
+            staging_usd=None if staged is None else exact_usd(staged.usd),
         )
         record.update(method=list(row.methods), error=row.error)
     return record

@@ -32,6 +32,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from spotrun.core.errors import PricingError
+from spotrun.core.money import show_usd
 from spotrun.cost.amounts import HOUR_S
 from spotrun.cost.ebs_prices import PRICES_AS_OF
 from spotrun.cost.price_history import PriceHistory
@@ -58,7 +59,7 @@ AWS_METHOD = (
 
 TRANSFER_METHOD = (
     f"data transfer between regions: bytes read from S3 in another region at "
-    f"${float(CROSS_REGION_USD_PER_GB):.2f}/GB (AWS's S3 pricing page, transfer out to another "
+    f"{show_usd(CROSS_REGION_USD_PER_GB)}/GB (AWS's S3 pricing page, transfer out to another "
     "region)"
 )
 

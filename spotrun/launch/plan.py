@@ -26,6 +26,7 @@ from spotrun.cloud.ranking import (
 )
 from spotrun.core.config import Resources
 from spotrun.core.errors import UsageError
+from spotrun.core.money import show_usd_per_hour
 from spotrun.cost.rules import CROSS_REGION_USD_PER_GB, GB
 
 MAX_FALLBACK_OFFERS = 12
@@ -89,7 +90,7 @@ def make_plan(
     ranked = ranking.rank(fitting, scores, history, home_region, data)
     ordered = [r.offer for r in ranked]
     chosen = ordered[0]
-    price = "free" if chosen.usd_per_hour == 0 else f"${chosen.usd_per_hour:.4f}/h"
+    price = "free" if chosen.usd_per_hour == 0 else show_usd_per_hour(chosen.usd_per_hour)
     first = "cheapest" if chosen.usd_per_hour <= fitting[0].usd_per_hour else "first"
     reason = (
         f"{first} of {len(fitting)} fitting offer(s): {chosen.instance_type} in {chosen.zone} "
@@ -122,7 +123,7 @@ def with_on_demand(plan: Plan) -> Plan:
     cheapest = on_demand[0]
     line = (
         f"then on-demand, when spot cannot be had within the wait: {len(on_demand)} offer(s) "
-        f"from {cheapest.instance_type} at ${cheapest.on_demand_usd_per_hour:.4f}/h"
+        f"from {cheapest.instance_type} at {show_usd_per_hour(cheapest.on_demand_usd_per_hour)}"
     )
     return Plan([*plan.offers, *on_demand], f"{plan.reason}\n{line}")
 

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from spotrun.core.errors import SpotrunError
+from spotrun.core.money import show_usd
 from spotrun.notify.targets import Target, mask
 
 TIMEOUT_S = 5.0
@@ -32,7 +33,7 @@ def text(fields: dict[str, Any]) -> str:
     if fields.get("reason"):
         lines.append(f"reason: {fields['reason']}")
     if fields.get("cost") is not None:
-        lines.append(f"cost so far: ${fields['cost']:.4f}")
+        lines.append(f"cost so far: {show_usd(fields['cost'])}")
     return "\n".join(lines)
 
 

@@ -27,6 +27,7 @@ from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost, SshTarget
 from spotrun.core.errors import RemoteError, StateError, UsageError
+from spotrun.core.money import show_usd_per_hour
 from spotrun.core.rundir import HOME_VAR
 from spotrun.core.waiting import wait_until
 from spotrun.remote import controller_host as hostrec
@@ -124,7 +125,7 @@ def _up_on_aws(
     region = region or settings.aws.region
     log(f"starting the controller's on-demand instance in {region} ...")
     made = ci.launch(settings, region, instance_type, settings.home / "ssh")
-    price = f"${made.usd_per_hour:.4f}/h" if made.usd_per_hour else "price unknown"
+    price = show_usd_per_hour(made.usd_per_hour) if made.usd_per_hour else "price unknown"
     log(f"{made.instance_id} ({made.instance_type}, {price}) runs at {made.address}")
     aws = settings.aws
     target = SshTarget(aws.ssh_user, made.address, aws.ssh_port)

@@ -20,6 +20,7 @@ from spotrun.control import budget_guard, supervisor
 from spotrun.control.hours_cap import stop_begins_at
 from spotrun.core.checkpoint_files import newest_complete_checkpoint
 from spotrun.core.errors import StateError, UsageError
+from spotrun.core.money import show_usd
 from spotrun.core.runstates import RESUMABLE, RunState
 from spotrun.cost import amounts
 from spotrun.cost.bills import run_cost
@@ -176,15 +177,15 @@ def _check_budget_left(
     margin = ledger.settings.budget_stop_margin_s
     if left <= 0:
         raise UsageError(
-            f"run {run.name} has spent {amounts.format_usd(spent)} of its ${cap_usd:g} cap",
+            f"run {run.name} has spent {amounts.format_usd(spent)} of its {show_usd(cap_usd)} cap",
             hint=f"give a larger cap for its whole cost: `spotrun resume {run.name} "
-            f"--max-cost {float(spent) * 2 + 1:.2f}`",
+            f"--max-cost {round(float(spent) * 2 + 1, 2)}`",
         )
     try:
         budget_guard.check_affordable(float(left), offer, nodes, margin)
     except UsageError as exc:
         raise UsageError(
-            f"run {run.name} has {amounts.format_usd(left)} left of its ${cap_usd:g} cap "
+            f"run {run.name} has {amounts.format_usd(left)} left of its {show_usd(cap_usd)} cap "
             f"({amounts.format_usd(spent)} spent): {exc.message.split(': ', 1)[-1]}",
             hint="give a larger cap for its whole cost with --max-cost",
         ) from exc

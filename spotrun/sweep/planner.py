@@ -16,6 +16,7 @@ from typing import Any
 
 from spotrun.cloud.base import Offer, Plan
 from spotrun.core.config import Resources
+from spotrun.core.money import show_rate
 from spotrun.launch.plan import MAX_FALLBACK_OFFERS, make_plan
 
 
@@ -69,7 +70,7 @@ def trials_per_instance(offer: Offer, gpus_per_trial: int, cap: int) -> int:
 
 
 def _price(usd: float) -> str:
-    return "free" if usd == 0 else f"${usd:.4f}"
+    return "free" if usd == 0 else show_rate(usd)
 
 
 def plan_sweep(

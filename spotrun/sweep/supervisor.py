@@ -28,8 +28,10 @@ from spotrun.control.controller import RunController
 from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
 from spotrun.control.supervisor import _try_lock
 from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
+from spotrun.core.durations import show_duration
 from spotrun.core.errors import SpotrunError, StateError
 from spotrun.core.metrics_file import MetricsTail, read_all
+from spotrun.core.money import show_usd, show_usd_per_hour
 from spotrun.core.rundir import METRICS_FILE, SUPERVISOR_LOCK_FILE, SWEEP_STUDY_FILE
 from spotrun.core.sweepspec import MODEL_SEARCHES
 from spotrun.core.waiting import Backoff, wait_until
@@ -315,7 +317,8 @@ class SweepSupervisor:
         projected = budget.spend_at(now + STOP_MARGIN.total_s, now, spent, [*live, *new])
         if projected > Fraction(repr(cap)):
             return (
-                f"budget: another trial could take the spend past the ${cap:.2f} cap; no new trials"
+                f"budget: another trial could take the spend past the {show_usd(cap)} cap; "
+                "no new trials"
             )
         runs = [(t, self._run(t)) for t in self._trials()]
         whole = [r.duration_s() for t, r in runs if r is not None and r.state.value == "succeeded"]
@@ -328,9 +331,9 @@ class SweepSupervisor:
         if can_finish_another(spent, cap_usd, trial_s, price, elapsed, STOP_MARGIN.total_s):
             return None
         return (
-            f"budget: ${float(cap_usd - spent):.4f} of the ${cap:.2f} cap is left; after the "
-            f"live trials, it cannot pay for another whole trial (~{trial_s:.0f} s at "
-            f"${float(price):.4f}/h); no new trials"
+            f"budget: {show_usd(cap_usd - spent)} of the {show_usd(cap)} cap is left; after the "
+            f"live trials, it cannot pay for another whole trial (~{show_duration(trial_s)} at "
+            f"{show_usd_per_hour(price)}); no new trials"
         )
 
     def _usd_per_trial_hour_now(self, live: list[budget.LiveInstance]) -> Fraction:
@@ -350,7 +353,7 @@ class SweepSupervisor:
         if verdict.action is budget.Action.STOP_NOW:
             self._wind_down(
                 SweepState.STOPPED,
-                f"budget: ${float(spent):.4f} spent of the ${cap:.2f} cap; {verdict.reason}",
+                f"budget: {show_usd(spent)} spent of the {show_usd(cap)} cap; {verdict.reason}",
                 run_reason=BUDGET_REASON,
             )
 

@@ -13,6 +13,7 @@ import pytest
 
 from spotlab import Lab
 from spotlab.lab import OTHER_REGION, OTHER_ZONES, REGION
+from spotrun.core.money import show_usd, show_usd_per_hour
 from spotrun.cost.rules import CROSS_REGION_USD_PER_GB, GB
 from tests.conftest import Env
 from tests.unit.train.data.images import make_image_folder
@@ -56,11 +57,12 @@ def test_the_data_sets_region_wins_over_a_slightly_cheaper_one(
     assert "first of 5 fitting offer(s): c6i.large in us-east-1c" in said, said
     assert f"in {REGION} where its data set {uri} lives" in said, said
     assert (
-        f"passed over c6i.large in {OTHER_ZONES[0]} (${EAST_PRICE - saving:.4f}/h): expected $"
+        f"passed over c6i.large in {OTHER_ZONES[0]} ({show_usd_per_hour(EAST_PRICE - saving)}): "
+        "expected $"
     ) in said, said
     assert (
-        f"with ${per_hour:.4f}/h for moving {uri} from {REGION} ("
-        f"${per_hour * MAX_HOURS:.4f} once, over {MAX_HOURS:g} h: --max-hours)"
+        f"with {show_usd_per_hour(per_hour)} for moving {uri} from {REGION} ("
+        f"{show_usd(per_hour * MAX_HOURS)} once, over {MAX_HOURS:g} h: --max-hours)"
     ) in said, said
     assert lab.front.run_requests == []  # a dry run launches nothing
 
@@ -74,10 +76,10 @@ def test_a_much_cheaper_region_wins_anyway_with_the_transfer_in_its_line(
     lab.set_spot_prices("c6i.large", OTHER_ZONES[0], [(time.time() - 86400, cheap)])
     said = _dry_run(aws_env, uri)
     assert f"cheapest of 5 fitting offer(s): c6i.large in {OTHER_ZONES[0]}" in said, said
-    assert f"chose c6i.large in {OTHER_ZONES[0]}: ${cheap:.4f}/h, expected $" in said, said
+    assert f"chose c6i.large in {OTHER_ZONES[0]}: {show_usd_per_hour(cheap)}, expected $" in said
     assert (
-        f"and ${per_hour:.4f}/h for moving {uri} from {REGION} "
-        f"(${per_hour * MAX_HOURS:.4f} once, over {MAX_HOURS:g} h: --max-hours)"
+        f"and {show_usd_per_hour(per_hour)} for moving {uri} from {REGION} "
+        f"({show_usd(per_hour * MAX_HOURS)} once, over {MAX_HOURS:g} h: --max-hours)"
     ) in said, said
     assert "passed over" not in said, said
     assert lab.front.run_requests == []

@@ -17,7 +17,7 @@ from spotlab import Lab
 from spotlab import costs as costlab
 from spotlab.costs import EXPECTED
 from spotlab.fixtures import use_lab
-from spotrun.cost.amounts import format_usd, to_cents
+from spotrun.cost.amounts import format_usd
 from spotrun.cost.reports import TARGET_METHOD
 from spotrun.cost.rules import AWS_METHOD, LOCAL_METHOD
 from tests.conftest import Env
@@ -37,8 +37,8 @@ def priced(env: Env, lab: Lab) -> Iterator[Env]:
         yield env
 
 
-def cents(amount: object) -> float:
-    return float(to_cents(amount))  # type: ignore[arg-type]
+def exact(amount: object) -> float:
+    return float(amount)  # type: ignore[arg-type]
 
 
 def test_table_states_amounts_to_the_cent_and_the_method_once(priced: Env, lab: Lab) -> None:
@@ -74,14 +74,14 @@ def test_json_and_csv_rows(priced: Env) -> None:
     rows = {r["name"]: r for r in json.loads(priced.cli("cost", "--json", check=True).stdout)}
     for name, want in EXPECTED.items():
         row = rows[name]
-        assert row["cost_usd"] == cents(want.total)
-        assert row["spot_usd"] == cents(want.spot)
-        assert row["storage_usd"] == cents(want.storage)
-        assert row["on_demand_usd"] == cents(want.on_demand)
+        assert row["cost_usd"] == exact(want.total)
+        assert row["spot_usd"] == exact(want.spot)
+        assert row["storage_usd"] == exact(want.storage)
+        assert row["on_demand_usd"] == exact(want.on_demand)
         assert row["instance_seconds"] == want.instance_s
     alpha = rows["alpha"]
     assert alpha["time_to_target_s"] == 3000.0
-    assert alpha["cost_to_target_usd"] == cents(costlab.ALPHA_COST_TO_TARGET)
+    assert alpha["cost_to_target_usd"] == exact(costlab.ALPHA_COST_TO_TARGET)
     saving = 100 * (1 - EXPECTED["alpha"].total / EXPECTED["alpha"].on_demand)
     assert alpha["saving_pct"] == round(float(saving), 1)
     assert rows["home"]["saving_pct"] is None and rows["home"]["cost_usd"] == 0.0
@@ -100,7 +100,7 @@ def test_json_and_csv_rows(priced: Env) -> None:
     aws_total = sum(
         (EXPECTED[n].total for n in ("alpha", "beta", "gamma")), start=0 * EXPECTED["alpha"].spot
     )
-    assert float(days[0]["cost_usd"]) == cents(aws_total)
+    assert float(days[0]["cost_usd"]) == exact(aws_total)
 
     # ls and status show the recorded cost
     listed = {r["name"]: r for r in priced.runs()}

@@ -17,6 +17,7 @@ from spotlab import spot as spotlab
 from spotlab.fixtures import use_lab
 from spotlab.lab import OTHER_REGION, REGION, ZONES
 from spotrun.core.config import load_settings
+from spotrun.core.money import show_usd
 from spotrun.cost.rules import CROSS_REGION_USD_PER_GB, GB
 from spotrun.store.ledger import Ledger
 from tests.conftest import Env
@@ -86,7 +87,7 @@ def test_a_replacement_in_another_region_resumes_and_bills_the_transfer(
 
     shown = spot_env.cli("cost", scenario.run_id, check=True).stdout
     said = " ".join(shown.split())
-    assert f"{size} bytes read across regions, ${float(usd):.6f}" in said, shown
+    assert f"{size} bytes read across regions, {show_usd(float(usd))}" in said, shown
     record = json.loads(spot_env.cli("cost", scenario.run_id, "--json", check=True).stdout)
     (row,) = record if isinstance(record, list) else record["rows"]
     assert row["transfer_bytes"] == size

@@ -23,6 +23,7 @@ from spotrun.cloud.aws.quotas import QuotaReading, read_quota
 from spotrun.cloud.base import Offer
 from spotrun.core.config import Resources
 from spotrun.core.errors import SpotrunError
+from spotrun.core.money import show_usd_per_hour
 
 Status = Literal["ok", "warn", "fail", "skip"]
 README_POLICY = "the user policy in README.md (On AWS > Permissions)"
@@ -141,7 +142,8 @@ class Doctor:
             "spot offers",
             "ok",
             f"{len(priced)} for {_wanted(self.resources)}; cheapest {self.offer.instance_type} "
-            f"${self.offer.spot_usd_per_hour:.4f}/h in {self.offer.zone}; on-demand prices "
+            f"{show_usd_per_hour(self.offer.spot_usd_per_hour)} in {self.offer.zone}; "
+            "on-demand prices "
             f"from {self.provider.on_demand_source}",
         )
 

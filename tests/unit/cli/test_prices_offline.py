@@ -55,7 +55,7 @@ def test_prices_without_credentials_show_the_dated_catalog(offline: Env) -> None
 
 
 def test_offline_prices_filter_like_a_launch(offline: Env) -> None:
-    proc = offline.cli("prices", "--gpus", "4", "--gpu-model", "a10g", "--json", check=True)
+    proc = offline.cli("prices", "--min-gpus", "4", "--gpu-model", "a10g", "--json", check=True)
     offers = json.loads(proc.stdout)
     assert offers and all(o["gpus"] >= 4 and o["gpu_model"] == "A10G" for o in offers)
     assert {o["instance_type"] for o in offers} == {"g5.12xlarge", "g5.24xlarge", "g5.48xlarge"}

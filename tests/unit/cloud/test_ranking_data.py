@@ -57,13 +57,13 @@ def test_the_plan_says_the_data_set_is_why_and_what_the_transfer_costs() -> None
     assert "in us-east-1 where its data set s3://sets/imagenet lives" in reason, reason
     assert (
         "passed over g5.xlarge in us-west-2a ($0.9000/h): expected $1.1575/h with $0.2500/h "
-        "for moving s3://sets/imagenet from us-east-1 ($1.0000 once, over 4 h: --max-hours)"
+        "for moving s3://sets/imagenet from us-east-1 ($1.00 once, over 4 h: --max-hours)"
     ) in reason, reason
     # much cheaper elsewhere: it wins all the same, and its line carries the transfer
     far_cheaper = offer("us-west-2a", 0.50)
     plan = make_plan(Resources(gpus=1), [east, far_cheaper], data=moved)
     assert plan.chosen is far_cheaper
-    assert "and $0.2500/h for moving s3://sets/imagenet from us-east-1 ($1.0000 once" in (
+    assert "and $0.2500/h for moving s3://sets/imagenet from us-east-1 ($1.00 once" in (
         plan.reason
     ), plan.reason
 

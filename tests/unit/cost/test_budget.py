@@ -33,6 +33,11 @@ def test_constant_price_stops_exactly_in_time() -> None:
     assert v.action is Action.CONTINUE
     assert v.stop_at == T0 + 880 and v.seconds_left == 880
     assert v.projected_usd == F(2)
+    # durations for people (issue 34): not "in 1000 s"
+    assert (
+        v.reason
+        == "at today's prices the cap is reached in 16m40s; stopping starts 2m00s before that"
+    )
 
 
 def test_history_with_a_price_rise_brings_the_stop_forward() -> None:
@@ -127,5 +132,5 @@ def test_a_cap_the_first_minute_and_a_stop_would_pass_is_refused() -> None:
     offer = Offer("aws", "g5.xlarge", "us-east-1", "us-east-1a", 1, "A10G", 24.0, 4, 16.0, 3.6, 9.0)
     # $3.60/h = $0.001/s; two nodes for 60 s + 120 s to stop: $0.36
     check_affordable(0.36, offer, nodes=2, margin_s=120)
-    with pytest.raises(UsageError, match=r"2 x g5.xlarge .* for 180 s .* is \$0.36"):
+    with pytest.raises(UsageError, match=r"2 x g5.xlarge .* for 3m00s .* is \$0.36"):
         check_affordable(0.35, offer, nodes=2, margin_s=120)
