@@ -36,10 +36,15 @@ class Notice:
     # what the controller, whose clock may disagree, measures on its own.
     left_s: float | None = None
 
-    @property
-    def reclaim_at(self) -> float:
-        """When EC2 is to take the instance back: its word, or two minutes after the notice."""
-        return self.acts_at if self.acts_at is not None else self.seen_at + EC2_NOTICE_S
+    def reclaim_after(self, seen_here: float) -> float:
+        """When EC2 is to take the instance back, on the controller's own clock: `seen_here`,
+        the controller's first sight of the notice (on its clock; no earlier than the agent's),
+        plus the seconds the agent saw left (on the instance's clock; two minutes when the
+        notice said no time). A time taken on the instance is never compared with one taken
+        here: the late side is the safe one (a first hour judged shorter, EC2 waited for a
+        little longer)."""
+        left_s = EC2_NOTICE_S if self.left_s is None else max(0.0, self.left_s)
+        return seen_here + left_s
 
 
 def read_notice(run_dir: Path) -> Notice | None:

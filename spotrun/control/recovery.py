@@ -11,7 +11,8 @@ the doomed instance is terminated, and the newest checkpoint that reads back who
 the replacement, where the trainer resumes from it. A noticed instance in its first hour whose
 checkpoint is stored is left for EC2 to terminate instead: AWS does not bill an instance it
 interrupts in its first hour, and bills one the user ends (`_leave_to_ec2`); spotrun ends it
-only if EC2 has not by the notice's time plus aws.reclaim_margin_s (RunInstances.settle_left).
+only if EC2 has not by the notice's time (reckoned on this controller's clock) plus
+aws.reclaim_margin_s (RunInstances.settle_left).
 A GPU check that refused the instance (spotrun.control.gpu_check) interrupts the run too.
 """
 
@@ -30,7 +31,6 @@ from spotrun.control.gpu_check import GpuMismatchError
 from spotrun.control.notices import is_spot_reclaim, read_notice
 from spotrun.control.run_instances import NOTICED, RunInstances
 from spotrun.core.errors import CapacityError, RemoteError, SpotrunError
-from spotrun.core.money import show_usd
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import SYSTEM_CLOCK, Clock, pause, poll_until
 from spotrun.cost import budget
@@ -213,8 +213,7 @@ class Recovery:
                 )
         if not affordable:
             raise CapacityError(
-                f"no replacement fits the rest of the {show_usd(cap)} budget "
-                f"({show_usd(spent)} spent)"
+                f"no replacement fits the rest of the ${cap:.2f} budget (${float(spent):.4f} spent)"
             )
         return affordable
 
@@ -278,7 +277,7 @@ class Recovery:
             return False
         # On this controller's clock: when it first saw the notice, plus the seconds left that
         # the agent measured on the instance's (the notice's time is in another frame).
-        reclaim_at = notice.acts_at if notice.acts_at is not None else notice.seen_at + 120
+        reclaim_at = notice.reclaim_after(self.instances.doomed_at(inst.id) or time.time())
         until = reclaim_at + self.settings.aws.reclaim_margin_s
         if inst.launched_at is None or until - inst.launched_at >= FREE_INTERRUPTION_S:
             return False  # past its first hour by then: EC2's end is billed too, ours is sooner

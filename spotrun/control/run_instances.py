@@ -17,6 +17,7 @@ from spotrun.store.ledger import InstanceRecord, Ledger
 
 DOOMED = "doomed"  # key in an instance record's details: why it no longer counts
 NOTICED = "spot interruption notice"  # the DOOMED reason of a noticed instance
+DOOMED_AT = "at"  # key in a doomed instance's details: when it was doomed, on our clock
 # Key in a doomed instance's details: spotrun leaves it for EC2 to reclaim (an interruption in
 # its first hour is not billed) and terminates it itself only after this time (unix seconds).
 LEFT_TO_EC2 = "left_to_ec2_until"
@@ -47,7 +48,16 @@ class RunInstances:
         return {r.id: r.details.get(DOOMED) for r in self.ledger.instances(self.run_id)}
 
     def mark_doomed(self, instance: Instance, why: str) -> None:
-        self.ledger.upsert_instance(self.record(instance, details={DOOMED: why, "at": time.time()}))
+        details = {DOOMED: why, DOOMED_AT: time.time()}
+        self.ledger.upsert_instance(self.record(instance, details=details))
+
+    def doomed_at(self, instance_id: str) -> float | None:
+        """When this controller marked the instance doomed, on its own clock."""
+        for record in self.ledger.instances(self.run_id):
+            at = record.details.get(DOOMED_AT)
+            if record.id == instance_id and isinstance(at, int | float):
+                return float(at)
+        return None
 
     # --------------------------------------------------- left for EC2 to end
     def left_to_ec2(self) -> dict[str, float]:

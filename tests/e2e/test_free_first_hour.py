@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -97,8 +96,9 @@ def _running_attempt(env: Env, lab: Lab, run_id: str, attempt: int) -> str:
 
 
 def _announce(lab: Lab, instance_id: str, acts_in_s: float) -> None:
-    """EC2's interruption notice, in the instance's metadata, with no reclaim scheduled."""
-    document = notice_document("terminate", time.time() + acts_in_s)
+    """EC2's interruption notice, in the instance's metadata (its time in the instance's own
+    frame, as the lab's clock offset puts it), with no reclaim scheduled."""
+    document = notice_document("terminate", lab.imds(instance_id).now() + acts_in_s)
     lab.imds(instance_id).announce("meta-data/spot/instance-action", document)
 
 
@@ -193,3 +193,35 @@ def test_a_notice_ec2_does_not_follow_is_ended_by_spotrun(
         reason = _end_reason(env, run_id, first)
         assert "EC2 did not reclaim" in reason and SPOT_RECLAIM not in reason, reason
         assert lab.instances(run_id, states=LIVE) == []
+
+
+def test_an_instance_clock_hours_off_still_leaves_it_to_ec2_within_the_notice(
+    env: Env, lab: Lab, tmp_path: Path
+) -> None:
+    """Two runs in their first hour whose instances' clocks are 2 h behind and 2 h ahead of the
+    controller's get a notice (its time in the instance's frame, 10 minutes ahead). Both are
+    left for EC2 and ended by it, free. Before, the controller read the notice's time on its
+    own clock: 2 h behind, it was already past and spotrun terminated the instance at once
+    (billed); 2 h ahead, the instance looked past its first hour and spotrun ended it."""
+    with use_lab(env, lab):
+        task = _task(tmp_path)
+        firsts: dict[str, str] = {}
+        for offset_s in (-7200.0, 7200.0):
+            lab.host_clock_offset_s = offset_s  # the hosts booted from now on
+            run_id = _launch(env, task)
+            firsts[run_id] = _running_attempt(env, lab, run_id, 1)
+        lab.host_clock_offset_s = 0.0
+        for first in firsts.values():
+            _announce(lab, first, acts_in_s=600.0)
+        for run_id, first in firsts.items():
+            _event(env, run_id, f"{first}'s checkpoint is stored: left for EC2")
+            (item,) = [i for i in lab.instances(run_id) if i["InstanceId"] == first]
+            assert item["State"]["Name"] == "running", _events(env, run_id)
+            lab.reclaim(first)
+            _event(env, run_id, f"EC2 reclaimed {first}")
+            assert SPOT_RECLAIM in _end_reason(env, run_id, first)
+            assert not [e for e in _events(env, run_id) if "EC2 did not reclaim" in e]
+        for run_id in firsts:
+            env.cli("stop", run_id, check=True)
+            wait_for(lambda r=run_id: _state(env, r) == "stopped", 120, f"run {run_id} to stop")
+            assert lab.instances(run_id, states=LIVE) == []
