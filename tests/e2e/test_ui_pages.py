@@ -15,6 +15,7 @@ good one happens to reach epoch 1 first. In turn, lr=0.2 sets every rung's bar a
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -197,6 +198,46 @@ def test_a_live_runs_curve_grows(
     wait_for(lambda: "epoch" in seen(browser, "#log")[0]["text"], 60, "job.log's tail")
     assert '"epochs": 60' in seen(browser, "#recipe")[0]["text"]
     screenshot(browser, "run")
+
+
+# A job that appends one evaluation each time the test lets it (a go-N file in its folder).
+STEPPED_JOB = (
+    'for n in 1 2; do while [ ! -e "$SPOTRUN_RUN_DIR/go-$n" ]; do sleep 0.1; done; '
+    'echo "{\\"step\\": $n, \\"epoch\\": $n, \\"test_acc\\": 0.${n}5}" '
+    '>> "$SPOTRUN_RUN_DIR/metrics.jsonl"; done; sleep 600'
+)
+
+
+def test_a_new_metric_shows_on_the_open_runs_and_run_pages(
+    served: Served, browser: webdriver.Chrome, home: Env
+) -> None:
+    run_id = home.cli("launch", "--cmd", STEPPED_JOB, "--name", "stepped", "-d", check=True)
+    run_id = run_id.stdout.strip()
+    folder = home.home / "runs" / run_id
+    try:
+        browser.get(served.page("/"))
+        row = f"tr.run-row[data-run='{run_id}']"
+        wait_for(lambda: seen(browser, row, "data-state")[0]["data-state"] == "running"
+                 if seen(browser, row) else False, 120, "the run's row, running")  # fmt: skip
+        assert "% acc" not in seen(browser, row)[0]["text"]  # no evaluation yet
+        browser.execute_script("window.sameLoad = true")  # gone if the page is loaded again
+        (folder / "go-1").touch()
+        told = time.monotonic()
+        wait_for(lambda: "15.0% acc" in seen(browser, row)[0]["text"], 60, "the metric in its row")
+        print(f"runs page: the metric shown {time.monotonic() - told:.1f} s after it was let go")
+        assert browser.execute_script("return window.sameLoad") is True  # polled, not reloaded
+
+        browser.get(served.page(f"/run/{run_id}"))
+        wait_for(lambda: _curves(browser) and _curves(browser)[0]["data-points"] == "1", 60,
+                 "the run's curve with its one evaluation")  # fmt: skip
+        browser.execute_script("window.sameLoad = true")
+        (folder / "go-2").touch()
+        told = time.monotonic()
+        wait_for(lambda: _curves(browser)[0]["data-points"] == "2", 60, "the curve's second point")
+        print(f"run page: the point drawn {time.monotonic() - told:.1f} s after it was let go")
+        assert browser.execute_script("return window.sameLoad") is True
+    finally:
+        home.cli("stop", run_id, timeout=300)
 
 
 def test_compare_overlays_the_selected_runs(
