@@ -1,8 +1,8 @@
-"""Print the README's worked cost example, every number computed by spotrun.cost.rules.
+"""Print the worked cost example of docs/cost.md, every number computed by spotrun.cost.rules.
 
     python scripts/cost_example.py
 
-tests/unit/cost/test_cost_readme.py checks that the README holds exactly this text.
+tests/unit/cost/test_cost_readme.py checks that docs/cost.md holds exactly this text.
 """
 
 from __future__ import annotations

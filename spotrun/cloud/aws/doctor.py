@@ -26,7 +26,7 @@ from spotrun.core.errors import SpotrunError
 from spotrun.core.money import show_usd_per_hour
 
 Status = Literal["ok", "warn", "fail", "skip"]
-README_POLICY = "the user policy in README.md (On AWS > Permissions)"
+README_POLICY = "the user policy in docs/permissions.md"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The IAM policies: every AWS operation spotrun's code makes is allowed by them, and the
-README's JSON is exactly what spotrun.cloud.aws.policy says."""
+JSON of docs/permissions.md is exactly what spotrun.cloud.aws.policy says."""
 
 from __future__ import annotations
 
@@ -90,8 +90,8 @@ def test_every_aws_call_in_the_code_is_allowed_by_the_policies() -> None:
 
 
 def _readme_policies() -> list[dict[str, object]]:
-    text = (REPO / "README.md").read_text()
-    section = text.split("### Permissions", 1)[1]
+    text = (REPO / "docs" / "permissions.md").read_text()
+    section = text.split("## Permissions", 1)[1]
     blocks = re.findall(r"```json\n(.*?)```", section, flags=re.S)
     return [json.loads(block) for block in blocks[:3]]
 
