@@ -79,8 +79,14 @@ class SmtpReceiver:
                 receiver.emails.append(message_from_bytes(content))
                 return "250 OK"
 
-        def authenticate(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
-            ok = isinstance(data, LoginPassword) and data.login.decode() == user and data.password.decode() == password
+        def authenticate(
+            server: Any, session: Any, envelope: Any, mechanism: str, data: Any
+        ) -> AuthResult:
+            ok = (
+                isinstance(data, LoginPassword)
+                and data.login.decode() == user
+                and data.password.decode() == password
+            )
             if ok:
                 receiver.logins.append(user)
             return AuthResult(success=ok)

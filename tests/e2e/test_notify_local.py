@@ -1,0 +1,152 @@
+"""Notifications end to end on the local cloud (issue 33, item 3): the real CLI launches runs
+with --notify (or config.toml's notify), the home's controller sends what they tell to real
+servers on 127.0.0.1 (an HTTP server for Slack, ntfy and a webhook; aiosmtpd for email), a
+target that is down is tried again until it answers, and no secret is shown or kept in the
+clear anywhere but SPOTRUN_HOME's 0600 target file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import stat
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import Env
+from tests.helpers import wait_for
+from tests.notify_receivers import HttpReceiver, SmtpReceiver
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def receiver() -> Iterator[HttpReceiver]:
+    server = HttpReceiver().start()
+    yield server
+    server.stop()
+
+
+def _config(env: Env, text: str) -> None:
+    env.home.mkdir(parents=True, exist_ok=True)
+    (env.home / "config.toml").write_text(text)
+
+
+def _ledger_text(env: Env) -> str:
+    """Every value the ledger holds (its WAL included), as text."""
+    with sqlite3.connect(env.home / "ledger.db") as db:
+        return "\n".join(db.iterdump())
+
+
+def _notifications(env: Env) -> list[dict]:
+    return json.loads(env.cli("notify", "ls", "--json", check=True).stdout)
+
+
+def test_slack_ntfy_and_webhook_hear_a_success_and_a_failure_and_no_secret_leaks(
+    env: Env, receiver: HttpReceiver
+) -> None:
+    slack = receiver.url("/services/T0SLACKSECRET/B0/slack-token-1")
+    ntfy = receiver.url("/ntfy-topic-secret")
+    hook = receiver.url("/hook/webhook-key-secret")
+    good = env.cli(
+        "launch", "--cmd", "echo fine", "--notify", f"slack:{slack}",
+        "--notify", f"ntfy:{ntfy}", "--notify", f"webhook:{hook}",
+    )  # fmt: skip
+    assert good.returncode == 0, good.stdout + good.stderr
+    bad = env.cli("launch", "--cmd", "echo broken >&2; exit 3", "--notify", f"webhook:{hook}")
+    assert bad.returncode != 0
+    wait_for(lambda: len(receiver.posts) >= 4, 60, "four notifications")
+
+    by_path = {}
+    for post in receiver.posts:
+        by_path.setdefault(post.path, []).append(post)
+    (slack_post,) = by_path["/services/T0SLACKSECRET/B0/slack-token-1"]
+    assert "succeeded" in json.loads(slack_post.body)["text"]
+    (ntfy_post,) = by_path["/ntfy-topic-secret"]
+    assert "succeeded" in ntfy_post.headers["Title"] and b"succeeded" in ntfy_post.body
+    hook_bodies = [json.loads(p.body) for p in by_path["/hook/webhook-key-secret"]]
+    assert {b["event"] for b in hook_bodies} == {"succeeded", "failed"}
+    failed = next(b for b in hook_bodies if b["event"] == "failed")
+    assert {"run", "event", "state", "reason", "cost", "url"} <= set(failed)
+    assert failed["state"] == "failed" and "code 3" in failed["reason"]
+
+    shown = good.stdout + good.stderr + bad.stdout + bad.stderr
+    shown += env.cli("notify", "ls", check=True).stdout
+    log = (env.home / "controller.log").read_text()
+    for secret in ("SLACKSECRET", "slack-token-1", "ntfy-topic-secret", "webhook-key-secret"):
+        assert secret not in shown
+        assert secret not in log
+        assert secret not in _ledger_text(env)
+    kept = env.home / "notify-targets.json"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert "slack-token-1" in kept.read_text()
+
+
+def test_email_over_smtp_from_config_tells_the_failure_and_its_reason(env: Env) -> None:
+    smtp = SmtpReceiver("runner", "mail-pass-secret").start()
+    try:
+        _config(
+            env,
+            f'notify = ["smtp://runner:mail-pass-secret@127.0.0.1:{smtp.port}/'
+            '?to=me@example.com&from=spotrun@example.com"]\n',
+        )
+        proc = env.cli("launch", "--cmd", "exit 4")
+        assert proc.returncode != 0
+        wait_for(lambda: smtp.emails, 60, "the email")
+    finally:
+        smtp.stop()
+    (email,) = smtp.emails
+    assert smtp.logins == ["runner"]
+    assert "failed" in email["Subject"] and email["To"] == "me@example.com"
+    assert "code 4" in email.get_payload()
+    log = (env.home / "controller.log").read_text()
+    for text in (proc.stdout + proc.stderr, log, _ledger_text(env)):
+        assert "mail-pass-secret" not in text
+
+
+def test_a_target_down_at_first_gets_the_news_when_it_comes_back(env: Env) -> None:
+    later = HttpReceiver()  # its port chosen, nothing listening yet
+    _config(env, "notify_retry_first_s = 0.5\n")
+    try:
+        proc = env.cli("launch", "--cmd", "echo done", "--notify", f"webhook:{later.url('/k3y-x')}")
+        assert proc.returncode == 0, proc.stdout + proc.stderr  # the run did not wait on it
+        assert [r["state"] for r in env.runs()] == ["succeeded"]
+
+        def failed_tries() -> list[dict]:
+            (message,) = _notifications(env)
+            return [a for a in message["attempts"] if a["outcome"] == "failed"]
+
+        tries = wait_for(failed_tries, 60, "a failed attempt recorded")
+        assert "k3y-x" not in json.dumps(tries) and tries[0]["error"]
+        later.start()
+        wait_for(lambda: later.posts, 90, "the message after the target came back")
+    finally:
+        later.stop()
+    (message,) = _notifications(env)
+    assert message["state"] == "sent"
+    assert [a["outcome"] for a in message["attempts"]][-1] == "sent"
+    assert len(message["attempts"]) >= 2
+    assert json.loads(later.posts[0].body)["event"] == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("flags", "config"),
+    [
+        (["--notify", "slack:ftp://example.com/x"], ""),
+        (["--notify", "smtp://me:pw@127.0.0.1:25/"], ""),
+        (["--notify", "webhook:http://127.0.0.1:9/x", "--notify-on", "finished"], ""),
+        ([], 'notify = ["teams:https://example.com/x"]\n'),
+    ],
+)
+def test_a_bad_target_is_a_one_line_error_and_nothing_launches(
+    env: Env, flags: list[str], config: str
+) -> None:
+    _config(env, config)
+    proc = env.cli("launch", "--cmd", "echo never", *flags)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "pw@" not in proc.stderr
+    assert env.runs() == []
+    sweep = env.cli("sweep", "digits-fast", "--grid", "lr=0.1,0.2", *flags)
+    assert sweep.returncode == 2 and sweep.stderr.startswith("error: ")
+    assert json.loads(env.cli("sweep", "ls", "--json", check=True).stdout) == []
