@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from spotrun.cli.common import Cloud, job_environment
+from spotrun.cli.complete import complete_launchable
 from spotrun.cli.follow_view import detached_note, follow_run
 from spotrun.cli.lazy import lazy_module
 from spotrun.cli.library import api, load_settings, supervisor
@@ -22,6 +23,7 @@ from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S, SPOT_POLICIES
 from spotrun.core.durations import parse_duration
 from spotrun.core.errors import UsageError
 from spotrun.core.interrupts import caused_by_interrupt
+from spotrun.store.name_reuse import NAME_EVENT
 
 if TYPE_CHECKING:
     from spotrun.launch import plan as plans
@@ -32,7 +34,10 @@ else:
 
 def launch(
     target: str | None = typer.Argument(
-        None, metavar="[RECIPE|TASK.yaml]", help="a recipe name, or a task file (or use --cmd)"
+        None,
+        metavar="[RECIPE|TASK.yaml]",
+        help="a recipe name, or a task file (or use --cmd)",
+        autocompletion=complete_launchable,
     ),
     cmd: str | None = typer.Option(None, "--cmd", help="your own command (run with bash)"),
     workdir: str | None = typer.Option(
@@ -176,6 +181,9 @@ def launch(
             notices.forget_unlaunched(ledger, progress.run_id)
             raise
         if detach:
+            for event in ledger.events(run.id):  # a follower shows them; here, said once
+                if event.kind == NAME_EVENT:  # the name was an ended run's, now renamed
+                    err.print(f"note: {event.message}", markup=False)
             sys.stdout.write(run.id + "\n")
             err.print(
                 f"launched {run.name} ({run.id}) on {run.cloud}: {prepared.plan.reason}\n"

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from typer._click.shell_completion import CompletionItem  # typer vendors click: its own class
 
 from spotrun.cli.common import Cloud, job_environment
-from spotrun.cli.complete import complete_sweep
+from spotrun.cli.complete import complete_recipe, complete_sweep
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.notify import Notices, notify_on_option, notify_option
 from spotrun.cli.typer_app import SpotrunGroup, SpotrunTyper
@@ -57,6 +58,11 @@ class _SweepGroup(SpotrunGroup):
         if args and not args[0].startswith("-") and args[0] not in self.commands:
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> list[CompletionItem]:
+        """`sweep cifar<Tab>`: the recipe of `sweep run`, beside the subcommands."""
+        recipes = [CompletionItem(name) for name in complete_recipe(incomplete)]
+        return [*super().shell_complete(ctx, incomplete), *recipes]
 
 
 class EarlyStop(str, Enum):
@@ -111,7 +117,9 @@ def _duration(seconds: float | None) -> str:
 # ------------------------------------------------------------------------ run
 @sweep_app.command("run")
 def run_sweep(
-    recipe: str = typer.Argument(..., help="recipe name (see `spotrun recipes`)"),
+    recipe: str = typer.Argument(
+        ..., help="recipe name (see `spotrun recipes`)", autocompletion=complete_recipe
+    ),
     grid: list[str] = typer.Option([], "--grid", metavar="KEY=V1,V2", help="values to try"),
     random: int | None = typer.Option(None, "--random", metavar="N", help="N random trials"),
     space: list[str] = typer.Option(
@@ -501,3 +509,30 @@ def stop(
     ledger = api.open_ledger()
     ended = service.stop_sweep(ledger, sweep, timeout_s=timeout)
     out.print(f"sweep {ended.name} {ended.state.value}: {ended.message or ''}", markup=False)
+
+
+# ------------------------------------------------------------------------- rm
+@sweep_app.command("rm")
+def rm(
+    sweep: str = typer.Argument(
+        ..., help="sweep name or id (prefix)", autocompletion=complete_sweep
+    ),
+) -> None:
+    """Forget an ended sweep: its rows, its folder, and every trial as `spotrun rm` forgets a
+    run (ledger rows with their cost, run folders, stored files in S3, SSH keys).
+
+    A live sweep is refused: stop it first.
+
+    \b
+    Examples:
+      spotrun sweep rm SWEEP
+    """
+    # late: as in run_sweep()
+    from spotrun.service import runs as api
+    from spotrun.service.resume import forget_sweep
+
+    gone, trials = forget_sweep(api.open_ledger(), sweep)
+    out.print(
+        f"removed sweep {gone.name} ({gone.id}), its {trials} trial run(s) and {gone.sweep_dir}",
+        markup=False,
+    )

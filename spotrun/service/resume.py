@@ -12,6 +12,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer
@@ -28,7 +29,9 @@ from spotrun.launch.plan import make_plan
 from spotrun.recipes import get_recipe
 from spotrun.service.follow import FollowFrom
 from spotrun.store.ledger import Ledger, RunRecord
-from spotrun.store.runs_admin import forget_run, reopen_run
+from spotrun.store.runs_admin import forget_run, forget_sweep_rows, reopen_run
+from spotrun.store.sweeps import SWEEPS_FOLDER, SweepRecord, SweepStore
+from spotrun.sweep import revive
 from spotrun.train.data.source import pin_data_paths
 
 
@@ -205,17 +208,56 @@ def forget(ledger: Ledger, ref: str) -> RunRecord:
             "cost need it",
             hint="it stays as long as its sweep does",
         )
+    _refuse_supervised(run)
+    # The cloud's copies first (S3's stored files, keys): if that fails the run stays known,
+    # so nothing it stored is left where no spotrun command would find it again.
+    get_provider(run.cloud, ledger.settings).forget(run.id)
+    forget_run(ledger, run.id)
+    _remove_own_folder(run.run_dir, ledger.settings.runs_dir, run.id)
+    return run
+
+
+def _refuse_supervised(run: RunRecord) -> None:
     if supervisor.is_supervised(run):  # its supervisor is still writing its last lines
         raise StateError(
             f"run {run.name}'s supervisor is still finishing",
             hint="try again in a moment",
         )
-    # The cloud's copies first (S3's stored files, keys): if that fails the run stays known,
-    # so nothing it stored is left where no spotrun command would find it again.
-    get_provider(run.cloud, ledger.settings).forget(run.id)
-    forget_run(ledger, run.id)
-    runs_dir = ledger.settings.runs_dir.resolve()
-    folder = run.run_dir.resolve()
-    if folder.parent == runs_dir and folder.name == run.id and folder.is_dir():
-        shutil.rmtree(folder)  # only the run's own folder under SPOTRUN_HOME/runs, never more
-    return run
+
+
+def _remove_own_folder(folder: Path, parent: Path, name: str) -> None:
+    """Only the run's (or sweep's) own folder under SPOTRUN_HOME's, never more."""
+    found = folder.resolve()
+    if found.parent == parent.resolve() and found.name == name and found.is_dir():
+        shutil.rmtree(found)
+
+
+def forget_sweep(ledger: Ledger, ref: str) -> tuple[SweepRecord, int]:
+    """Delete an ended sweep: each trial as `forget` deletes a run, the sweep's rows and its
+    folder; returns what it was and how many trial runs went with it."""
+    store = SweepStore(ledger)
+    sweep = store.resolve(ref)
+    trials = ledger.list_runs(sweep_id=sweep.id)
+    live = [r for r in trials if not r.is_terminal]
+    if not sweep.is_over or live:
+        raise StateError(
+            f"sweep {sweep.name} is live; a live sweep cannot be forgotten",
+            hint=f"`spotrun sweep stop {sweep.name}` first",
+        )
+    if revive.is_supervised(sweep):
+        raise StateError(
+            f"sweep {sweep.name}'s supervisor is still finishing", hint="try again in a moment"
+        )
+    for run in trials:
+        _refuse_supervised(run)
+    provider = get_provider(sweep.cloud, ledger.settings)
+    # The cloud's copies first, as for a run: the trials' stored files and keys, the packs'
+    for run in trials:
+        get_provider(run.cloud, ledger.settings).forget(run.id)
+    for pack in store.packs(sweep.id):
+        provider.forget(pack.id)
+    forgotten = forget_sweep_rows(ledger, sweep.id)
+    for run in trials:
+        _remove_own_folder(run.run_dir, ledger.settings.runs_dir, run.id)
+    _remove_own_folder(sweep.sweep_dir, ledger.settings.home / SWEEPS_FOLDER, sweep.id)
+    return sweep, len(forgotten)

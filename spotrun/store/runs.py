@@ -12,10 +12,11 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud.base import Plan
-from spotrun.core.errors import NotFoundError, UsageError
+from spotrun.core.errors import NotFoundError
 from spotrun.core.home import RUNS_FOLDER
 from spotrun.core.runstates import TERMINAL, RunState, check_transition
 from spotrun.store.connection import LedgerDatabase
+from spotrun.store.name_reuse import NAME_EVENT, free_run_name, name_note
 from spotrun.store.run_records import RunRecord, Transition, new_run_id, run_from_row
 
 if TYPE_CHECKING:
@@ -43,13 +44,10 @@ class RunTables(LedgerDatabase):
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
             with self.write() as db:
-                if db.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone():
-                    if spec.name is not None:
-                        raise UsageError(
-                            f"a run named '{name}' already exists",
-                            hint=f"choose another --name, or continue it (`spotrun resume {name}`) "
-                            f"or forget it (`spotrun rm {name}`) once it has ended",
-                        )
+                moved = None
+                if spec.name is not None:  # the newest run takes the name (store.name_reuse)
+                    moved = free_run_name(db, name)
+                elif db.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone():
                     name = f"{spec.recipe}-{run_id}"  # the short default is taken; the id is unique
                 db.execute(
                     "INSERT INTO runs (id, name, recipe, cloud, state, created_at, spec_json, "
@@ -72,6 +70,11 @@ class RunTables(LedgerDatabase):
                     "VALUES (?, NULL, ?, ?, ?)",
                     (run_id, RunState.PLANNED.value, now, "launch"),
                 )
+                if moved is not None:
+                    db.execute(
+                        "INSERT INTO events (run_id, at, kind, message) VALUES (?, ?, ?, ?)",
+                        (run_id, now, NAME_EVENT, name_note("run", name, moved)),
+                    )
         except BaseException:
             if made:
                 with contextlib.suppress(OSError):  # only while still empty

@@ -7,6 +7,7 @@ command never sees half of either.
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from spotrun.cloud.base import Plan
 from spotrun.core.config import LaunchSpec
@@ -14,6 +15,7 @@ from spotrun.core.errors import StateError
 from spotrun.core.runstates import RESUMABLE, TERMINAL, RunState
 from spotrun.store.adopt import forgotten_key
 from spotrun.store.ledger import Ledger, RunRecord
+from spotrun.store.sweeps import SweepState
 
 # Rows that belong to one run, children first (the foreign keys point at runs).
 _RUN_TABLES = ("cost_lines", "events", "transitions", "instances")
@@ -64,8 +66,36 @@ def forget_run(ledger: Ledger, run_id: str) -> None:
             return
         if RunState(row["state"]) not in TERMINAL:
             raise StateError(f"run {run_id} is {row['state']}; only an ended run can be forgotten")
-        for table in _RUN_TABLES:
-            db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
-        db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-        # Its folder goes after this: until then it must not be adopted back (store.adopt)
-        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (forgotten_key(run_id), "1"))
+        _delete_run(db, run_id)
+
+
+def _delete_run(db: sqlite3.Connection, run_id: str) -> None:
+    for table in _RUN_TABLES:
+        db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+    db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+    # Its folder goes after this: until then it must not be adopted back (store.adopt)
+    db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (forgotten_key(run_id), "1"))
+
+
+def forget_sweep_rows(ledger: Ledger, sweep_id: str) -> list[str]:
+    """Delete an ended sweep's rows: its trials, packs and shares, and every trial's run as
+    forget_run does; returns the runs' ids (their folders, and the sweep's, are the caller's
+    to remove). StateError while the sweep or one of its trials is live."""
+    with ledger.write() as db:
+        row = db.execute("SELECT state FROM sweeps WHERE id = ?", (sweep_id,)).fetchone()
+        if row is None:
+            return []
+        runs = db.execute("SELECT id, state FROM runs WHERE sweep_id = ?", (sweep_id,)).fetchall()
+        live = [r["id"] for r in runs if RunState(r["state"]) not in TERMINAL]
+        if row["state"] == SweepState.RUNNING.value or live:
+            raise StateError(f"sweep {sweep_id} is live; only an ended sweep can be forgotten")
+        packs = "SELECT id FROM packs WHERE sweep_id = ?"
+        # children before the rows they point at (the ledger's foreign keys are on)
+        db.execute(f"DELETE FROM pack_stays WHERE pack_id IN ({packs})", (sweep_id,))
+        db.execute(f"DELETE FROM pack_instances WHERE pack_id IN ({packs})", (sweep_id,))
+        db.execute("DELETE FROM packs WHERE sweep_id = ?", (sweep_id,))
+        db.execute("DELETE FROM sweep_trials WHERE sweep_id = ?", (sweep_id,))
+        for run in runs:
+            _delete_run(db, run["id"])
+        db.execute("DELETE FROM sweeps WHERE id = ?", (sweep_id,))
+    return [r["id"] for r in runs]

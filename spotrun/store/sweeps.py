@@ -16,11 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud.base import Offer
-from spotrun.core.errors import NotFoundError, StateError, UsageError
+from spotrun.core.errors import NotFoundError, StateError
 from spotrun.store.ledger import Ledger
+from spotrun.store.name_reuse import free_sweep_name, name_note
 
 if TYPE_CHECKING:
     from spotrun.core.sweepspec import SweepSpec
+
+
+SWEEPS_FOLDER = "sweeps"  # under SPOTRUN_HOME: one folder per sweep, named by its id
 
 
 class SweepState(str, Enum):
@@ -135,14 +139,13 @@ class SweepStore:
     ) -> SweepRecord:
         sweep_id = "s" + os.urandom(5).hex()
         name = spec.name or f"{spec.recipe}-sweep-{sweep_id[1:7]}"
-        sweep_dir = self.ledger.settings.home / "sweeps" / sweep_id
+        sweep_dir = self.ledger.settings.home / SWEEPS_FOLDER / sweep_id
         now = self.ledger.clock()
         with self.ledger.write() as db:
-            if db.execute("SELECT 1 FROM sweeps WHERE name = ?", (name,)).fetchone():
-                raise UsageError(f"a sweep named '{name}' already exists", hint="choose another")
+            moved = free_sweep_name(db, name)  # the newest sweep takes the name
             db.execute(
                 "INSERT INTO sweeps (id, name, recipe, cloud, state, created_at, spec_json, "
-                "plan_json, sweep_dir) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "plan_json, sweep_dir, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sweep_id,
                     name,
@@ -153,6 +156,7 @@ class SweepStore:
                     spec.model_dump_json(),
                     json.dumps(plan),
                     str(sweep_dir),
+                    name_note("sweep", name, moved) if moved is not None else None,
                 ),
             )
             db.executemany(

@@ -42,6 +42,10 @@ def test_ctrl_c_in_attach_is_a_stop_that_resume_goes_on_from(env: Env) -> None:
     session = f"spotrun-{run_id}"
     checkpoints = env.home / "runs" / run_id / "checkpoints"
     wait_for(lambda: list(checkpoints.glob("ckpt-*.pt")), timeout=240, what="a checkpoint")
+    # A live run keeps its name: launching another under it is refused, nothing launched.
+    taken = env.cli("launch", "digits-fast", "-d", "--name", "long")
+    assert taken.returncode == 2 and "a live run keeps its name" in taken.stderr, taken.stderr
+    assert len(env.runs()) == 1
     attach = f"{sys.executable} -m spotrun attach long"
     try:
         # Read-only: tmux's own read-only client; leaving it leaves the job running.

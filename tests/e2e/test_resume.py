@@ -127,15 +127,19 @@ def test_task_name_is_the_run_name_and_its_output_streams_in_the_foreground(
     assert run["name"] == "my-task"  # the task's name, as written
     assert "second" in env.cli("logs", "my-task", check=True).stdout
 
-    # The name is the run's: a second launch is refused (saying what to do), unless --name.
-    again = env.cli("launch", str(task))
-    assert again.returncode == 2 and "a run named 'my-task' already exists" in again.stderr
-    assert "--name" in again.stderr and "spotrun rm my-task" in again.stderr
+    # Launched again, the newest run takes the exact name; the ended one gets a suffix.
+    again = env.cli("launch", str(task), "-d")
+    assert again.returncode == 0, again.stderr
+    said = "took the name 'my-task'; the ended run that had it is now 'my-task-1'"
+    assert f"note: {said}" in again.stderr
+    wait_for(lambda: env.runs()[-1]["state"] == "succeeded", what="the second run's end")
     quiet = env.cli("launch", str(task), "--name", "other", "--quiet", timeout=120)
     assert quiet.returncode == 0, quiet.stderr
     assert "succeeded" in quiet.stdout and "running" in quiet.stdout  # the stages
     assert "first" not in quiet.stdout and "job:" not in quiet.stdout  # only the stages
-    assert sorted(r["name"] for r in env.runs()) == ["my-task", "other"]
+    names = {r["name"]: r["id"] for r in env.runs()}
+    assert sorted(names) == ["my-task", "my-task-1", "other"]
+    assert names["my-task-1"] == run["id"] and names["my-task"] == again.stdout.strip()
 
     own = env.cli("launch", "--cmd", "echo hi from cmd", timeout=120)
     assert own.returncode == 0 and "hi from cmd" in own.stdout, own.stdout + own.stderr
