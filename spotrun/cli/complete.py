@@ -1,4 +1,5 @@
-"""Shell completion of run and sweep references (`spotrun logs <Tab>`), read from the ledger.
+"""Shell completion of run and sweep references (`spotrun logs <Tab>`), read from the ledger,
+and of recipe names wherever a recipe is taken (`spotrun launch dig<Tab>`).
 
 Typer calls these on a Tab press in a fresh process; they read the ledger file directly
 (spotrun.store.names) so the answer comes before the user notices the wait.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from enum import Enum
+from pathlib import Path
 
 import typer
 from typer._completion_classes import completion_init  # typer has no public name for these
@@ -19,6 +21,8 @@ from spotrun.core.home import LEDGER_FILE, default_home
 from spotrun.core.rundir import COMPLETE_VAR
 from spotrun.store.names import refs
 
+TASK_FILE_SUFFIXES = (".yaml", ".yml")  # what `launch` reads as a task file
+
 
 def complete_run(incomplete: str) -> list[tuple[str, str]]:
     """Runs by name (or id prefix), each with its state as the help text."""
@@ -27,6 +31,32 @@ def complete_run(incomplete: str) -> list[tuple[str, str]]:
 
 def complete_sweep(incomplete: str) -> list[tuple[str, str]]:
     return _refs("sweeps", incomplete)
+
+
+def complete_recipe(incomplete: str) -> list[str]:
+    """Recipe names (`spotrun launch dig<Tab>`)."""
+    # late: the recipes pull pydantic and their checks (~0.3 s), only on a Tab press
+    from spotrun.recipes import recipe_names
+
+    return [name for name in recipe_names() if name.startswith(incomplete)]
+
+
+def complete_launchable(incomplete: str) -> list[str]:
+    """What `launch` takes: a recipe name, or a task file (YAML) under the typed path."""
+    folder, _, stem = incomplete.rpartition("/")
+    where = Path(folder or ".")
+    try:
+        entries = sorted(where.iterdir()) if where.is_dir() else []
+    except OSError:  # an unreadable folder completes nothing from it
+        entries = []
+    found = [
+        (f"{folder}/{entry.name}" if folder else entry.name) + ("/" if entry.is_dir() else "")
+        for entry in entries
+        if entry.name.startswith(stem)
+        and (entry.is_dir() or entry.suffix in TASK_FILE_SUFFIXES)
+        and not entry.name.startswith(".")
+    ]
+    return complete_recipe(incomplete) + found
 
 
 def _refs(table: str, incomplete: str) -> list[tuple[str, str]]:

@@ -6,6 +6,7 @@ import json
 
 import typer
 
+from spotrun.cli.complete import complete_recipe
 from spotrun.cli.library import api
 from spotrun.cli.render import Table, out, print_json
 from spotrun.cli.typer_app import SpotrunTyper
@@ -37,7 +38,10 @@ def recipes_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json
 
 
 @recipes_app.command("show")
-def recipes_show(name: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def recipes_show(
+    name: str = typer.Argument(..., autocompletion=complete_recipe),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """A recipe in full: hyperparameters, methods, resources, stated result.
 
     \b

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import typer
 
+from spotrun.cli.common import print_error
 from spotrun.cli.complete import complete_run
 from spotrun.cli.follow_view import fmt_duration, fmt_metrics
 from spotrun.cli.library import api
+from spotrun.cli.recent import parse_since
 from spotrun.cli.render import err, money, out, print_json
 from spotrun.cli.run_list import show_runs, waiting_line
 from spotrun.cli.ssh import require_terminal
 from spotrun.core.capacity_note import show_note
+from spotrun.core.errors import UsageError
+from spotrun.core.exitcodes import FAILURE
 from spotrun.core.terminal_text import printable
 from spotrun.core.waiting import pause
 from spotrun.remote.sync import not_home
@@ -24,30 +29,45 @@ def list_runs(
         False, "--all", "-a", help="every run, not only live and recent ones"
     ),
     as_json: bool = typer.Option(False, "--json", help="a JSON list of runs"),
+    since: str | None = typer.Option(
+        None, "--since", metavar="SPAN", help="ended runs of this span too (3d, 12h; default 1d)"
+    ),
 ) -> None:
     """List runs: live ones and the most recent finished ones.
+
+    Recent means ended in the last 24 hours (or --since); a footer counts the runs left out.
 
     \b
     Examples:
       spotrun ls
+      spotrun ls --since 3d
       spotrun ls --all --json
     """
-    show_runs(all_, as_json)
+    if since is None:
+        show_runs(all_, as_json)
+    else:
+        show_runs(all_, as_json, since_s=parse_since(since))
 
 
 def status(
-    run: str = typer.Argument(
-        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    run: str | None = typer.Argument(
+        None,
+        help="run name or a unique prefix of its id (default: list the runs, as ls)",
+        autocompletion=complete_run,
     ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Show one run: state history, instances, events, metrics, cost.
+    """Show one run: state history, instances, events, metrics, cost (no run: the runs).
 
     \b
     Examples:
+      spotrun status
       spotrun status RUN
       spotrun status RUN --json
     """
+    if run is None:  # as `sky status` does: the runs, live and recent
+        show_runs(False, as_json)
+        return
     ledger = api.open_ledger()
     st = api.run_status(ledger, run)
     summary = api.run_summary(ledger, st.run)
@@ -121,6 +141,9 @@ def logs(
     node: str | None = typer.Option(
         None, "--node", help="a multi-node run's node number, or 'all' (default: node 0)"
     ),
+    tail: int | None = typer.Option(
+        None, "--tail", "-n", metavar="N", help="only the last N lines (then new ones, with -f)"
+    ),
 ) -> None:
     """Print the job's output (what its tmux session shows).
 
@@ -128,11 +151,14 @@ def logs(
     Examples:
       spotrun logs RUN
       spotrun logs -f RUN
+      spotrun logs RUN --tail 20 -f
       spotrun logs RUN --node all
     """
+    if tail is not None and tail < 0:
+        raise UsageError(f"--tail must be 0 or more lines, got {tail}")
     ledger = api.open_ledger()
     try:
-        for chunk in api.read_log(ledger, run, follow_log=follow, node=node):
+        for chunk in api.read_log(ledger, run, follow_log=follow, node=node, tail=tail):
             sys.stdout.write(chunk)
             sys.stdout.flush()
     except KeyboardInterrupt:
@@ -211,18 +237,61 @@ def exec_(
 
 
 def stop(
-    run: str = typer.Argument(
-        ..., help="run name or a unique prefix of its id", autocompletion=complete_run
+    runs: list[str] = typer.Argument(
+        None,
+        metavar="RUN...",
+        help="run names or unique prefixes of their ids",
+        autocompletion=complete_run,
     ),
+    all_: bool = typer.Option(False, "--all", help="every live run (asks first, unless --yes)"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="stop --all without asking"),
 ) -> None:
-    """Stop a run: the job checkpoints, results are synced, instances terminated.
+    """Stop runs: each job checkpoints, results are synced, instances terminated.
 
     \b
     Examples:
       spotrun stop RUN
+      spotrun stop RUN1 RUN2
+      spotrun stop --all
     """
     ledger = api.open_ledger()
-    target = ledger.resolve(run)
-    err.print(f"stopping {target.name} ({target.id}) ...")
-    final = api.stop(ledger, target.id)
-    out.print(f"{final.name} {final.state.value}")
+    targets = stop_targets(ledger, runs or [], all_=all_, yes=yes)
+    ended = [t for t in targets if t.is_terminal]
+    for target in ended:  # one line each, and nothing tried on them
+        print_error(f"run {target.name} has already ended ({target.state.value}): nothing to stop")
+    for target in targets:
+        if target.is_terminal:
+            continue
+        err.print(f"stopping {target.name} ({target.id}) ...", markup=False)
+        final = api.stop(ledger, target.id)
+        out.print(f"{final.name} {final.state.value}", markup=False)
+    if ended:
+        raise typer.Exit(FAILURE)
+
+
+def stop_targets(ledger: Any, refs: list[str], *, all_: bool, yes: bool) -> list[Any]:
+    """The runs `stop` stops, every reference resolved before any is stopped (a typo stops
+    nothing); --all asks first on a terminal, and refuses without one unless --yes."""
+    if all_ and refs:
+        raise UsageError("give runs or --all, not both")
+    if not all_:
+        if not refs:
+            raise UsageError("stop what? give RUN... or --all", hint="`spotrun ls` lists runs")
+        found = {run.id: run for run in (ledger.resolve(ref) for ref in refs)}
+        return list(found.values())
+    live = [run for run in ledger.list_runs(include_all=True) if not run.is_terminal]
+    if not live:
+        out.print("no live runs: nothing to stop")
+        return []
+    names = ", ".join(run.name for run in live)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(
+                f"stop --all would stop {len(live)} live run(s) ({names}), and there is no "
+                "terminal to ask on",
+                hint="add --yes to stop them",
+            )
+        if not typer.confirm(f"stop {len(live)} live run(s): {names}?", err=True):
+            err.print("nothing stopped")
+            raise typer.Exit(FAILURE)
+    return live

@@ -18,6 +18,7 @@ from typer._click.shell_completion import CompletionItem  # typer vendors click:
 
 from spotrun.cli.common import Cloud, job_environment
 from spotrun.cli.complete import complete_recipe, complete_sweep
+from spotrun.cli.launch import CapacityTerms
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.notify import Notices, notify_on_option, notify_option
 from spotrun.cli.typer_app import SpotrunGroup, SpotrunTyper
@@ -177,6 +178,20 @@ def run_sweep(
     env_file: list[str] = typer.Option(
         [], "--env-file", metavar="FILE", help="KEY=VALUE lines for every trial's environment"
     ),
+    wait_for_capacity: str | None = typer.Option(
+        None,
+        "--wait-for-capacity",
+        metavar="DURATION",
+        help="a trial that finds no capacity waits for it this long, asking again with "
+        "backoff (e.g. 2h; never: fail at once); default from config",
+    ),
+    spot_policy: str | None = typer.Option(
+        None,
+        "--spot-policy",
+        metavar="spot|auto|on-demand",
+        help="every trial's: auto takes on-demand when spot cannot be had within the wait; "
+        "default from config (spot)",
+    ),
     detach: bool = typer.Option(False, "--detach", "-d", help="print the sweep id and return"),
     notify: list[str] = notify_option(),
     notify_on: list[str] = notify_on_option(),
@@ -196,6 +211,7 @@ def run_sweep(
 
     settings = load_settings()
     notices = Notices.read(settings, notify, notify_on)  # checked before anything starts
+    terms = CapacityTerms.read(settings, wait_for_capacity, spot_policy)  # launch's, per trial
     ledger = api.open_ledger(settings)
     resources: dict[str, object] = {
         k: v for k, v in (("instance_type", instance_type), ("zone", zone)) if v
@@ -224,6 +240,8 @@ def run_sweep(
         reduction_factor=reduction_factor,
         resources=resources,
         envs=job_environment(env_, env_file),
+        wait_for_capacity_s=terms.wait_s,
+        spot_policy=terms.policy,
     )
     sweep = service.start_sweep(
         ledger, prepared, lambda sweep_id: notices.subscribe(ledger, sweep_id)

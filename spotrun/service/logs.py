@@ -3,14 +3,18 @@ a multi-node run), followed until the run ends when asked."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from spotrun.control import cluster
 from spotrun.core.errors import UsageError
 from spotrun.core.rundir import JOB_LOG_FILE
 from spotrun.core.waiting import SYSTEM_CLOCK, Clock
 from spotrun.store.ledger import Ledger, RunRecord
+
+TAIL_BLOCK = 64 * 1024  # bytes read at a time, from the end, for --tail
 
 
 def log_path(run: RunRecord) -> Path:
@@ -34,6 +38,31 @@ def node_log_paths(run: RunRecord, node: str | None) -> list[tuple[str, Path]]:
     return [("", paths[int(node)])]
 
 
+def last_lines_start(fh: BinaryIO, lines: int) -> int:
+    """Where the last `lines` lines of an open file start, read backwards a block at a time
+    (a job's log may be large); a last line without its newline counts as a line."""
+    end = fh.seek(0, os.SEEK_END)
+    if lines == 0:
+        return end
+    at, wanted = end, lines
+    fh.seek(max(0, end - 1))
+    if end and fh.read(1) == b"\n":
+        wanted += 1  # the final newline ends the last line, it starts none
+    while at > 0:
+        size = min(TAIL_BLOCK, at)
+        at -= size
+        fh.seek(at)
+        block = fh.read(size)
+        count = block.count(b"\n")
+        if count >= wanted:
+            cut = len(block)
+            for _ in range(wanted):
+                cut = block.rindex(b"\n", 0, cut)
+            return at + cut + 1
+        wanted -= count
+    return 0
+
+
 def read_log(
     ledger: Ledger,
     ref: str,
@@ -41,11 +70,13 @@ def read_log(
     follow_log: bool = False,
     poll_s: float = 0.25,
     node: str | None = None,
+    tail: int | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> Iterator[str]:
     """The job's output; with follow_log, keeps yielding new output until the run ends.
 
-    `node`: a multi-node run's node number, or "all" (every node's lines, labelled)."""
+    `node`: a multi-node run's node number, or "all" (every node's lines, labelled).
+    `tail`: of the output already there, only the last `tail` lines (each node's)."""
     run = ledger.resolve(ref)
     offsets: dict[Path, int] = {}
     partial: dict[Path, str] = {}
@@ -54,6 +85,8 @@ def read_log(
         for label, path in node_log_paths(run, node):  # again each time: nodes get replaced
             try:
                 with open(path, "rb") as fh:
+                    if path not in offsets and tail is not None:
+                        offsets[path] = last_lines_start(fh, tail)
                     fh.seek(offsets.get(path, 0))
                     data = fh.read()
             except FileNotFoundError:
