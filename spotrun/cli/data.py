@@ -1,7 +1,10 @@
-"""`spotrun data push|ls`: data sets in S3, pushed as tar shards and a manifest."""
+"""`spotrun data get|push|ls`: known public data sets into the data folder; data sets in S3,
+pushed as tar shards and a manifest."""
 
 from __future__ import annotations
 
+import sys
+import time
 from enum import Enum
 from pathlib import Path
 
@@ -21,10 +24,81 @@ class Tokenizer(str, Enum):
 
 
 data_app = SpotrunTyper(
-    help="Data sets in S3: push a folder as tar shards, list what was pushed.",
+    help="Data sets: get a known public one into the data folder; push a folder to S3 as tar "
+    "shards, list what was pushed.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
+
+
+PROGRESS_WIDTH = 30  # characters of the bar
+PIPED_PROGRESS_S = 10.0  # piped, a progress line this often
+
+
+@data_app.command("get")
+def data_get(
+    name: str | None = typer.Argument(
+        None, help="a known data set (tinyshakespeare); none: list them"
+    ),
+) -> None:
+    """Fetch a known public data set into the data folder, checked against its sha256.
+
+    The recipes then find it by name. An interrupted fetch goes on where it stopped when run
+    again; a file whose hash is wrong is not kept. Setting `data_mirror` in config.toml
+    fetches from a mirror of your own (the same file names under one URL).
+
+    \b
+    Examples:
+      spotrun data get                   # what it knows: name, size, source, recipes
+      spotrun data get tinyshakespeare   # for shakespeare-fast and shakespeare-baseline
+    """
+    if name is None:
+        table = Table(box=None)
+        for column in ("name", "file", "size", "source", "for"):
+            table.add_column(column)
+        for entry in datasets.known_data_sets():
+            table.add_row(
+                entry.name, entry.file_name, f"{entry.size / 1e6:.1f} MB", entry.url, entry.about
+            )
+        out.print(table)
+        return
+    settings = load_settings()
+    bar = ProgressBar(name)
+    fetched = datasets.data_get(name, settings, bar.report)
+    bar.finish()
+    if fetched.url is None:
+        out.print(f"{name} is already in the data folder: {fetched.path} (sha256 checked)")
+        return
+    resumed = f", resumed at byte {fetched.resumed_at:,}" if fetched.resumed_at else ""
+    out.print(f"{name}: {fetched.path} (sha256 checked{resumed}) from {fetched.url}")
+
+
+class ProgressBar:
+    """A fetch's progress on stderr: one line redrawn on a terminal, a line now and then piped."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.live = sys.stderr.isatty()
+        self.last_line_at = 0.0
+        self.drawn = False
+
+    def report(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if not self.live and now - self.last_line_at < PIPED_PROGRESS_S and done < total:
+            return
+        self.last_line_at = now
+        filled = PROGRESS_WIDTH * min(done, total) // max(total, 1)
+        line = (
+            f"{self.label} [{'#' * filled}{'.' * (PROGRESS_WIDTH - filled)}] "
+            f"{done / 1e6:.1f} / {total / 1e6:.1f} MB"
+        )
+        sys.stderr.write(("\r" + line) if self.live else (line + "\n"))
+        sys.stderr.flush()
+        self.drawn = True
+
+    def finish(self) -> None:
+        if self.live and self.drawn:
+            sys.stderr.write("\n")
 
 
 @data_app.command("push")

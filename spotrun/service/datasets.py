@@ -1,4 +1,5 @@
-"""What `spotrun data push|ls` ask of S3 (a launch's check of its S3 data: spotrun.service.prepare).
+"""What `spotrun data push|ls` ask of S3 (a launch's check of its S3 data: spotrun.service.prepare),
+and `spotrun data get`: a known public data set into the data folder.
 
 `data push` and `data ls` are re-exported by spotrun.service.runs (the library surface).
 """
@@ -11,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.core.config import Settings
-from spotrun.core.errors import UsageError
+from spotrun.core.errors import NotFoundError, UsageError
+from spotrun.datasets.download import Fetched, ProgressReport, fetch_known
+from spotrun.datasets.known import KNOWN_DATA_SETS, KnownDataSet, find_known, unknown_name_hint
 from spotrun.datasets.manifest import MANIFEST_NAME, StoredImages, read_manifest, stored_images
 from spotrun.datasets.push import PushResult, parse_size, push
 from spotrun.datasets.spec import S3_FORM, S3Data, parse_s3
@@ -202,3 +205,16 @@ def data_list(where: str | None, settings: Settings) -> list[dict[str, Any]]:
             )
         where = f"s3://{settings.aws.bucket}"
     return [row.to_dict() for row in list_sets(where)]
+
+
+def known_data_sets() -> tuple[KnownDataSet, ...]:
+    return KNOWN_DATA_SETS
+
+
+def data_get(name: str, settings: Settings, progress: ProgressReport) -> Fetched:
+    """The known data set `name` in the data folder (settings.data_path), fetched from its
+    home or from settings.data_mirror, its sha256 checked before it is put in place."""
+    entry = find_known(name)
+    if entry is None:
+        raise NotFoundError(f"no known data set '{name}'", hint=unknown_name_hint(name))
+    return fetch_known(entry, settings.data_path, mirror=settings.data_mirror, progress=progress)

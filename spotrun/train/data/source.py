@@ -21,6 +21,7 @@ from typing import Literal
 
 from spotrun.core.errors import UsageError
 from spotrun.core.rundir import HOME_VAR
+from spotrun.datasets.known import get_hint
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".tif", ".tiff"})
 TRAIN_SPLIT = "train"
@@ -243,9 +244,12 @@ def resolve_text_file(spec: str, data_dir: Path) -> Path:
     for path in (Path(spec).expanduser(), data_dir / spec):
         if path.is_file():
             return path
+    fetch = get_hint(spec)
     raise UsageError(
         f"text data '{spec}': no such file, here or in the data folder {data_dir}",
-        hint="give a UTF-8 .txt file (--set data=path/to/text.txt), or token files from "
+        hint=f"get it with `{fetch}`"
+        if fetch
+        else "give a UTF-8 .txt file (--set data=path/to/text.txt), or token files from "
         "`spotrun data push TEXT s3://BUCKET/NAME --tokenizer gpt2` (--set data=s3://...)",
     )
 
