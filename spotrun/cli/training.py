@@ -65,11 +65,13 @@ def sample(
       spotrun sample RUN
       spotrun sample RUN --prompt "ROMEO:" --tokens 400
     """
-    from spotrun.train.sample import sample_text  # torch: imported only when sampling
+    from spotrun.train.sample import sample_stream  # torch: imported only when sampling
 
     folder = Path(run)
     run_dir = folder if folder.is_dir() else api.run_status(api.open_ledger(), run).run.run_dir
-    text = sample_text(
+    pieces = sample_stream(
         run_dir, prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed
     )
-    print(text, flush=True)
+    for piece in pieces:  # each character as it is sampled
+        print(piece, end="", flush=True)
+    print(flush=True)

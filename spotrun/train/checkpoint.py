@@ -101,11 +101,14 @@ class Checkpointer:
             old.unlink(missing_ok=True)
         return final
 
-    def load_latest(self, map_location: str | torch.device = "cpu") -> LoadedCheckpoint | None:
+    def load_latest(
+        self, map_location: str | torch.device = "cpu", *, mmap: bool = False
+    ) -> LoadedCheckpoint | None:
+        """mmap: tensors are read from the file only when used (sampling reads no optimizer)."""
         failed: Path | None = None
         for path in self.paths():
             try:
-                payload = torch.load(path, map_location=map_location, weights_only=True)
+                payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
             except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as exc:
                 log.warning("checkpoint %s is unreadable (%s); trying the one before it", path, exc)
                 failed = failed or path

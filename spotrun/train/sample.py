@@ -10,6 +10,7 @@ vocabulary is the file's characters); byte and gpt2 tokenizers need nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -18,15 +19,16 @@ from spotrun.core.config import load_settings
 from spotrun.core.errors import TrainingError, UsageError
 from spotrun.core.rundir import CHECKPOINTS_DIR, RECIPE_FILE
 from spotrun.recipes.base import Recipe
-from spotrun.train.algorithm import Engine
 from spotrun.train.checkpoint import Checkpointer
 from spotrun.train.data.source import resolve_text_file
 from spotrun.train.data.text import Tokenizer, read_text, read_vocabulary
-from spotrun.train.events import Event
 from spotrun.train.methods import build_methods
+from spotrun.train.methods.gpt_surgery import _GptSurgery
 from spotrun.train.models import build_model
 from spotrun.train.models.gpt import GPT
-from spotrun.train.state import State
+
+# What bytes or GPT-2 tokens decode to while they end inside a multi-byte character.
+INCOMPLETE = "\ufffd"
 
 
 def load_run_recipe(run_dir: Path) -> Recipe:
@@ -56,8 +58,13 @@ def run_tokenizer(recipe: Recipe, run_dir: Path | None = None) -> Tokenizer:
 
 
 def load_model(run_dir: Path, recipe: Recipe) -> GPT:
-    """The run's model with its newest readable checkpoint's weights, in eval mode."""
-    loaded = Checkpointer(run_dir / CHECKPOINTS_DIR).load_latest(map_location="cpu")
+    """The run's model with its newest readable checkpoint's weights, in eval mode.
+
+    Only what sampling needs: the model and its INIT surgery (the GPT methods that change its
+    parts, so the checkpoint meets the same model), none of the trainer; the checkpoint is
+    mapped, so only the model's weights are read (an optimizer would also import torch's
+    compiler, ~2 s)."""
+    loaded = Checkpointer(run_dir / CHECKPOINTS_DIR).load_latest(map_location="cpu", mmap=True)
     if loaded is None:
         raise TrainingError(
             f"{run_dir} has no checkpoint yet", hint="wait for the first epoch to end"
@@ -65,17 +72,52 @@ def load_model(run_dir: Path, recipe: Recipe) -> GPT:
     model = build_model(recipe.model, recipe.num_classes, **recipe.model_options)
     if not isinstance(model, GPT):
         raise UsageError(f"run model {recipe.model} is not a GPT", hint="sample from a text run")
-    # The trainer's INIT: the methods' model surgery, so the checkpoint meets the same model.
-    state = State(
-        model=model,
-        optimizer=torch.optim.SGD(model.parameters(), lr=0.0),
-        loss_fn=torch.nn.functional.cross_entropy,
-        max_epochs=1,
-        steps_per_epoch=1,
-    )
-    Engine(build_methods(recipe.methods)).run(Event.INIT, state)
+    for method in build_methods(recipe.methods):
+        if isinstance(method, _GptSurgery):
+            method.change(model)
     model.load_state_dict(loaded.payload["model"])
     return model.eval()
+
+
+def sample_stream(
+    run_dir: Path,
+    *,
+    prompt: str = "",
+    tokens: int = 200,
+    temperature: float = 0.8,
+    top_k: int | None = None,
+    seed: int = 0,
+    cache: bool = True,
+) -> Iterator[str]:
+    """The prompt, then the text of `tokens` sampled tokens, piece by piece as they come
+    (a piece that would end inside a character waits for the token that completes it)."""
+    recipe = load_run_recipe(run_dir)
+    tokenizer = run_tokenizer(recipe, run_dir)
+    start = prompt or "\n"
+    ids: list[int] = tokenizer.encode(start).tolist()
+    model = load_model(run_dir, recipe)
+    shown = tokenizer.decode(ids)
+    if prompt:
+        yield shown
+    told = len(shown)
+    generator = torch.Generator().manual_seed(seed)
+    for token in model.stream(
+        torch.tensor([ids]),
+        tokens,
+        temperature=temperature,
+        top_k=top_k,
+        vocab=tokenizer.vocab_size,
+        generator=generator,
+        cache=cache,
+    ):
+        ids.append(int(token))
+        text = tokenizer.decode(ids)
+        if not text.endswith(INCOMPLETE):
+            yield text[told:]
+            told = len(text)
+    rest = tokenizer.decode(ids)[told:]
+    if rest:
+        yield rest
 
 
 def sample_text(
@@ -86,21 +128,16 @@ def sample_text(
     temperature: float = 0.8,
     top_k: int | None = None,
     seed: int = 0,
+    cache: bool = True,
 ) -> str:
     """The prompt and `tokens` sampled tokens after it, decoded."""
-    recipe = load_run_recipe(run_dir)
-    tokenizer = run_tokenizer(recipe, run_dir)
-    model = load_model(run_dir, recipe)
-    start = prompt or "\n"
-    idx = tokenizer.encode(start).view(1, -1)
-    generator = torch.Generator().manual_seed(seed)
-    out = model.generate(
-        idx,
-        tokens,
+    pieces = sample_stream(
+        run_dir,
+        prompt=prompt,
+        tokens=tokens,
         temperature=temperature,
         top_k=top_k,
-        vocab=tokenizer.vocab_size,
-        generator=generator,
+        seed=seed,
+        cache=cache,
     )
-    text = tokenizer.decode(out[0].tolist())
-    return text if prompt else text[len(start) :]
+    return "".join(pieces)

@@ -14,15 +14,18 @@ the optimizer (spotrun.train.methods.surgery.swap_parameters).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from spotrun.train.models.kv_cache import LayerCache
 from spotrun.train.models.transformer_ops import (
     alibi_bias,
     apply_rotary,
+    attention_to_past,
     causal_attention,
     rms_norm,
     rotary_tables,
@@ -88,12 +91,7 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
-        q, k, v = (
-            part.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
-            for part in self.qkv(x).split(c, dim=2)
-        )
-        if self.q_norm is not None and self.k_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
+        q, k, v = self._heads(x)
         bias = None
         if self.position == "rotary":
             cos, sin = rotary_tables(t, q.shape[-1], self.rotary_base, x.device)
@@ -101,6 +99,37 @@ class CausalSelfAttention(nn.Module):
         elif self.position == "alibi":
             bias = alibi_bias(self.n_head, t, x.device)
         y = causal_attention(q, k, v, bias=bias, fused=self.fused)
+        return self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+    def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values (B, H, T, D) of x (B, T, C), QK-normalised if on."""
+        b, t, c = x.shape
+        q, k, v = (
+            part.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+            for part in self.qkv(x).split(c, dim=2)
+        )
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        return q, k, v
+
+    def forward_cached(self, x: torch.Tensor, cache: LayerCache) -> torch.Tensor:
+        """forward for the positions after those in `cache`, whose keys and values it adds.
+        An empty cache (the prompt) takes forward's own maths, so its outputs are forward's."""
+        b, t, c = x.shape
+        start = cache.length
+        q, k, v = self._heads(x)
+        bias = None
+        if self.position == "rotary":
+            cos, sin = rotary_tables(start + t, q.shape[-1], self.rotary_base, x.device)
+            cos, sin = cos[start:], sin[start:]
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        elif self.position == "alibi":
+            bias = alibi_bias(self.n_head, start + t, x.device)[:, start:, :]
+        k, v = cache.extend(k, v)
+        if start == 0:
+            y = causal_attention(q, k, v, bias=bias, fused=self.fused)
+        else:
+            y = attention_to_past(q, k, v, bias=bias, fused=self.fused)
         return self.proj(y.transpose(1, 2).reshape(b, t, c))
 
 
@@ -117,6 +146,10 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.drop(self.attn(self.norm_1(x)))
+        return x + self.drop(self.mlp(self.norm_2(x)))
+
+    def forward_cached(self, x: torch.Tensor, cache: LayerCache) -> torch.Tensor:
+        x = x + self.drop(self.attn.forward_cached(self.norm_1(x), cache))
         return x + self.drop(self.mlp(self.norm_2(x)))
 
 
@@ -180,6 +213,25 @@ class GPT(nn.Module):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.logits(idx).flatten(0, 1)
 
+    def new_caches(self) -> list[LayerCache]:
+        """Empty key and value caches, one per layer, for logits_cached."""
+        return [LayerCache() for _ in self.layers()]
+
+    def logits_cached(self, idx: torch.Tensor, caches: list[LayerCache]) -> torch.Tensor:
+        """logits of the tokens `idx` (B, T) that follow the positions held in `caches` (one
+        per layer, extended in place); with empty caches they are logits(idx)."""
+        start, t = caches[0].length, idx.shape[1]
+        if start + t > self.block_size and self.wpe is not None:
+            raise ValueError(f"position {start + t} is past block_size {self.block_size}")
+        x = self.wte(idx)
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(start, start + t, device=idx.device))
+        x = self.drop(x)
+        for block, cache in zip(self.layers(), caches, strict=True):
+            x = block.forward_cached(x, cache)
+        out: torch.Tensor = self.lm_head(self.norm_f(x))
+        return out
+
     @torch.no_grad()
     def generate(
         self,
@@ -190,18 +242,55 @@ class GPT(nn.Module):
         top_k: int | None = None,
         vocab: int | None = None,
         generator: torch.Generator | None = None,
+        cache: bool = True,
     ) -> torch.Tensor:
         """`idx` (B, T) extended by `tokens` sampled tokens (context cut to block_size); `vocab`
         limits sampling to the first ids (a tokenizer smaller than the output layer)."""
+        new = self.stream(
+            idx,
+            tokens,
+            temperature=temperature,
+            top_k=top_k,
+            vocab=vocab,
+            generator=generator,
+            cache=cache,
+        )
+        return torch.cat((idx, *new), dim=1)
+
+    @torch.no_grad()
+    def stream(
+        self,
+        idx: torch.Tensor,
+        tokens: int,
+        *,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        vocab: int | None = None,
+        generator: torch.Generator | None = None,
+        cache: bool = True,
+    ) -> Iterator[torch.Tensor]:
+        """generate's tokens one (B, 1) tensor at a time, as each is sampled.
+
+        cache: keep each layer's keys and values, so a step computes only its new token while
+        the text fits block_size. Past it the context window slides and every position's
+        context changes, so the window is computed afresh each step, as without the cache."""
+        caches: list[LayerCache] | None = None
         for _ in range(tokens):
-            context = idx[:, -self.block_size :]
-            logits = self.logits(context)[:, -1, :vocab] / max(temperature, 1e-6)
+            if not cache:
+                logits = self.logits(idx[:, -self.block_size :])
+            elif caches is not None and idx.shape[1] <= self.block_size:
+                logits = self.logits_cached(idx[:, -1:], caches)
+            else:
+                caches = self.new_caches()
+                logits = self.logits_cached(idx[:, -self.block_size :], caches)
+            scores = logits[:, -1, :vocab] / max(temperature, 1e-6)
             if top_k is not None:
-                kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
-                logits = logits.masked_fill(logits < kth, float("-inf"))
-            probs = F.softmax(logits, dim=-1)
-            idx = torch.cat((idx, torch.multinomial(probs, 1, generator=generator)), dim=1)
-        return idx
+                kth = torch.topk(scores, min(top_k, scores.shape[-1])).values[:, -1:]
+                scores = scores.masked_fill(scores < kth, float("-inf"))
+            probs = F.softmax(scores, dim=-1)
+            token = torch.multinomial(probs, 1, generator=generator)
+            idx = torch.cat((idx, token), dim=1)
+            yield token
 
 
 def gpt(num_classes: int, **options: object) -> GPT:

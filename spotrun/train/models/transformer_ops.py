@@ -96,6 +96,32 @@ def causal_attention(
     return F.softmax(scores, dim=-1) @ v
 
 
+def attention_to_past(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    fused: bool = True,
+) -> torch.Tensor:
+    """causal_attention for the last queries only: q (B, H, t, D) are the last t of the T
+    positions of k and v (B, H, T, D), as when generating with cached keys and values; `bias`
+    (H, t, T) must mask the future itself."""
+    t, total = q.shape[-2], k.shape[-2]
+    future = None
+    if bias is None and t > 1:
+        future = torch.ones(t, total, dtype=torch.bool, device=q.device).triu(total - t + 1)
+    if fused:
+        mask = bias.to(q.dtype) if bias is not None else None if future is None else ~future
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
+    elif future is not None:
+        scores = scores.masked_fill(future, float("-inf"))
+    return F.softmax(scores, dim=-1) @ v
+
+
 def qk_normalize(
     q: torch.Tensor,
     k: torch.Tensor,
