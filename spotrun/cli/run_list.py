@@ -7,11 +7,13 @@ spotrun/cli/plain_table.py can match rich's output exactly.
 
 from __future__ import annotations
 
+import math
 import sys
 
 from spotrun.cli.follow_view import fmt_duration, fmt_metrics
 from spotrun.cli.library import api
 from spotrun.cli.plain_table import plain_table
+from spotrun.cli.recent import RECENT_S, recent
 from spotrun.cli.render import Table, money, out, print_json
 from spotrun.core.capacity_note import is_waiting_note, show_note
 from spotrun.core.errors import LedgerWriteError
@@ -53,10 +55,13 @@ def _ledger() -> Ledger:
     return ledger
 
 
-def show_runs(all_: bool, as_json: bool) -> None:
+def show_runs(all_: bool, as_json: bool, since_s: float = RECENT_S) -> None:
+    """The runs: every live one and those ended in the last `since_s` (all with `all_`)."""
     fault = home_write_fault(default_home().absolute())  # before the ledger is open
     ledger = _ledger()
-    runs = ledger.list_runs(include_all=all_)
+    window = recent(ledger.list_runs(include_all=True), math.inf if all_ else since_s)
+    runs = window.shown
+    footer = window.footer(since_s)
     if fault is not None and any(not r.is_terminal for r in runs):
         _note(f"{fault}: live runs wait until it can be written")  # why nothing moves
     rows = [api.run_summary(ledger, r) for r in runs]
@@ -66,7 +71,7 @@ def show_runs(all_: bool, as_json: bool) -> None:
         print_json(rows)
         return
     if not rows:
-        sys.stdout.write(NO_RUNS + "\n")
+        sys.stdout.write((footer or NO_RUNS) + "\n")
         return
     cells = [
         [
@@ -87,6 +92,7 @@ def show_runs(all_: bool, as_json: bool) -> None:
         for row in rows
         if row["waiting_for_capacity"]
     )
+    notes += f"{footer}\n" if footer else ""  # what the window left out, last
     text = plain_table(HEADERS, cells, sys.stdout)
     if text is not None:
         sys.stdout.write(text + notes)
