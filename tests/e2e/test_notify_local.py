@@ -150,3 +150,31 @@ def test_a_bad_target_is_a_one_line_error_and_nothing_launches(
     sweep = env.cli("sweep", "digits-fast", "--grid", "lr=0.1,0.2", *flags)
     assert sweep.returncode == 2 and sweep.stderr.startswith("error: ")
     assert json.loads(env.cli("sweep", "ls", "--json", check=True).stdout) == []
+
+
+def test_a_sweep_tells_its_end_with_its_best_trial_and_each_pruned_trial(
+    env: Env, receiver: HttpReceiver
+) -> None:
+    # as test_sweep_local's grid: lr=0.0005 learns nothing, so ASHA prunes it at its first rung
+    proc = env.cli(
+        "sweep", "digits-fast", "--grid", "lr=0.2,0.0005", "--grid", "batch_size=32,64",
+        "--set", "epochs=8", "--set", "threads=1", "--max-parallel", "2",
+        "--early-stop", "asha", "--grace-epochs", "1", "--reduction-factor", "2",
+        "--name", "told", "--notify", f"webhook:{receiver.url('/sweep-hook')}",
+        "--notify-on", "sweep-finished,pruned",
+        timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    status = json.loads(env.cli("sweep", "status", "told", "--json", check=True).stdout)
+    pruned = {row["run"] for row in status["leaderboard"] if row["status"] == "pruned"}
+    assert pruned  # the hopeless trials
+
+    def bodies() -> list[dict]:
+        return [json.loads(p.body) for p in receiver.posts]
+
+    wait_for(lambda: len(bodies()) >= len(pruned) + 1, 60, "the sweep's notifications")
+    (end,) = [b for b in bodies() if b["event"] == "sweep-finished"]
+    best = status["leaderboard"][0]
+    assert end["sweep"] == "told" and end["state"] == "completed"
+    assert f"best: {best['run']}" in end["text"] and "lr=0.2" in end["text"]
+    assert {b["run"] for b in bodies() if b["event"] == "pruned"} == pruned
