@@ -178,3 +178,18 @@ def test_a_sweep_tells_its_end_with_its_best_trial_and_each_pruned_trial(
     assert end["sweep"] == "told" and end["state"] == "completed"
     assert f"best: {best['run']}" in end["text"] and "lr=0.2" in end["text"]
     assert {b["run"] for b in bodies() if b["event"] == "pruned"} == pruned
+
+
+def test_notify_test_sends_one_message_and_a_down_target_is_a_masked_one_line_error(
+    env: Env, receiver: HttpReceiver
+) -> None:
+    sent = env.cli("notify", "test", f"ntfy:{receiver.url('/test-topic-secret')}")
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    (post,) = receiver.posts
+    assert post.path == "/test-topic-secret" and "this target works" in post.body.decode()
+    assert "test-topic-secret" not in sent.stdout + sent.stderr
+    down = HttpReceiver()  # nothing listens on its port
+    proc = env.cli("notify", "test", f"slack:{down.url('/services/T0/B0/down-secret')}")
+    assert proc.returncode != 0
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "down-secret" not in proc.stderr
