@@ -22,6 +22,7 @@ from spotrun.cli.launch import CapacityTerms
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.notify import Notices, notify_on_option, notify_option
 from spotrun.cli.typer_app import SpotrunGroup, SpotrunTyper
+from spotrun.core.display_words import metric_word, show_metric_value
 from spotrun.core.durations import show_duration
 from spotrun.core.errors import UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
@@ -145,7 +146,7 @@ def run_sweep(
         "ones (tpe, cmaes, qmc; proposed as places free up)",
     ),
     trials: int | None = typer.Option(
-        None, "--trials", metavar="N", help="trials a --search other than grid proposes"
+        None, "--trials", metavar="N", help="how many trials a --search other than grid runs"
     ),
     early_stop: EarlyStop = typer.Option(
         EarlyStop.none,
@@ -153,9 +154,11 @@ def run_sweep(
         "--early-stop",
         help="stop the losing trials early: ASHA, or Hyperband (brackets of ASHA)",
     ),
-    grace_epochs: int = typer.Option(1, "--grace-epochs", help="ASHA: epochs every trial gets"),
+    grace_epochs: int = typer.Option(
+        1, "--grace-epochs", help="ASHA/Hyperband: epochs every trial gets"
+    ),
     reduction_factor: int = typer.Option(
-        3, "--reduction-factor", help="ASHA: 1 in this many goes on at each rung"
+        3, "--reduction-factor", help="ASHA/Hyperband: 1 in this many goes on at each rung"
     ),
     metric: str | None = typer.Option(None, "--metric", help="what to rank by (test_acc)"),
     mode: Mode | None = typer.Option(
@@ -462,12 +465,13 @@ def _print_board(ledger: Any, sweep: Any, entries: list[Any] | None = None) -> N
     for e in entries:
         keys += [k for k in e.trial.params if k not in keys]
     table = Table(box=None, pad_edge=False)
-    columns = ["RANK", "TRIAL", *[k.upper() for k in keys], sweep.spec.metric.upper(), "EPOCHS"]
+    metric = sweep.spec.metric
+    columns = ["RANK", "TRIAL", *[k.upper() for k in keys], metric_word(metric).upper(), "EPOCHS"]
     columns += ["STATUS", "TIME", "COST", "TO TARGET", "COST TO TARGET"]
     for col in columns:
         table.add_column(col)
     for e in entries:
-        value = "-" if e.best is None else f"{e.best:.4g}"
+        value = "-" if e.best is None else show_metric_value(metric, e.best)
         table.add_row(
             "-" if e.rank is None else str(e.rank),
             str(e.trial.index),

@@ -121,6 +121,34 @@ def _with_rank(entry: Entry, rank: int) -> Entry:
     return replace(entry, rank=rank)
 
 
+@dataclass(frozen=True)
+class SpendPoint:
+    """The sweep's best value once a trial had ended, against what its ended trials cost."""
+
+    trial: int  # the trial whose end this is
+    spent_usd: float  # every ended trial's cost, up to and including this one
+    best: float | None  # the best value of the metric among them
+    improved: bool  # this trial set the best
+
+
+def best_by_spend(entries: list[Entry], mode: str) -> list[SpendPoint]:
+    """Best-so-far against dollars spent, one point per ended trial in the order they ended:
+    what a sweep bought with its money, and when more money stopped buying better results."""
+    ended = [e for e in entries if e.run is not None and e.run.ended_at is not None]
+    ended.sort(key=lambda e: (e.run.ended_at if e.run is not None else 0.0, e.trial.index))
+    points: list[SpendPoint] = []
+    spent, best = 0.0, None
+    for e in ended:
+        spent += e.cost_usd or 0.0
+        better = e.best is not None and (
+            best is None or (e.best > best if mode == "max" else e.best < best)
+        )
+        if better:
+            best = e.best
+        points.append(SpendPoint(e.trial.index, round(spent, 6), best, better))
+    return points
+
+
 def records(entries: list[Entry], metric: str) -> list[dict[str, Any]]:
     return [e.to_record(metric) for e in entries]
 

@@ -36,6 +36,7 @@ from spotrun.core.rundir import METRICS_FILE, SUPERVISOR_LOCK_FILE, SWEEP_STUDY_
 from spotrun.core.sweepspec import MODEL_SEARCHES
 from spotrun.core.waiting import Backoff, wait_until
 from spotrun.cost import budget
+from spotrun.launch.plan import with_on_demand
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus
@@ -224,8 +225,13 @@ class SweepSupervisor:
             name=f"{self.sweep.name}-t{trial.index}",
             cloud=spec.cloud,
             env=dict(spec.env),
+            wait_for_capacity_s=spec.wait_for_capacity_s,
+            spot_policy=spec.spot_policy,
         )
-        run = self.ledger.create_run(launch_spec, plan=self.plan.run_plan(), sweep_id=self.sweep.id)
+        plan = self.plan.run_plan()
+        if spec.spot_policy == "auto" and pack_id is None:  # a pack's instance is the pack's
+            plan = with_on_demand(plan)
+        run = self.ledger.create_run(launch_spec, plan=plan, sweep_id=self.sweep.id)
         self.store.mark(
             self.sweep.id, trial.index, TrialStatus.LAUNCHED, run_id=run.id, pack_id=pack_id
         )

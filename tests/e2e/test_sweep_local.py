@@ -48,7 +48,7 @@ def _counts(env: Env) -> tuple[int, int]:
         ({"grid": ["lr=0.1,0.2"], "max_parallel": 0}, "--max-parallel must be at least 1"),
         ({"grid": ["lr=0.1"], "metric": "val_bleu"}, "does not log"),
         ({"grid": ["lr=0.1,fast"]}, "lr"),
-        ({"grid": ["lr=0.1"], "early_stop": "hyperband"}, "asha or none"),
+        ({"grid": ["lr=0.1"], "early_stop": "median"}, "asha, hyperband or none"),
         ({"grid": ["lr=0.1"], "max_cost_usd": 0.0}, "--max-cost must be above 0"),
     ],
 )

@@ -60,7 +60,8 @@ def test_enum_options_list_their_choices() -> None:
     runner = CliRunner()
     sweep_help = runner.invoke(app, ["sweep", "run", "-h"], prog_name="spotrun").output
     assert "--cloud <local|aws>" in sweep_help
-    assert "--early-stop <none|asha>" in sweep_help
+    assert "--pruner, --early-stop <none|asha|hyperband>" in sweep_help
+    assert "--search <random|grid|tpe|cmaes|qmc>" in sweep_help
     assert "--mode <max|min>" in sweep_help
     launch_help = runner.invoke(app, ["launch", "-h"], prog_name="spotrun").output
     assert "--cloud <local|aws>" in launch_help
@@ -102,7 +103,7 @@ def test_version(env: Env) -> None:
         ["ls", "--bogus"],
         ["status"],
         ["sweep", "run", "digits-fast", "--cloud", "gcp"],
-        ["sweep", "run", "digits-fast", "--early-stop", "hyperband"],
+        ["sweep", "run", "digits-fast", "--early-stop", "median"],
         ["launch", "digits-fast", "--gpus", "two"],
         ["status", "no-such-run"],
         ["bogus"],

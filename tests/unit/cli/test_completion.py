@@ -66,6 +66,7 @@ def test_bash_completes_commands_choices_and_run_names(env: Env, tmp_path: Path)
     assert complete("spotrun", "sweep", "run", "digits-fast", "--early-stop", "") == [
         "none",
         "asha",
+        "hyperband",
     ]
 
 

@@ -1,0 +1,113 @@
+"""A TPE sweep in the lab whose controller is killed between trials: the next command's
+controller loads the study from the sweep's folder, adopts the live trial, tells it to the
+study, and asks for the next one, with no trial asked twice; the leaderboard's best-so-far
+against dollars spent counts the lab's spot prices."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import time
+
+import optuna
+import pytest
+
+from spotlab import Lab
+from spotlab.lab import ZONES
+from spotrun.core.config import load_settings
+from spotrun.core.rundir import SWEEP_STUDY_FILE
+from spotrun.store.ledger import Ledger
+from spotrun.store.sweeps import SweepStore
+from spotrun.sweep import revive
+from tests.conftest import Env
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def _trial_runs(env: Env, sweep_id: str) -> dict[int, tuple[str | None, str | None]]:
+    """trial index -> (run id, run state), read from the ledger (no spotrun command: one
+    would restart the controller)."""
+    with sqlite3.connect(env.home / "ledger.db") as db:
+        rows = db.execute(
+            "SELECT t.idx, t.run_id, r.state FROM sweep_trials t "
+            "LEFT JOIN runs r ON r.id = t.run_id WHERE t.sweep_id = ?",
+            (sweep_id,),
+        )
+        return {idx: (run_id, state) for idx, run_id, state in rows}
+
+
+def test_a_restarted_controller_keeps_the_study_of_a_tpe_sweep(aws_env: Env, lab: Lab) -> None:
+    env = aws_env
+    since = time.time() - 6 * 3600
+    for zone in ZONES:
+        lab.set_spot_prices("c6i.large", zone, [(since, 0.5)])
+    sweep_id = env.cli(
+        "sweep",
+        "digits-fast",
+        "--cloud",
+        "aws",
+        "--instance-type",
+        "c6i.large",
+        "--search",
+        "tpe",
+        "--trials",
+        "3",
+        "--space",
+        "lr=0.01:0.5:log",
+        "--set",
+        "epochs=1",
+        "--set",
+        "threads=1",
+        "--max-parallel",
+        "1",
+        "-d",
+        check=True,
+    ).stdout.strip()
+    # Trial 0 told and trial 1 asked for and launched (the same round): kill the controller.
+    wait_for(
+        lambda: _trial_runs(env, sweep_id)[1][0] is not None, timeout=300, what="trial 1 launched"
+    )
+    assert _trial_runs(env, sweep_id)[0][1] == "succeeded"
+    with Ledger(load_settings(env.home)) as ledger:
+        sweep = SweepStore(ledger).get(sweep_id)
+    assert sweep.supervisor_pid is not None
+    os.kill(sweep.supervisor_pid, signal.SIGKILL)
+    wait_for(lambda: not revive.is_supervised(sweep), 30, "the controller to die")
+    env.cli("sweep", "ls", check=True)  # the next command starts a new controller
+    wait_for(
+        lambda: all(state == "succeeded" for _run, state in _trial_runs(env, sweep_id).values()),
+        timeout=400,
+        what="the sweep's three trials to succeed",
+    )
+    wait_for(
+        lambda: (
+            json.loads(env.cli("sweep", "status", sweep_id, "--json").stdout)["state"]
+            == "completed"
+        ),
+        timeout=120,
+        what="the sweep to complete",
+    )
+    status = json.loads(env.cli("sweep", "status", sweep_id, "--json", check=True).stdout)
+    # One study across both controllers: three trials asked, each once, each told once.
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(sweep.sweep_dir / SWEEP_STUDY_FILE))
+    )
+    study = optuna.load_study(study_name=sweep_id, storage=storage)
+    asked = sorted(study.trials, key=lambda t: t.number)
+    assert [t.user_attrs["sweep_trial"] for t in asked] == [0, 1, 2]
+    assert all(t.state is optuna.trial.TrialState.COMPLETE for t in asked)
+    board = {row["trial"]: row for row in status["leaderboard"]}
+    for trial in asked:
+        row = board[trial.user_attrs["sweep_trial"]]
+        assert float(row["params"]["lr"]) == pytest.approx(trial.params["lr"], rel=1e-5)
+        assert trial.value == row["test_acc"]
+    # The new controller's proposal is not the first controller's first one again.
+    assert board[2]["params"] not in (board[0]["params"], board[1]["params"])
+    # Best-so-far against dollars spent, at the lab's $0.50/h: the spend grows trial by trial.
+    spent = [p["spent_usd"] for p in status["best_by_spend"]]
+    assert len(spent) == 3 and 0 < spent[0] < spent[1] < spent[2]
+    assert status["best_by_spend"][-1]["best"] == max(r["test_acc"] for r in board.values())
+    assert lab.instances(states=("pending", "running")) == []
