@@ -156,6 +156,7 @@ def launch(
                     max_hours=max_hours,
                     resources=flags,
                     envs=own.job_env(),
+                    dry_run=dry_run,
                 )
         except BaseException:
             progress.cancel_warm()
@@ -169,6 +170,8 @@ def launch(
             if prepared.batch_line is not None:
                 out.print(prepared.batch_line)
             out.print(f"permitted: {', '.join(passed)}; nothing was launched")
+            if prepared.data_advice is not None:  # the plan stands; its data must move first
+                raise prepared.data_advice.error()
             return
         try:
             notices.subscribe(ledger, progress.run_id)

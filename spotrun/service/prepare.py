@@ -30,6 +30,7 @@ from spotrun.launch.history import recorded_history
 from spotrun.launch.plan import Plan, plan_launch
 from spotrun.recipes import Recipe, check_recipe, get_recipe
 from spotrun.recipes.batching import global_batch_line
+from spotrun.service.datasets import DataAdvice, aws_data_advice
 from spotrun.train.data.source import pin_data_paths
 
 
@@ -40,6 +41,7 @@ class LaunchPlan:
     plan: Plan
     provider: Provider | None = None  # the provider that planned it (reused by a dry run)
     batch_line: str | None = None  # how the recipe's global batch is made on the run's GPUs
+    data_advice: DataAdvice | None = None  # a dry run's data set missing here: how to get it to S3
 
 
 def prepare_launch(
@@ -54,6 +56,7 @@ def prepare_launch(
     max_hours: float | None = None,
     resources: dict[str, Any] | None = None,
     envs: dict[str, str] | None = None,
+    dry_run: bool = False,
 ) -> LaunchPlan:
     """Validate everything a launch needs and choose offers; nothing is created. `envs`: the
     trainer's environment (--env and the trackers' variables, spotrun.core.tracker_env)."""
@@ -67,7 +70,12 @@ def prepare_launch(
     overrides = pin_data_paths(overrides or [])
     recipe = get_recipe(recipe_name, overrides, data_here=False)
     check_multi_node(recipe, (resources or {}).get("nodes"), "it")
-    check_recipe(recipe)  # its data, now that the rest is known to fit
+    # its data, now that the rest is known to fit; on AWS a dry run still shows the plan
+    data_advice = aws_data_advice(recipe.data, cloud or settings.default_cloud, settings)
+    if data_advice is None:
+        check_recipe(recipe)
+    elif not dry_run:
+        raise data_advice.error()
     update: dict[str, Any] = dict(resources or {})
     if gpus is not None:
         update["gpus"] = gpus
@@ -97,7 +105,7 @@ def prepare_launch(
     # GPUs that cannot split the global batch: refused before anything exists (after the
     # plan, so that a quota the cluster cannot fit is what a user hears first)
     batch_line = global_batch_line(recipe, merged.gpus, merged.nodes)
-    return LaunchPlan(spec, recipe, plan, provider, batch_line)
+    return LaunchPlan(spec, recipe, plan, provider, batch_line, data_advice)
 
 
 def check_multi_node(recipe: Recipe, nodes: object, what: str) -> None:
