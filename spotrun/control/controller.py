@@ -381,7 +381,7 @@ class RunController:
         code = exit_code(run.run_dir)
         if code == 0:
             return self._move(RunState.SUCCEEDED, "job exited with code 0")
-        by_hand = interrupted_from_terminal(run.run_dir, code, run.name)
+        by_hand = interrupted_from_terminal(run, code)
         if by_hand is not None:  # Ctrl-C in an attached terminal: a stop, not a crash
             return self._move(RunState.STOPPED, by_hand)
         message = failure_message(run.run_dir, code)

@@ -11,6 +11,7 @@ from spotrun.core.checkpoint_files import newest_complete_checkpoint
 from spotrun.core.rundir import EXIT_FILE, JOB_LOG_FILE
 from spotrun.core.terminal_text import printable
 from spotrun.remote.jobprep import setup_failure
+from spotrun.store.ledger import RunRecord
 
 
 def _exit_record(run_dir: Path) -> dict[str, object]:
@@ -41,19 +42,19 @@ def write_exit(run_dir: Path, code: int) -> None:
 SIGINT_CODES = frozenset({130, -2})
 
 
-def interrupted_from_terminal(run_dir: Path, code: int | None, run_name: str) -> str | None:
+def interrupted_from_terminal(run: RunRecord, code: int | None) -> str | None:
     """The message of a job ended by Ctrl-C (SIGINT, most often typed in an attached
     terminal): a stop the user made, with how to go on; None for any other end."""
     if code not in SIGINT_CODES:
         return None
-    found = newest_complete_checkpoint(run_dir)
-    resume = f"`spotrun resume {run_name}`"
-    goes_on = (
-        f"{resume} goes on from step {found[1]}"
-        if found is not None
-        else f"{resume} starts it again (no checkpoint yet)"
-    )
-    return f"interrupted from the terminal (Ctrl-C); {goes_on}"
+    said = "interrupted from the terminal (Ctrl-C)"
+    found = newest_complete_checkpoint(run.run_dir)
+    if run.sweep_id is not None:  # a trial goes on only as its sweep decides
+        return f"{said} at step {found[1]}" if found is not None else said
+    resume = f"`spotrun resume {run.name}`"
+    if found is None:
+        return f"{said}; {resume} starts it again (no checkpoint yet)"
+    return f"{said}; {resume} goes on from step {found[1]}"
 
 
 def failure_message(run_dir: Path, code: int | None) -> str:

@@ -111,10 +111,18 @@ def test_resolve_by_name_id_and_prefix(ledger: Ledger) -> None:
         ledger.resolve("%")  # LIKE wildcards are taken literally
 
 
-def test_duplicate_name_is_refused(ledger: Ledger) -> None:
-    ledger.create_run(LaunchSpec(recipe="digits-fast", name="same"))
-    with pytest.raises(UsageError, match="already exists"):
+def test_a_live_runs_name_is_refused_an_ended_ones_taken_by_the_newest(ledger: Ledger) -> None:
+    first = ledger.create_run(LaunchSpec(recipe="digits-fast", name="same"))
+    with pytest.raises(UsageError, match="a live run keeps its name"):
         ledger.create_run(LaunchSpec(recipe="digits-fast", name="same"))
+    ledger.transition(first.id, RunState.STOPPED)
+    second = ledger.create_run(LaunchSpec(recipe="digits-fast", name="same"))
+    ledger.transition(second.id, RunState.FAILED)
+    third = ledger.create_run(LaunchSpec(recipe="digits-fast", name="same"))
+    names = [ledger.get_run(r.id).name for r in (first, second, third)]
+    assert names == ["same-1", "same-2", "same"]  # numbered in the order they were launched
+    (note,) = [e.message for e in ledger.events(third.id) if e.kind == "name"]
+    assert note == "took the name 'same'; the ended run that had it is now 'same-2'"
 
 
 def test_corrupt_ledger_is_reported_not_replaced(tmp_path: Path) -> None:
