@@ -36,6 +36,7 @@ def ui(
       spotrun ui --port 8765 --no-browser
     """
     # late: starlette and uvicorn (~0.2 s) load only for the dashboard, never for --help or ls
+    from spotrun.core.config import load_settings
     from spotrun.core.controller_record import load_record
     from spotrun.service.lookup import open_ledger
     from spotrun.ui import server, tunnel
@@ -52,19 +53,16 @@ def ui(
     def ready(address: server.Address) -> None:
         sys.stdout.write(f"{address.url}\n")
         sys.stdout.flush()
-        if record is not None:
-            err.print(
-                f"the dashboard of the controller host {record.where}, through spotrun's ssh "
-                "connection to it",
-                markup=False,
-            )
         err.print("the dashboard answers only with the token above; Ctrl-C ends it", markup=False)
         if browser:  # in the background: a slow browser start must not hold the server up
             threading.Thread(target=webbrowser.open, args=(address.url,), daemon=True).start()
 
+    def note(line: str) -> None:
+        err.print(line, markup=False)
+
     try:
         if record is not None:  # its runs are in the ledger there: served there
-            tunnel.serve_through_host(home, record, sock, ready=ready)
+            tunnel.serve_through_host(load_settings(home), record, sock, ready=ready, log=note)
         else:
             server.serve(open_ledger(), sock, ready=ready, end_with_input=end_with_input)
     except KeyboardInterrupt:

@@ -6,7 +6,9 @@ uses (spotrun.remote.controller_host), bound to the host's own 127.0.0.1. This s
 a port of its own and hands each browser connection to ssh as an `ssh -W` channel of that same
 connection to the host's port (ssh reads and writes the accepted socket itself). The URL
 printed here carries the host's token, which the host's dashboard checks on every request.
-When this side ends, the host's dashboard reads the end of its input and ends too.
+When this side ends, the host's dashboard reads the end of its input and ends too. A controller
+instance stopped (idle) is started first, as for any command sent there; one that stops itself
+under the dashboard ends it here with one line.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost
 from spotrun.core.errors import RemoteError
 from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv, ssh_options
 from spotrun.remote.ssh_binary import explain_ssh_failure
+from spotrun.service.controller_wake import awake
 from spotrun.ui.server import Address
 
 # the host's dashboard ends when its input does (this side's ssh closes it by ending)
@@ -75,7 +79,15 @@ class HostDashboard:
         """Why the host's dashboard `what` (did not start, ended), in its words or ssh's."""
         self.close()
         self._reader.join(timeout=END_WAIT_S)
-        if self.proc.returncode == SSH_EXIT_UNREACHABLE:
+        gone = self.proc.returncode == SSH_EXIT_UNREACHABLE
+        if gone and what == "ended":
+            return RemoteError(
+                f"the connection to the controller host {self.record.where} closed: its "
+                "dashboard is gone",
+                hint="`spotrun controller status` says whether it answers (an idle controller "
+                "instance stops itself); `spotrun ui` again reaches it",
+            )
+        if gone:
             return explain_ssh_failure(self.record, self.home, "\n".join(self.said))
         last = self.said[-1] if self.said else f"it exited {self.proc.returncode}"
         return RemoteError(
@@ -110,14 +122,17 @@ class HostDashboard:
 
 
 def serve_through_host(
-    home: Path,
+    settings: Settings,
     record: ControllerHost,
     sock: socket.socket,
     *,
     ready: Callable[[Address], None] | None = None,
+    log: Callable[[str], None],
 ) -> None:
     """Serve the host's dashboard on `sock` until interrupted (Ctrl-C) or the host's ends."""
-    dashboard = HostDashboard(home, record)
+    record = awake(settings, record, log=log)
+    dashboard = HostDashboard(settings.home, record)
+    log(f"the dashboard of the controller host {record.where}, through spotrun's ssh connection")
     host, port = sock.getsockname()[:2]
     channels: list[subprocess.Popen[bytes]] = []
     try:
