@@ -13,6 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from spotlab import Lab
+from spotlab import spot as spotlab
+from spotlab.fixtures import use_lab
+from spotlab.lab import ZONES
 from tests.conftest import Env
 from tests.helpers import wait_for
 from tests.notify_receivers import HttpReceiver, SmtpReceiver
@@ -193,3 +197,36 @@ def test_notify_test_sends_one_message_and_a_down_target_is_a_masked_one_line_er
     assert proc.returncode != 0
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert "down-secret" not in proc.stderr
+
+
+def test_lab_run_tells_its_wait_its_interruption_its_recovery_and_its_end(
+    env: Env, lab: Lab, receiver: HttpReceiver
+) -> None:
+    with use_lab(env, lab, **spotlab.FAST):
+        config = env.home / "config.toml"  # asks for capacity again after 1 s, then 2 s
+        config.write_text(
+            "capacity_ask_first_s = 1.0\ncapacity_ask_max_s = 2.0\n" + config.read_text()
+        )
+        for zone in ZONES:  # dry at first: the run waits for capacity
+            lab.set_spot_capacity("c6i.large", zone, 0)
+        args = ["launch", "digits-fast", "--cloud", "aws", "--instance-type", "c6i.large", "-d"]
+        args += ["--wait-for-capacity", "30m", "--notify", f"webhook:{receiver.url('/lab')}"]
+        for item in spotlab.OVERRIDES:
+            args += ["--set", item]
+        scenario = spotlab.Scenario("notified", env, lab)
+        scenario.run_id = env.cli(*args, check=True).stdout.strip()
+
+        def events() -> list[str]:
+            return [json.loads(p.body)["event"] for p in receiver.posts]
+
+        wait_for(lambda: "waiting" in events(), 120, "the wait told")
+        for zone in ZONES:
+            lab.set_spot_capacity("c6i.large", zone, None)
+        first = scenario.live_instance()
+        scenario.wait_epoch(2)
+        lab.interrupt(first)  # a spot notice, then EC2 takes the instance back
+        scenario.live_instance(other_than=first)
+        wait_for(lambda: scenario.state() in ("succeeded", "failed"), 600, "the run's end")
+        assert scenario.state() == "succeeded", scenario.events()
+        told = ["waiting", "interrupted", "recovered", "succeeded"]
+        wait_for(lambda: events() == told, 60, f"{told} told, in order (got {events()})")
