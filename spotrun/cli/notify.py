@@ -14,7 +14,13 @@ from spotrun.cli.lazy import lazy_module
 from spotrun.cli.library import load_settings
 from spotrun.cli.render import Table, iso_minute, out, print_json
 from spotrun.cli.typer_app import SpotrunTyper
-from spotrun.notify.targets import EVENTS, Target, parse_events, parse_targets
+from spotrun.notify.targets import (
+    EVENTS,
+    NotifyTargetError,
+    Target,
+    parse_events,
+    parse_targets,
+)
 
 if TYPE_CHECKING:
     from spotrun.notify import queue, senders, target_file
@@ -53,8 +59,15 @@ class Notices:
     def read(cls, settings: Any, notify: list[str], notify_on: list[str]) -> Notices:
         """--notify (else config's notify) and --notify-on (else config's notify_on); a bad
         one is a one-line UsageError."""
-        targets = parse_targets(notify or list(settings.notify))
-        events = parse_events(notify_on or list(settings.notify_on))
+        try:
+            targets = parse_targets(notify or list(settings.notify))
+            events = parse_events(notify_on or list(settings.notify_on))
+        except NotifyTargetError as exc:
+            from_config = (not notify and settings.notify) or (not notify_on and settings.notify_on)
+            if not from_config:
+                raise
+            where = f"{exc.message} (from {settings.config_path})"  # not a flag: say where
+            raise NotifyTargetError(where, hint=exc.hint) from None
         return cls(targets, events)
 
     def subscribe(self, ledger: Ledger, subject_id: str) -> None:

@@ -72,7 +72,7 @@ def parse_target(text: str) -> Target:
     if scheme in HTTP_KINDS:
         _check_http(text.split(":", 1)[1], scheme)
         return Target(scheme, text)
-    raise NotifyTargetError(f"--notify {mask(text)!r} is not a notification target", hint=EXAMPLES)
+    raise NotifyTargetError(f"{mask(text)!r} is not a notification target", hint=EXAMPLES)
 
 
 def parse_targets(texts: list[str]) -> list[Target]:

@@ -37,6 +37,7 @@ from spotrun.core.sweepspec import MODEL_SEARCHES
 from spotrun.core.waiting import Backoff, wait_until
 from spotrun.cost import budget
 from spotrun.launch.plan import with_on_demand
+from spotrun.notify.outbox import deliver_once
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus
@@ -437,6 +438,7 @@ def main(argv: list[str]) -> int:
         return 1
     logging.info("sweep %s ended: %s %s", sweep_id, final.state, final.message or "")
     lock.close()
+    deliver_once(ledger)  # one try; what fails waits for the home's controller to retry it
     return 0
 
 
