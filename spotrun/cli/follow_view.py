@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotrun.cli.lazy import real_console
+from spotrun.core.display_words import HEADLINE, show_metric, show_metrics
 from spotrun.core.durations import show_duration
 from spotrun.core.exitcodes import FAILURE, SUCCESS
 from spotrun.core.money import show_usd
@@ -33,14 +34,8 @@ fmt_duration = show_duration  # the views' one duration format (spotrun/core/dur
 
 
 def fmt_metrics(metrics: dict[str, Any]) -> str:
-    parts = []
-    if "test_acc" in metrics:
-        parts.append(f"acc {100 * float(metrics['test_acc']):.1f}%")
-    if "train_loss" in metrics:
-        parts.append(f"loss {float(metrics['train_loss']):.3f}")
-    if "step" in metrics:
-        parts.append(f"step {metrics['step']}")
-    return "  ".join(parts)
+    """A run's headline metrics, named and formatted as on every screen (core/display_words)."""
+    return show_metrics(metrics, HEADLINE)
 
 
 def progress_line(p: dict[str, Any], cost_usd: float | None, now: float) -> str:
@@ -61,7 +56,7 @@ def progress_line(p: dict[str, Any], cost_usd: float | None, now: float) -> str:
         parts.append(f"ETA {fmt_duration(max(0.0, left))}")
     acc = p.get("test_acc")
     if isinstance(acc, (int, float)):
-        parts.append(f"acc {100 * acc:.1f}%")
+        parts.append(show_metric("test_acc", acc))
     if cost_usd is not None:
         parts.append(f"{show_usd(cost_usd)} so far")
     return "  ".join(parts)
@@ -129,6 +124,8 @@ def follow_run(
         cost: float | None = None
         priced_at = 0.0
         epochs: int | None = None
+        # a resumed run's progress.json is its last job's until the new job reports
+        stale_before = time.time() if start is not None else None
         for update in follow(ledger, run_id, start=start, output=False if quiet else None):
             stamp = f"[{fmt_duration(max(0.0, update.at - t0)):>7}]"
             if update.kind == "state":
@@ -149,6 +146,8 @@ def follow_run(
                     line += f"  ({fmt_duration(float(m['elapsed_s']))} training)"
                 shown.line(printable(f"{stamp} {'':<13} {line}"))
             elif update.kind == "progress":
+                if stale_before is not None and _reported_before(update.metrics, stale_before):
+                    continue
                 if time.monotonic() - priced_at >= COST_EVERY_S:
                     priced_at = time.monotonic()
                     found = run_cost(ledger, ledger.get_run(run_id))
@@ -167,6 +166,11 @@ def follow_run(
         if shown is not None:
             shown.close()
     return FAILURE
+
+
+def _reported_before(progress: dict[str, Any], moment: float) -> bool:
+    at = progress.get("at")
+    return not isinstance(at, int | float) or at < moment
 
 
 def detached_note(run: Any) -> str:

@@ -51,7 +51,10 @@ def plot(
     for note in found.notes:
         err.print(note, markup=False)
     if as_json:
-        points = [{"run": c.run_id, "name": c.label, "x": c.xs, "y": c.ys} for c in found.curves]
+        points = [
+            {"run": c.run_id, "name": c.label, "legend": c.legend, "x": c.xs, "y": c.ys}
+            for c in found.curves
+        ]
         data = {"metric": found.metric, "x": found.x, "curves": points}
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return

@@ -17,11 +17,13 @@ from spotrun.cli.render import err, money, out, print_json
 from spotrun.cli.run_list import show_runs, waiting_line
 from spotrun.cli.ssh import require_terminal
 from spotrun.core.capacity_note import show_note
+from spotrun.core.display_words import shown_state
 from spotrun.core.errors import UsageError
 from spotrun.core.exitcodes import FAILURE
 from spotrun.core.terminal_text import printable
 from spotrun.core.waiting import pause
 from spotrun.remote.sync import not_home
+from spotrun.store.trial_marks import pruned_runs
 
 
 def list_runs(
@@ -101,7 +103,8 @@ def status(
     what = f"command {job.run!r}" if job is not None and job.run else f"recipe {r.recipe}"
     out.print(f"{r.name} ({r.id})  {what}  on {r.cloud}", markup=False)
     said = f"  ({printable(show_note(r.message))})" if r.message else ""
-    out.print(f"state     {r.state.value}{said}", markup=False)
+    pruned = bool(r.sweep_id) and r.id in pruned_runs(ledger, [r.id])
+    out.print(f"state     {shown_state(r.state.value, pruned=pruned)}{said}", markup=False)
     so_far = "" if r.is_terminal else " so far"
     shown = "? (no prices cached yet)" if st.cost_usd is None else money(st.cost_usd) + so_far
     out.print(f"duration  {fmt_duration(r.duration_s())}   cost {shown}")
@@ -127,9 +130,11 @@ def status(
             out.print(
                 f"  {i.id}  {i.instance_type}  {i.zone}  {i.market}  {i.state}  {i.address or ''}"
             )
-    if st.events:
+    # the device line above says the latest device report: not again among the events
+    shown_events = [e for e in st.events if not (summary.get("device") and e.kind == "device")]
+    if shown_events:
         out.print("events:")
-        for e in st.events[-10:]:
+        for e in shown_events[-10:]:
             out.print(f"  {fmt_duration(e.at - r.created_at):>7}  {e.kind}: {printable(e.message)}")
 
 

@@ -16,6 +16,7 @@ from spotrun.cli.plain_table import plain_table
 from spotrun.cli.recent import RECENT_S, recent
 from spotrun.cli.render import Table, money, out, print_json
 from spotrun.core.capacity_note import is_waiting_note, show_note
+from spotrun.core.display_words import shown_state
 from spotrun.core.errors import LedgerWriteError
 from spotrun.core.home import default_home
 from spotrun.core.runstates import RunState
@@ -23,6 +24,7 @@ from spotrun.core.terminal_text import printable
 from spotrun.store.adopt import adopt_run_folders
 from spotrun.store.connection import home_write_fault
 from spotrun.store.ledger import Ledger
+from spotrun.store.trial_marks import pruned_runs
 
 HEADERS = ("ID", "NAME", "RECIPE", "CLOUD", "STATE", "STARTED", "DURATION", "COST", "METRICS")
 NO_RUNS = "no runs yet; start one with `spotrun launch digits-fast`"
@@ -65,6 +67,7 @@ def show_runs(all_: bool, as_json: bool, since_s: float = RECENT_S) -> None:
     if fault is not None and any(not r.is_terminal for r in runs):
         _note(f"{fault}: live runs wait until it can be written")  # why nothing moves
     rows = [api.run_summary(ledger, r) for r in runs]
+    pruned = pruned_runs(ledger, [row["id"] for row in rows if row["sweep_id"]])
     for row in rows:
         row["waiting_for_capacity"] = waiting_line(row["message"])
     if as_json:
@@ -79,7 +82,7 @@ def show_runs(all_: bool, as_json: bool, since_s: float = RECENT_S) -> None:
             row["name"],
             row["recipe"],
             row["cloud"],
-            row["state"],
+            shown_state(row["state"], pruned=row["id"] in pruned),
             (row["started"] or row["created"] or "").replace("T", " ").rstrip("Z"),
             fmt_duration(row["duration_s"]),
             money(row["cost_usd"]) if row["cost_usd"] is not None else "?",

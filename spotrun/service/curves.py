@@ -41,6 +41,7 @@ class Curve:
     label: str
     xs: list[float]
     ys: list[float]
+    legend: str = ""  # what the plot's legend calls it: a sweep trial by its hyperparameters
 
 
 @dataclass(frozen=True)
@@ -103,13 +104,21 @@ def collect(
             notes.append(f"{run.name}: left out, {exc.user_message()}")
             continue
         ys = [float(r[chosen]) for r in points]
-        curves.append(Curve(run.id, run.name, xs, ys))
+        curves.append(Curve(run.id, run.name, xs, ys, _legend(ledger, run)))
     if not curves:
         raise UsageError(
             f"nothing to plot: {'; '.join(notes)}",
             hint="plot runs once they have evaluated (`spotrun ls` shows their metrics)",
         )
     return Curves(chosen, axis, curves, notes)
+
+
+def _legend(ledger: Ledger, run: RunRecord) -> str:
+    """A sweep trial by its hyperparameters (lr=0.1, wd=0.0005), any other run by its name."""
+    trial = SweepStore(ledger).trial_of_run(run.id) if run.sweep_id else None
+    if trial is None or not trial.params:
+        return run.name
+    return ", ".join(f"{key}={value}" for key, value in trial.params.items())
 
 
 def _number(value: object) -> float | None:
@@ -190,7 +199,7 @@ def write_png(found: Curves, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for curve in found.curves:
-        ax.plot(curve.xs, curve.ys, marker=".", label=curve.label)
+        ax.plot(curve.xs, curve.ys, marker=".", label=curve.legend or curve.label)
     ax.set_xlabel(X_LABELS[found.x])
     ax.set_ylabel(found.metric)
     ax.set_title(f"{found.metric} against {found.x}, {len(found.curves)} run(s)")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from spotrun.core.display_words import show_metrics
 from spotrun.train.events import Event
 from spotrun.train.state import State
 
@@ -62,10 +63,7 @@ class ConsoleProgress(Callback):
         if event is Event.FIT_START and state.step > 0:
             self._print(f"resumed at epoch {state.epoch} step {state.step}")
         elif event is Event.EVAL_END:
-            shown = "  ".join(
-                f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                for k, v in state.metrics.items()
-            )
+            shown = show_metrics(state.metrics)  # named as every screen names them
             self._print(f"epoch {state.epoch}/{state.max_epochs}  step {state.step}  {shown}")
         elif event is Event.INTERRUPT:
             self._print(f"{state.describe_stop()}: checkpointing at step {state.step}")
