@@ -206,7 +206,8 @@ def forget(ledger: Ledger, ref: str) -> RunRecord:
         raise StateError(
             f"run {run.name} is a trial of sweep {run.sweep_id}; the sweep's leaderboard and "
             "cost need it",
-            hint="it stays as long as its sweep does",
+            hint=f"it stays as long as its sweep does (`spotrun sweep rm {run.sweep_id}` "
+            "forgets the sweep with its trials once it has ended)",
         )
     _refuse_supervised(run)
     # The cloud's copies first (S3's stored files, keys): if that fails the run stays known,
