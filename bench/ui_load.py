@@ -8,7 +8,8 @@ and headless Chromium (Debian's, through its chromedriver): the runs page loaded
 (navigation to a table holding all N rows; goal under 1 s) and a run's page once; then, for
 --window-s seconds while the browser keeps the runs page open (it polls every 2 s), the server
 process's CPU as a share of one core (goal under 5%) and its resident memory (goal under
-100 MB). The CPU model is printed beside the figures.
+100 MB), beside the same figures of the home's controller (the process that drives the N runs)
+over the same window. The CPU model is printed beside the figures.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench._env import hardware_line  # noqa: E402
+from spotrun.control.home import running_pid  # noqa: E402
+from spotrun.core.config import load_settings  # noqa: E402
 from tests.e2e.ui_browser import chromium  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -108,12 +111,17 @@ def main() -> None:
         browser.get(url)  # one browser watching the runs page, polling
         while browser.execute_script(count) < opts.runs:
             time.sleep(0.05)
-        cpu0, wall0 = cpu_s(server.pid), time.monotonic()
-        memory = []
+        controller = running_pid(load_settings(home))
+        assert controller is not None, "the home's controller is not running"
+        pids = (server.pid, controller)
+        cpu0, wall0 = [cpu_s(pid) for pid in pids], time.monotonic()
+        memory: list[list[float]] = [[], []]
         while time.monotonic() - wall0 < opts.window_s:
-            memory.append(rss_mb(server.pid))
+            for seen, pid in zip(memory, pids):
+                seen.append(rss_mb(pid))
             time.sleep(1)
-        share = (cpu_s(server.pid) - cpu0) / (time.monotonic() - wall0)
+        wall = time.monotonic() - wall0
+        share, driving = [(cpu_s(pid) - c0) / wall for pid, c0 in zip(pids, cpu0)]
         # the figures first: stopping N runs afterwards takes minutes
         print(f"hardware: {hardware_line()}")
         print(f"live runs: {opts.runs}; load average {os.getloadavg()[0]:.1f}")
@@ -124,7 +132,11 @@ def main() -> None:
         print(f"run page, its curve drawn: {run_page:.3f} s")
         print(
             f"server while one browser watches ({opts.window_s:.0f} s): CPU {100 * share:.1f}% "
-            f"of one core (goal < 5%), memory {max(memory):.0f} MB max RSS (goal < 100 MB)"
+            f"of one core (goal < 5%), memory {max(memory[0]):.0f} MB max RSS (goal < 100 MB)"
+        )
+        print(
+            f"the controller driving the {opts.runs} runs, same window: CPU {100 * driving:.1f}% "
+            f"of one core, memory {max(memory[1]):.0f} MB max RSS"
         )
     finally:
         browser.quit()

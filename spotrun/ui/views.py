@@ -24,11 +24,14 @@ from spotrun.service.runs import cost_report, run_status, run_summary
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepStore
 from spotrun.sweep import board
+from spotrun.ui.best_metric import BestMetrics
 
 MASK = "[hidden]"
 MIN_SECRET_CHARS = 4  # shorter values ("1", "on") would mask ordinary words, not secrets
 LOG_TAIL_BYTES = 16_384
 MARKED_EVENTS = ("spot", "budget")  # events drawn on a run's curves
+# kept across requests (all on the server's event loop): each poll reads only what is new
+_BEST = BestMetrics()
 
 
 # ---------------------------------------------------------------------- secrets
@@ -137,12 +140,7 @@ def _eta_s(run_dir: Path) -> float | None:
 
 def _best(run: RunRecord) -> dict[str, Any] | None:
     """The best test accuracy the run reached (else its lowest test loss), from its metrics."""
-    records = read_all(run.run_dir / METRICS_FILE)
-    for metric, pick in (("test_acc", max), ("test_loss", min)):
-        values = [r[metric] for r in records if _is_number(r.get(metric))]
-        if values:
-            return {"metric": metric, "value": pick(values)}
-    return None
+    return _BEST.best(run.run_dir / METRICS_FILE)
 
 
 def _is_number(value: object) -> bool:
