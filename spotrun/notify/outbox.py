@@ -72,7 +72,9 @@ class OutboxWorker(threading.Thread):
         self.pending = 0  # what the last look left waiting: the controller stays for it
 
     def run(self) -> None:
-        ledger = Ledger(self.settings)
+        ledger = self._open()
+        if ledger is None:
+            return
         try:
             while not self.stopping.is_set():
                 deliver_once(ledger)
@@ -83,6 +85,16 @@ class OutboxWorker(threading.Thread):
                 self.stopping.wait(LOOK_S)
         finally:
             ledger.close()
+
+    def _open(self) -> Ledger | None:
+        """The worker's own connection, once the ledger can be opened (None: stopped first)."""
+        while not self.stopping.is_set():
+            try:
+                return Ledger(self.settings)
+            except (SpotrunError, sqlite3.Error) as exc:  # e.g. a read-only home: wait it out
+                log.warning("notifications wait for the ledger: %s", exc)
+                self.stopping.wait(LOOK_S * 10)
+        return None
 
     def stop(self) -> None:
         self.stopping.set()
