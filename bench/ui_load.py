@@ -142,10 +142,10 @@ def main() -> None:
         browser.quit()
         os.killpg(server.pid, signal.SIGINT)
         server.wait()
-        for run_id in ids:
-            subprocess.run(
-                [sys.executable, "-m", "spotrun", "stop", run_id], env=env, capture_output=True
-            )
+        # one command for all: a command each took ~15 s apiece at load 20
+        subprocess.run(
+            [sys.executable, "-m", "spotrun", "stop", *ids], env=env, capture_output=True
+        )
 
 
 if __name__ == "__main__":
