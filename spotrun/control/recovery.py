@@ -31,6 +31,7 @@ from spotrun.control.gpu_check import GpuMismatchError
 from spotrun.control.notices import is_spot_reclaim, read_notice
 from spotrun.control.run_instances import NOTICED, RunInstances
 from spotrun.core.errors import CapacityError, RemoteError, SpotrunError
+from spotrun.core.money import show_usd
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import SYSTEM_CLOCK, Clock, pause, poll_until
 from spotrun.cost import budget
@@ -213,7 +214,8 @@ class Recovery:
                 )
         if not affordable:
             raise CapacityError(
-                f"no replacement fits the rest of the ${cap:.2f} budget (${float(spent):.4f} spent)"
+                f"no replacement fits the rest of the {show_usd(cap)} budget "
+                f"({show_usd(spent)} spent)"
             )
         return affordable
 
