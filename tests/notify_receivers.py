@@ -4,11 +4,14 @@ records every POST (Slack, ntfy, webhook), and aiosmtpd recording every email.""
 from __future__ import annotations
 
 import socket
+import ssl
+import subprocess
 import threading
 from dataclasses import dataclass
 from email import message_from_bytes
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from aiosmtpd.controller import Controller
@@ -67,7 +70,7 @@ class HttpReceiver:
 class SmtpReceiver:
     """aiosmtpd on 127.0.0.1 taking one user's login (over plain text, loopback only)."""
 
-    def __init__(self, user: str, password: str) -> None:
+    def __init__(self, user: str, password: str, tls: ssl.SSLContext | None = None) -> None:
         self.port = free_port()
         self.emails: list[Message] = []
         self.logins: list[str] = []
@@ -96,7 +99,10 @@ class SmtpReceiver:
             hostname="127.0.0.1",
             port=self.port,
             authenticator=authenticate,
-            auth_require_tls=False,
+            # with `tls`, STARTTLS before anything else (and before the login)
+            auth_require_tls=tls is not None,
+            tls_context=tls,
+            require_starttls=tls is not None,
         )
 
     def start(self) -> SmtpReceiver:
@@ -105,3 +111,19 @@ class SmtpReceiver:
 
     def stop(self) -> None:
         self._controller.stop()
+
+
+def self_signed(folder: Path) -> tuple[Path, ssl.SSLContext]:
+    """A certificate for 127.0.0.1 (its own CA: a client trusts it through SSL_CERT_FILE),
+    and the server's TLS context holding it."""
+    cert, key = folder / "smtp-cert.pem", folder / "smtp-key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return cert, context

@@ -10,6 +10,7 @@ import json
 import sqlite3
 import stat
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,7 @@ from spotlab.fixtures import use_lab
 from spotlab.lab import ZONES
 from tests.conftest import Env
 from tests.helpers import wait_for
-from tests.notify_receivers import HttpReceiver, SmtpReceiver
+from tests.notify_receivers import HttpReceiver, SmtpReceiver, self_signed
 
 pytestmark = pytest.mark.slow
 
@@ -230,3 +231,22 @@ def test_lab_run_tells_its_wait_its_interruption_its_recovery_and_its_end(
         assert scenario.state() == "succeeded", scenario.events()
         told = ["waiting", "interrupted", "recovered", "succeeded"]
         wait_for(lambda: events() == told, 60, f"{told} told, in order (got {events()})")
+
+
+def test_email_with_starttls_sends_the_password_only_over_tls(env: Env, tmp_path: Path) -> None:
+    cert, tls = self_signed(tmp_path)
+    smtp = SmtpReceiver("runner", "tls-pass-secret", tls=tls).start()
+    env.vars["SSL_CERT_FILE"] = str(cert)  # the lab's own CA, as a company's would be
+    target = f"smtp+starttls://runner:tls-pass-secret@127.0.0.1:{smtp.port}/?to=me@example.com"
+    try:
+        proc = env.cli("notify", "test", target)
+        plain = env.cli("notify", "test", target.replace("smtp+starttls:", "smtp:"))
+    finally:
+        smtp.stop()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert smtp.logins == ["runner"] and len(smtp.emails) == 1
+    assert "this target works" in smtp.emails[0].get_payload()
+    assert plain.returncode != 0  # the server asks for STARTTLS first: refused, one line
+    assert plain.stderr.startswith("error: ") and plain.stderr.count("\n") == 1, plain.stderr
+    for text in (proc.stdout, proc.stderr, plain.stdout, plain.stderr):
+        assert "tls-pass-secret" not in text
