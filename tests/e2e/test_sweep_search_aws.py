@@ -111,3 +111,52 @@ def test_a_restarted_controller_keeps_the_study_of_a_tpe_sweep(aws_env: Env, lab
     assert len(spent) == 3 and 0 < spent[0] < spent[1] < spent[2]
     assert status["best_by_spend"][-1]["best"] == max(r["test_acc"] for r in board.values())
     assert lab.instances(states=("pending", "running")) == []
+
+
+def test_a_sweep_starts_a_trial_only_when_the_budget_pays_for_it_whole(
+    aws_env: Env, lab: Lab
+) -> None:
+    # $36/h ($0.01 a second, a minute at least per instance): six one-epoch trials cannot all
+    # fit in $2.50. Once a trial has ended, its length says what the next one costs; the sweep
+    # launches none that the money left cannot finish, so no trial is stopped half-way by the
+    # budget (before, a trial started whenever the spend was under the cap, and was stopped).
+    env = aws_env
+    since = time.time() - 6 * 3600
+    for zone in ZONES:
+        lab.set_spot_prices("c6i.large", zone, [(since, 36.0)])
+    sweep_id = env.cli(
+        "sweep",
+        "digits-fast",
+        "--cloud",
+        "aws",
+        "--instance-type",
+        "c6i.large",
+        "--grid",
+        "lr=0.1,0.15,0.2,0.25,0.3,0.35",
+        "--set",
+        "epochs=1",
+        "--set",
+        "threads=1",
+        "--max-parallel",
+        "1",
+        "--max-cost",
+        "2.5",
+        "-d",
+        check=True,
+    ).stdout.strip()
+    wait_for(
+        lambda: (
+            json.loads(env.cli("sweep", "status", sweep_id, "--json").stdout)["state"] != "running"
+        ),
+        timeout=600,
+        what="the budget to end the sweep",
+    )
+    status = json.loads(env.cli("sweep", "status", sweep_id, "--json", check=True).stdout)
+    assert status["state"] == "stopped", status["message"]
+    assert "cannot pay for another whole trial" in status["message"], status["message"]
+    statuses = [row["status"] for row in status["leaderboard"]]
+    launched = [s for s in statuses if s != "skipped"]
+    assert launched and all(s == "succeeded" for s in launched), statuses
+    assert "skipped" in statuses
+    assert 0 < status["best_by_spend"][-1]["spent_usd"] <= 2.5
+    assert lab.instances(states=("pending", "running")) == []
