@@ -17,7 +17,7 @@ from typing import Any
 from spotrun.core.errors import LedgerBusyError, LedgerError, LedgerWriteError
 from spotrun.core.home import LEDGER_FILE, RUNS_FOLDER
 from spotrun.core.rundir import HOME_VAR
-from spotrun.store.schema import migrate
+from spotrun.store.schema import is_current, migrate
 
 # A busy ledger (another process holds its write lock: a long CLI write, a backup, a user's
 # sqlite3 shell) is transient. Each statement waits BUSY_WAIT_S inside SQLite, and is tried
@@ -217,8 +217,9 @@ class LedgerDatabase:
             db.execute(f"PRAGMA busy_timeout = {int(BUSY_WAIT_S * 1000)}")
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA foreign_keys = ON")
-            with _transaction(db) as tx:
-                migrate(tx, self.path)
+            if not is_current(db):  # a migration's write lock only when one is due
+                with _transaction(db) as tx:
+                    migrate(tx, self.path)
             keep_private(self.path)  # the -wal and -shm SQLite just made
         except LedgerError:
             raise

@@ -247,6 +247,16 @@ def run_script(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
+def is_current(db: sqlite3.Connection) -> bool:
+    """Whether the ledger is spotrun's at SCHEMA_VERSION, read without a write lock, so that
+    opening an up-to-date ledger (to read pool history, say) never waits for a writer."""
+    try:
+        rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.OperationalError:  # no meta table: a new ledger, migrate makes it
+        return False
+    return rows.get("app") == APP_ID and rows.get("schema_version") == str(SCHEMA_VERSION)
+
+
 def migrate(db: sqlite3.Connection, where: Path) -> None:
     """Bring the ledger at `where` to SCHEMA_VERSION, inside the caller's write transaction: a new
     one gets SCHEMA, an older one each step after its version; refuse another app's file and a
