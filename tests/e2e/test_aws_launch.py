@@ -292,7 +292,8 @@ def test_attach_follow_logs_and_stop_on_aws(aws_env: Env, lab: Lab) -> None:
     instance_id = item["InstanceId"]
     session = f"spotrun-{run_id}"
 
-    # `attach`: the user's own ssh, the run's key and pinned host key, into the remote session.
+    # `attach`: the user's own ssh, the run's key and pinned host key, into the remote session
+    # (here read-only: tmux's own read-only client on the host).
     env.tmux(
         "-L",
         "outer",
@@ -302,17 +303,17 @@ def test_attach_follow_logs_and_stop_on_aws(aws_env: Env, lab: Lab) -> None:
         "150",
         "-y",
         "40",
-        f"{sys.executable} -m spotrun attach long; sleep 60",
+        f"{sys.executable} -m spotrun attach long --read-only; sleep 60",
     )
     try:
         clients = wait_for(
             lambda: _host_tmux(
-                lab, instance_id, "list-clients", "-t", f"={session}"
+                lab, instance_id, "list-clients", "-t", f"={session}", "-F", "#{client_readonly}"
             ).stdout.strip(),
             timeout=30,
             what="a client attached to the session on the host",
         )
-        assert clients
+        assert clients == "1"  # read-only
         wait_for(
             lambda: "epoch" in env.tmux("-L", "outer", "capture-pane", "-p").stdout,
             timeout=60,
