@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from spotrun.core.config import NAME_PATTERN, CloudName, StrictModel
+from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S
+from spotrun.core.config import NAME_PATTERN, CloudName, SpotPolicy, StrictModel
 
 EarlyStop = Literal["asha", "hyperband", "none"]
 # How trials get their values: every grid combination, independent random draws, or Optuna's
@@ -67,6 +68,9 @@ class SweepSpec(StrictModel):
         default_factory=dict,
         description="every trial's job environment: --env and the trackers' variables",
     )
+    # Every trial's, as on launch (None: the settings' when the trial asks; sweeps stored before)
+    wait_for_capacity_s: float | None = Field(None, ge=0, le=MAX_CAPACITY_WAIT_S)
+    spot_policy: SpotPolicy = "spot"
 
     @model_validator(mode="after")
     def _name_is_safe(self) -> SweepSpec:

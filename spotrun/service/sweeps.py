@@ -14,7 +14,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from spotrun.cloud import get_provider
-from spotrun.core.config import CloudName, Resources, Settings, describe_validation_error
+from spotrun.core.capacity_note import SPOT_POLICIES
+from spotrun.core.config import (
+    CloudName,
+    Resources,
+    Settings,
+    describe_validation_error,
+)
 from spotrun.core.errors import StateError, UsageError
 from spotrun.core.rundir import SUPERVISOR_LOG_FILE
 from spotrun.core.sweepspec import MODEL_SEARCHES, SweepSpec
@@ -60,9 +66,17 @@ def prepare_sweep(
     envs: dict[str, str] | None = None,
     search: str | None = None,
     search_trials: int | None = None,
+    wait_for_capacity_s: float | None = None,
+    spot_policy: str | None = None,
 ) -> PreparedSweep:
     """Check everything a sweep needs, draw its trials and plan where they run; creates
-    nothing. Every bad input is a UsageError naming it."""
+    nothing. Every bad input is a UsageError naming it. `wait_for_capacity_s` and
+    `spot_policy` are every trial's, as on launch (None: the settings')."""
+    policy = spot_policy or settings.spot_policy
+    if policy not in SPOT_POLICIES:
+        raise UsageError(f"spot policy {policy!r} is not one of {', '.join(SPOT_POLICIES)}")
+    if policy == "on-demand":
+        resources = {**(resources or {}), "spot": False}
     if max_parallel is not None and max_parallel < 1:
         raise UsageError(f"--max-parallel must be at least 1, got {max_parallel}")
     if random is not None and random < 1:
@@ -118,6 +132,8 @@ def prepare_sweep(
             mode=chosen_mode,
             name=name,
             env=dict(envs or {}),
+            wait_for_capacity_s=wait_for_capacity_s,
+            spot_policy=policy,
             search=search,
             trials=search_trials if search in MODEL_SEARCHES else None,
         )

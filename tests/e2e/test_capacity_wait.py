@@ -19,6 +19,7 @@ from spotlab.capacity import CapacitySchedule
 from spotlab.fixtures import use_lab
 from spotrun.core.config import load_settings
 from spotrun.store.ledger import Ledger
+from spotrun.store.sweeps import SweepRecord, SweepStore
 from tests.conftest import Env
 from tests.helpers import wait_for
 
@@ -221,3 +222,59 @@ def test_auto_takes_on_demand_after_the_wait_and_spot_again_at_the_next_replacem
     assert row["market"] == "spot+on-demand", row
     assert row["on_demand_market_usd"] is not None and row["on_demand_market_usd"] >= 0
     _nothing_left(lab, run_id)
+
+
+def _trial_runs(env: Env, sweep_id: str) -> list[str]:
+    with Ledger(load_settings(env.home)) as ledger:
+        return [t.run_id for t in SweepStore(ledger).trials(sweep_id) if t.run_id is not None]
+
+
+def _sweep(env: Env, sweep_id: str) -> SweepRecord:
+    with Ledger(load_settings(env.home)) as ledger:
+        return SweepStore(ledger).get(sweep_id)
+
+
+def test_a_sweeps_trials_wait_for_capacity_and_run_when_it_returns(
+    weather_env: Env, lab: Lab
+) -> None:
+    """`spotrun sweep --wait-for-capacity 10m` with every pool dry: both trials wait (each
+    shows what for), the sweep keeps the bound with its stored settings (a restarted
+    supervisor launches trials the same), and once capacity is back both trials run and the
+    sweep completes. Before, the sweep had no such flag and every trial failed at once."""
+    clock = TestClock()
+    _dry_then(lab, clock)
+    proc = weather_env.cli(
+        "sweep", "digits-fast", "--cloud", "aws", "--grid", "lr=0.1,0.2", *SHORT,
+        "--max-parallel", "2", "--wait-for-capacity", "10m", "--detach",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sweep_id = proc.stdout.strip()
+    assert _sweep(weather_env, sweep_id).spec.wait_for_capacity_s == 600.0
+    wait_for(lambda: len(_trial_runs(weather_env, sweep_id)) == 2, timeout=60, what="both trials")
+    runs = _trial_runs(weather_env, sweep_id)
+    for run_id in runs:
+        note = wait_for(lambda r=run_id: _waiting(weather_env, r), timeout=60, what="a wait")
+        assert NOTE.fullmatch(note), note
+    assert lab.instances() == []
+    clock.now = 100.0  # capacity is back
+    wait_for(lambda: _sweep(weather_env, sweep_id).is_over, timeout=300, what="the sweep's end")
+    assert _sweep(weather_env, sweep_id).state.value == "completed"
+    for run_id in runs:
+        assert _state(weather_env, run_id) == "succeeded", _run(weather_env, run_id)
+        _nothing_left(lab, run_id)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--spot-policy", "sometimes"), ("--wait-for-capacity", "soon")]
+)
+def test_a_sweep_with_bad_capacity_terms_is_refused_in_one_line(
+    env: Env, flag: str, value: str
+) -> None:
+    """A bad --spot-policy or --wait-for-capacity on `sweep`: a one-line error naming the flag
+    and its value (launch's own parsing), a non-zero exit, no sweep recorded."""
+    proc = env.cli("sweep", "digits-fast", "--grid", "lr=0.1,0.2", flag, value)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) <= 2, proc.stderr  # the error, and its hint
+    assert flag in lines[0] and repr(value) in lines[0], proc.stderr
+    assert json.loads(env.cli("sweep", "ls", "--json", check=True).stdout) == []
