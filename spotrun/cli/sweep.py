@@ -21,6 +21,7 @@ from spotrun.cli.complete import complete_recipe, complete_sweep
 from spotrun.cli.launch import CapacityTerms
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.notify import Notices, notify_on_option, notify_option
+from spotrun.cli.sweep_rm import forget_sweep_command
 from spotrun.cli.typer_app import SpotrunGroup, SpotrunTyper
 from spotrun.core.display_words import metric_word, show_metric_value
 from spotrun.core.durations import show_duration
@@ -298,6 +299,7 @@ def _follow(ledger: Any, sweep_id: str) -> int:
                 if seen.get(trial.index) != state:
                     seen[trial.index] = state
                     shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
+                    shown = shown or "values chosen at launch"  # a searched sweep's
                     view.line(f"trial {trial.index} ({shown}): {state}")
                 if run is not None:
                     run_ids[trial.index] = run.id
@@ -533,28 +535,4 @@ def stop(
     out.print(f"sweep {ended.name} {ended.state.value}: {ended.message or ''}", markup=False)
 
 
-# ------------------------------------------------------------------------- rm
-@sweep_app.command("rm")
-def rm(
-    sweep: str = typer.Argument(
-        ..., help="sweep name or id (prefix)", autocompletion=complete_sweep
-    ),
-) -> None:
-    """Forget an ended sweep: its rows, its folder, and every trial as `spotrun rm` forgets a
-    run (ledger rows with their cost, run folders, stored files in S3, SSH keys).
-
-    A live sweep is refused: stop it first.
-
-    \b
-    Examples:
-      spotrun sweep rm SWEEP
-    """
-    # late: as in run_sweep()
-    from spotrun.service import runs as api
-    from spotrun.service.resume import forget_sweep
-
-    gone, trials = forget_sweep(api.open_ledger(), sweep)
-    out.print(
-        f"removed sweep {gone.name} ({gone.id}), its {trials} trial run(s) and {gone.sweep_dir}",
-        markup=False,
-    )
+sweep_app.command("rm")(forget_sweep_command)  # spotrun/cli/sweep_rm.py
