@@ -101,7 +101,7 @@ def test_version(env: Env) -> None:
     "args",
     [
         ["ls", "--bogus"],
-        ["status"],
+        ["stop"],  # stop what? (a bare `status` lists the runs)
         ["sweep", "run", "digits-fast", "--cloud", "gcp"],
         ["sweep", "run", "digits-fast", "--early-stop", "median"],
         ["launch", "digits-fast", "--gpus", "two"],
