@@ -83,6 +83,11 @@ class RemoteError(SpotrunError):
     """An instance could not be reached or a command on it failed."""
 
 
+class RemoteCommandError(RemoteError):
+    """The instance answered, but a command there failed (its exit code) or its answer was
+    garbled: it is not silent, and waiting for it to answer again changes nothing."""
+
+
 class LocalFileError(SpotrunError):
     """A file cannot be written on this machine (a name or path too long here, a folder where
     a file should go, a full or read-only disk): the laptop's fault, never the instance's."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from spotrun.core.errors import RemoteError
+from spotrun.core.errors import RemoteCommandError
 from spotrun.core.rundir import WORKDIR_DIR
 from spotrun.remote.job import JobStatus, parse_status, status_shell
 from spotrun.remote.listing import (
@@ -114,7 +114,7 @@ def run_probe(runner: Runner, probe: Probe) -> ProbeAnswer:
 
 
 def parse_answer(probe: Probe, raw: bytes, *, stderr: str = "") -> ProbeAnswer:
-    """The answer to `probe_command(probe)`; RemoteError when it is garbled or cut short."""
+    """The answer to `probe_command(probe)`; RemoteCommandError when it is garbled or cut short (the instance answered)."""
     read = _Fields(raw)
     status = None
     if probe.session:
@@ -129,7 +129,9 @@ def parse_answer(probe: Probe, raw: bytes, *, stderr: str = "") -> ProbeAnswer:
         code = read.number()
         if code != 0:  # as a failed `find` always was: the poll failed
             tail = " | ".join(stderr.strip().splitlines()[-5:])
-            raise RemoteError(f"listing {probe.run_dir} failed with exit code {code}: {tail}")
+            raise RemoteCommandError(
+                f"listing {probe.run_dir} failed with exit code {code}: {tail}"
+            )
         if probe.outputs:
             outputs = output_files(read.listing())
         for want in probe.tails:
@@ -141,9 +143,9 @@ def parse_answer(probe: Probe, raw: bytes, *, stderr: str = "") -> ProbeAnswer:
             if size >= want.offset + count and after >= want.offset + count:
                 tails[want.path] = data  # else it shrank while read: padding, not its bytes
     elif folder != "N":
-        raise RemoteError(f"the instance's answer about {probe.run_dir} is garbled")
+        raise RemoteCommandError(f"the instance's answer about {probe.run_dir} is garbled")
     if read.text() != "E" or not read.done():
-        raise RemoteError(f"the instance's answer about {probe.run_dir} was cut short")
+        raise RemoteCommandError(f"the instance's answer about {probe.run_dir} was cut short")
     return ProbeAnswer(status, files, outputs, tails)
 
 
@@ -157,7 +159,7 @@ class _Fields:
     def field(self) -> bytes:
         end = self.raw.find(b"\0", self.at)
         if end < 0:
-            raise RemoteError("the instance's answer was cut short")
+            raise RemoteCommandError("the instance's answer was cut short")
         value = self.raw[self.at : end]
         self.at = end + 1
         return value
@@ -170,11 +172,11 @@ class _Fields:
         try:
             return int(value)
         except ValueError:
-            raise RemoteError(f"the instance's answer is garbled: {value[:40]!r}") from None
+            raise RemoteCommandError(f"the instance's answer is garbled: {value[:40]!r}") from None
 
     def take(self, count: int) -> bytes:
         if self.at + count > len(self.raw):
-            raise RemoteError("the instance's answer was cut short")
+            raise RemoteCommandError("the instance's answer was cut short")
         value = self.raw[self.at : self.at + count]
         self.at += count
         return value

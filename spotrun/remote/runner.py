@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from spotrun.core.errors import RemoteError
+from spotrun.core.errors import RemoteCommandError
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,9 @@ class BytesResult:
         return self
 
 
-def _failed(what: str, exit_code: int, said: str) -> RemoteError:
+def _failed(what: str, exit_code: int, said: str) -> RemoteCommandError:
     tail = said.strip().splitlines()[-5:]
-    return RemoteError(f"{what} failed with exit code {exit_code}: " + " | ".join(tail))
+    return RemoteCommandError(f"{what} failed with exit code {exit_code}: " + " | ".join(tail))
 
 
 @runtime_checkable
