@@ -23,6 +23,8 @@ def test_missing_text_names_data_get_which_fetches_it(env: Env) -> None:
     assert refused.returncode == 2, refused.stderr
     assert "get it with `spotrun data get tinyshakespeare`" in refused.stderr
     assert env.runs() == []  # nothing launched
+    listed = env.cli("data", "get", check=True).stdout  # no name: what it knows
+    assert "tinyshakespeare" in listed and "raw.githubusercontent.com/karpathy/char-rnn" in listed
     with serve_folder(source) as server:
         _mirror(env, server.url)
         got = env.cli("data", "get", "tinyshakespeare")
