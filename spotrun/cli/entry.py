@@ -14,16 +14,13 @@ from __future__ import annotations
 import os
 import sys
 
-from spotrun.cli.common import interrupted_early, leave, print_error
-from spotrun.core.errors import SpotrunError
-from spotrun.core.home import IDLE_STOP_FILE, REMOTE_RECORD_FILE, default_home
-from spotrun.core.interrupts import caused_by_interrupt
-from spotrun.core.rundir import COMPLETE_VAR
-
 LS_FLAGS = frozenset({"-a", "--all", "--json"})
 
 
 def main() -> None:
+    """Everything spotrun loads happens inside this guard, so a Ctrl-C from the first module
+    on is answered ("interrupted: nothing was launched" for a launch, exit 130). Before it,
+    only the interpreter's own start-up runs (site, runpy), where no spotrun code has run."""
     try:
         code = quick_answer(sys.argv[1:])
         if code is None:
@@ -32,16 +29,35 @@ def main() -> None:
             full_cli()
             return
     except KeyboardInterrupt:
-        code = interrupted_early(sys.argv[1:])
+        code = _interrupted()
     except RuntimeError as exc:  # a Ctrl-C while an import made a class surfaces as this
+        # late: a small stdlib-only module, loaded already unless the Ctrl-C came first
+        from spotrun.core.interrupts import caused_by_interrupt
+
         if not caused_by_interrupt(exc):
             raise
-        code = interrupted_early(sys.argv[1:])
+        code = _interrupted()
+    # late: loaded already, unless a Ctrl-C came while it loaded (then loaded again)
+    from spotrun.cli.common import leave
+
     leave(code)
+
+
+def _interrupted() -> int:
+    """Say what an early Ctrl-C left (nothing); the exit code."""
+    # late: loaded already, unless the Ctrl-C came while it loaded (then loaded again)
+    from spotrun.cli.common import interrupted_early
+
+    return interrupted_early(sys.argv[1:])
 
 
 def quick_answer(args: list[str]) -> int | None:
     """The exit code of a command answered here, or None for the full CLI."""
+    # late: main's Ctrl-C guard covers these (its docstring)
+    from spotrun.cli.common import print_error
+    from spotrun.core.errors import SpotrunError
+    from spotrun.core.rundir import COMPLETE_VAR
+
     is_help = args in (["--help"], ["-h"])
     is_ls = bool(args) and args[0] == "ls" and set(args[1:]) <= LS_FLAGS
     if not (is_help or is_ls) or os.environ.get(COMPLETE_VAR) or _home_is_special():
@@ -69,5 +85,8 @@ def quick_answer(args: list[str]) -> int | None:
 def _home_is_special() -> bool:
     """Whether the full CLI must see the command: a controller on another host carries out
     the run commands, and a controller instance notes every command as a use."""
+    # late: main's Ctrl-C guard covers it
+    from spotrun.core.home import IDLE_STOP_FILE, REMOTE_RECORD_FILE, default_home
+
     home = default_home()
     return (home / REMOTE_RECORD_FILE).exists() or (home / IDLE_STOP_FILE).exists()

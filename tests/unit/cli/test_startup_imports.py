@@ -72,7 +72,6 @@ QUICK_HELP = {
     "spotrun.core",
     "spotrun.core.errors",
     "spotrun.core.home",
-    "spotrun.core.interrupts",  # stdlib only: a Ctrl-C during start-up read as one
     "spotrun.core.rundir",  # names only: SPOTRUN_HOME's, the completion variable's
 }
 
