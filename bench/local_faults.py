@@ -498,11 +498,23 @@ def fault_5(work: Path) -> Row:
     return row
 
 
+def before_spotrun_ran(code: int, said: str) -> bool:
+    """A Ctrl-C the interpreter took in its own start-up (site's .pth files, runpy), before
+    spotrun's way in (spotrun/cli/entry.py main, whose guard covers every spotrun module):
+    Python's traceback of a KeyboardInterrupt whose frames hold no spotrun source file but
+    __main__'s first line, the import of that way in."""
+    if code == 130 or not said.rstrip().endswith("KeyboardInterrupt"):
+        return False
+    frames = [line for line in said.splitlines() if line.lstrip().startswith('File "')]
+    ours = [line for line in frames if f"{os.sep}spotrun{os.sep}" in line]
+    return all(f"spotrun{os.sep}__main__.py" in line for line in ours)
+
+
 def fault_7(work: Path) -> Row:
     row = Row("7 Ctrl-C early in a foreground launch (12 moments)", "local")
     home = make_home(work, None)
     task = task_file(work, "short7", "import time; time.sleep(1)\n", outputs="[]")
-    silent = half_made = unstarted = 0
+    silent = half_made = unstarted = in_startup = 0
     try:
         for i in range(12):
             name = f"ctrlc-{i}"
@@ -512,8 +524,11 @@ def fault_7(work: Path) -> Row:
             out, _ = proc.communicate(timeout=120)
             said = out.lower()
             run = next((r for r in home.runs() if r["name"] == name), None)
-            if run is None and proc.returncode == -signal.SIGINT:
+            if run is None and proc.returncode == -signal.SIGINT and not out:
                 unstarted += 1  # ended by the signal before Python could handle one
+                continue
+            if run is None and before_spotrun_ran(proc.returncode, out):
+                in_startup += 1  # the interpreter's start-up (site, runpy): no spotrun code
                 continue
             if run is None:
                 if "nothing" not in said and "not launched" not in said:
@@ -530,7 +545,8 @@ def fault_7(work: Path) -> Row:
         row.wrong = half_made + silent + errors
         row.note = (
             f"wrong: half-made runs {half_made}, no word of what was left {silent}, "
-            f"FileNotFoundError in controller.log {errors}; before Python began {unstarted}"
+            f"FileNotFoundError in controller.log {errors}; before any spotrun code ran: "
+            f"{unstarted} before Python's own handler, {in_startup} in its start-up"
         )
     finally:
         home.stop_all()
