@@ -6,6 +6,7 @@ is a pruner beside ASHA; bad search input launches nothing."""
 from __future__ import annotations
 
 import json
+import re
 
 import optuna
 import pytest
@@ -37,6 +38,9 @@ def test_each_trial_is_proposed_after_the_ones_before_it_were_told(env: Env, sea
         timeout=240,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the follow view: a trial waiting for its place has no values yet; it gets them at launch
+    assert "trial 1 (values chosen at launch): pending" in proc.stdout
+    assert re.search(r"^trial 1 \(lr=[\d.e-]+\): running", proc.stdout, re.MULTILINE)
     status = json.loads(env.cli("sweep", "status", "searched", "--json", check=True).stdout)
     assert status["state"] == "completed" and status["search"] == search
     board = {row["trial"]: row for row in status["leaderboard"]}
