@@ -276,13 +276,13 @@ class GPT(nn.Module):
         context changes, so the window is computed afresh each step, as without the cache."""
         caches: list[LayerCache] | None = None
         for _ in range(tokens):
-            if not cache:
+            if not cache or idx.shape[1] > self.block_size:
                 logits = self.logits(idx[:, -self.block_size :])
-            elif caches is not None and idx.shape[1] <= self.block_size:
+            elif caches is not None:
                 logits = self.logits_cached(idx[:, -1:], caches)
             else:
                 caches = self.new_caches()
-                logits = self.logits_cached(idx[:, -self.block_size :], caches)
+                logits = self.logits_cached(idx, caches)
             scores = logits[:, -1, :vocab] / max(temperature, 1e-6)
             if top_k is not None:
                 kth = torch.topk(scores, min(top_k, scores.shape[-1])).values[:, -1:]
