@@ -95,7 +95,13 @@ notify_app = SpotrunTyper(
 def notify_test(
     target: str = typer.Argument(..., metavar="TARGET", help="as --notify takes it"),
 ) -> None:
-    """Send one test message to TARGET now, and say whether it arrived."""
+    """Send one test message to TARGET now, and say whether it arrived.
+
+    \b
+    Examples:
+      spotrun notify test ntfy:https://ntfy.sh/my-training-runs
+      spotrun notify test 'smtp+starttls://me:PASSWORD@smtp.example.com:587/?to=me@example.com'
+    """
     (parsed,) = parse_targets([target])
     fields = {
         "subject": "notify test",
@@ -112,7 +118,13 @@ def notify_test(
 def notify_ls(
     as_json: bool = typer.Option(False, "--json", help="messages and their attempts as JSON"),
 ) -> None:
-    """The newest notifications: queued, sent or given up, with their attempts."""
+    """The newest notifications: queued, sent or given up, with their attempts.
+
+    \b
+    Examples:
+      spotrun notify ls           # one line each: event, target (masked), state, tries
+      spotrun notify ls --json    # every attempt with its time and (masked) error
+    """
     ledger = api.open_ledger(load_settings())
     rows: list[dict[str, Any]] = []
     for message in queue.messages(ledger):
