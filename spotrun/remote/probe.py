@@ -114,7 +114,8 @@ def run_probe(runner: Runner, probe: Probe) -> ProbeAnswer:
 
 
 def parse_answer(probe: Probe, raw: bytes, *, stderr: str = "") -> ProbeAnswer:
-    """The answer to `probe_command(probe)`; RemoteCommandError when it is garbled or cut short (the instance answered)."""
+    """The answer to `probe_command(probe)`; RemoteCommandError (the instance answered) when
+    it is garbled or cut short."""
     read = _Fields(raw)
     status = None
     if probe.session:
