@@ -127,8 +127,14 @@ class Recipe(StrictModel):
         description="the most samples one device computes at once: a larger share per device "
         "is accumulated over equal micro-batches before the step; None = the whole share",
     )
-    optimizer: Literal["sgd", "adamw"] = "sgd"
+    optimizer: Literal["sgd", "adamw", "muon"] = Field(
+        "sgd",
+        description="muon: hidden layers' matrices by Muon (muon_lr, muon_momentum), "
+        "embeddings, output head, biases and gains by AdamW (lr)",
+    )
     lr: float = Field(gt=0, description="peak learning rate")
+    muon_lr: float = Field(0.02, gt=0, description="optimizer muon: the matrices' peak lr")
+    muon_momentum: float = Field(0.95, ge=0, lt=1, description="optimizer muon: Nesterov")
     momentum: float = Field(0.9, ge=0, lt=1)
     nesterov: bool = True
     weight_decay: float = Field(5e-4, ge=0)

@@ -44,6 +44,7 @@ from spotrun.train.distributed import LaunchEnv, init_process_group, leave_proce
 from spotrun.train.methods import build_methods
 from spotrun.train.methods.auto import ResolvedMethods, precision_asked, resolve_methods
 from spotrun.train.models import build_model
+from spotrun.train.optim.muon import muon_for
 from spotrun.train.precision_probe import image_shape_of, probe_cpu_precision
 from spotrun.train.progress import ProgressFile
 from spotrun.train.text_metrics import TextMetrics
@@ -74,6 +75,14 @@ def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimi
     params = [p for p in model.parameters() if p.requires_grad]
     if recipe.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    if recipe.optimizer == "muon":
+        return muon_for(
+            model,
+            lr=recipe.lr,
+            muon_lr=recipe.muon_lr,
+            momentum=recipe.muon_momentum,
+            weight_decay=recipe.weight_decay,
+        )
     return torch.optim.SGD(
         params,
         lr=recipe.lr,
