@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from spotlab import Lab  # noqa: E402
 from spotlab import spot as spotlab  # noqa: E402
-from tests.conftest import Env  # noqa: E402
+from spotlab.harness import Env  # noqa: E402
 
 
 def make_env(root: Path, lab: Lab) -> Env:

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from spotlab.harness import Env
 from spotlab.lab import Lab
-from tests.conftest import Env
 
 
 def lab_root() -> Path:

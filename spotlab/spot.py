@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from spotlab import Lab
+from spotlab.harness import REPO, Env, wait_for
 from spotrun.control.supervisor import is_supervised, process_running
 from spotrun.core.config import load_settings
 from spotrun.store.ledger import Ledger
-from tests.conftest import REPO, Env
-from tests.helpers import wait_for
 
 EPOCHS = 8
 # A wider net than the recipe's (0.7 s an epoch here, not 0.3 s): a fault meant for the middle

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.helpers import WAIT_SCALE
+from spotlab.harness import REPO, Env
 from tests.immutable_files import ImmutableFiles
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -27,54 +20,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     file order: pytest-xdist's workers then end on quick tests they can share out, instead of
     one worker finishing a two-minute scenario alone while the other waits."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
-@dataclass
-class Env:
-    home: Path
-    tmux_dir: Path
-    vars: dict[str, str]
-
-    def cli(
-        self, *args: str, timeout: float = 120, check: bool = False
-    ) -> subprocess.CompletedProcess[str]:
-        """Run the real `spotrun` command line in a child process. `timeout` is stretched by
-        the suite's WAIT_SCALE like every other bound: load changes the time, not the verdict."""
-        proc = subprocess.run(
-            [sys.executable, "-m", "spotrun", *args],
-            capture_output=True,
-            text=True,
-            env=self.vars,
-            timeout=timeout * WAIT_SCALE,
-            cwd=REPO,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"spotrun {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-            )
-        return proc
-
-    def popen(self, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "spotrun", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=self.vars,
-            cwd=REPO,
-            **kwargs,
-        )
-
-    def runs(self) -> list[dict[str, Any]]:
-        proc = self.cli("ls", "--all", "--json", check=True)
-        return json.loads(proc.stdout)
-
-    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["tmux", *args], capture_output=True, text=True, env=self.vars)
-
-    def sessions(self) -> list[str]:
-        proc = self.tmux("list-sessions", "-F", "#{session_name}")
-        return proc.stdout.split() if proc.returncode == 0 else []
 
 
 def _kill_supervisors(home: Path) -> None:
