@@ -8,6 +8,7 @@ spotrun.train.methods wraps each in a thin Algorithm for the Trainer; the catalo
 (`spotrun methods`) maps method names to these functions.
 """
 
+from spotrun.train.methods.agc import adaptive_clip_gradients
 from spotrun.train.methods.blurpool import apply_blurpool, blur_2d
 from spotrun.train.methods.channels_last import apply_channels_last, to_channels_last
 from spotrun.train.methods.colout import colout_batch
@@ -16,6 +17,7 @@ from spotrun.train.methods.concat_pooling import AdaptiveConcatPool2d, apply_con
 from spotrun.train.methods.cutmix import cutmix_batch
 from spotrun.train.methods.cutout import cutout_batch
 from spotrun.train.methods.ema import ema_copy, ema_update
+from spotrun.train.methods.ghost_batchnorm import apply_ghost_batchnorm, ghost_batch_norm
 from spotrun.train.methods.gpt_surgery import tie_weights
 from spotrun.train.methods.grad_clipping import clip_gradients
 from spotrun.train.methods.label_smoothing import smooth_labels
@@ -35,7 +37,12 @@ from spotrun.train.methods.schedules import (
 from spotrun.train.methods.selective_backprop import per_example_loss, select_hardest
 from spotrun.train.methods.seq_len_warmup import truncate_sequences, warmup_seq_len
 from spotrun.train.methods.stochastic_depth import apply_stochastic_depth
+from spotrun.train.methods.swa import swa_update
 from spotrun.train.methods.tta import tta_logits, tta_views
+from spotrun.train.methods.weight_standardization import (
+    apply_weight_standardization,
+    standardize_weight,
+)
 from spotrun.train.methods.zero_init_residual import zero_init_residual
 from spotrun.train.models.base import stochastic_residual
 from spotrun.train.models.transformer_ops import (
@@ -50,6 +57,12 @@ from spotrun.train.models.transformer_ops import (
 )
 
 __all__ = [
+    "standardize_weight",
+    "apply_weight_standardization",
+    "swa_update",
+    "ghost_batch_norm",
+    "apply_ghost_batchnorm",
+    "adaptive_clip_gradients",
     "AdaptiveConcatPool2d",
     "alibi_bias",
     "alibi_slopes",

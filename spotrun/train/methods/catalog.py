@@ -18,6 +18,7 @@ from spotrun.core.annotation_words import expected_type
 from spotrun.core.config import describe_validation_error
 from spotrun.core.errors import UsageError
 from spotrun.train.methods.options import (
+    AgcOptions,
     BlurPoolOptions,
     ChannelsLastOptions,
     ColOutOptions,
@@ -25,6 +26,7 @@ from spotrun.train.methods.options import (
     CutMixOptions,
     CutOutOptions,
     EmaOptions,
+    GhostBatchNormOptions,
     GradClippingOptions,
     LabelSmoothingOptions,
     LayerFreezingOptions,
@@ -41,8 +43,10 @@ from spotrun.train.methods.options import (
     SeqLenWarmupOptions,
     StepDecayOptions,
     StochasticDepthOptions,
+    SwaOptions,
     TtaOptions,
     WarmupDecayOptions,
+    WeightStandardizationOptions,
 )
 
 
@@ -135,6 +139,22 @@ CATALOG: list[MethodInfo] = [
         NoOptions,
         "zero_init_residual:ZeroInitResidual",
         "zero_init_residual",
+    ),
+    _m(
+        "weight_standardization",
+        "every trainable conv filter used with zero mean and unit variance",
+        WeightStandardizationOptions,
+        "weight_standardization:WeightStandardization",
+        "apply_weight_standardization",
+        "standardize_weight",
+    ),
+    _m(
+        "ghost_batchnorm",
+        "BatchNorm statistics per slice of the batch (ghost batches), not the whole batch",
+        GhostBatchNormOptions,
+        "ghost_batchnorm:GhostBatchNormMethod",
+        "apply_ghost_batchnorm",
+        "ghost_batch_norm",
     ),
     _m(
         "stochastic_depth",
@@ -237,6 +257,13 @@ CATALOG: list[MethodInfo] = [
         "clip_gradients",
     ),
     _m(
+        "agc",
+        "adaptive gradient clipping: each unit's gradient bounded relative to its weight",
+        AgcOptions,
+        "agc:AdaptiveGradClipping",
+        "adaptive_clip_gradients",
+    ),
+    _m(
         "mixed_precision",
         "autocast: auto picks bf16, fp16 (with a grad scaler) or fp32 from the device",
         MixedPrecisionOptions,
@@ -251,6 +278,14 @@ CATALOG: list[MethodInfo] = [
         "ema:Ema",
         "ema_copy",
         "ema_update",
+    ),
+    _m(
+        "swa",
+        "stochastic weight averaging: evaluate the mean of the late-training weights",
+        SwaOptions,
+        "swa:Swa",
+        "swa_update",
+        conflicts=("ema",),
     ),
     _m(
         "tta",

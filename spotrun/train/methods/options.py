@@ -140,6 +140,27 @@ class GradClippingOptions(StrictModel):
     threshold: float = Field(1.0, gt=0, description="max global L2 norm, or max |grad|")
 
 
+class AgcOptions(StrictModel):
+    clipping: float = Field(
+        0.01, gt=0, description="max ratio of a unit's gradient norm to its weight norm"
+    )
+    eps: float = Field(1e-3, gt=0, description="weight norms below this count as this")
+
+
+class SwaOptions(StrictModel):
+    start_frac: float = Field(0.75, ge=0, lt=1, description="progress at which averaging starts")
+    update_every: int = Field(1, ge=1, description="steps between snapshots in the average")
+
+
+class GhostBatchNormOptions(StrictModel):
+    ghost_batch_size: int = Field(32, ge=2, description="images per normalisation slice")
+
+
+class WeightStandardizationOptions(StrictModel):
+    eps: float = Field(1e-5, gt=0, description="added to each filter's variance")
+    n_last_layers_ignore: int = Field(0, ge=0, description="leave the last convs as they are")
+
+
 class MixedPrecisionOptions(StrictModel):
     precision: Literal["auto", "bf16", "fp16", "fp32"] = Field(
         "auto",

@@ -61,21 +61,21 @@ def test_bad_methods_are_refused_with_clear_errors(
 
 def test_catalog_is_complete_and_described() -> None:
     names = [m.name for m in CATALOG]
-    assert len(names) == len(set(names)) == 32
+    assert len(names) == len(set(names)) == 36
     for row in describe_catalog():
         assert row["summary"] and row["functional"], row["name"]
     algorithms = build_methods(
         {
             name: {}
             for name in names
-            if name not in ("warmup_decay", "step_decay", "cutmix", "alibi")
+            if name not in ("warmup_decay", "step_decay", "cutmix", "alibi", "swa")
         }
     )
     for algorithm in algorithms:
         doc = type(algorithm).__module__
         assert doc, algorithm.name
     assert [a.name for a in algorithms] == [
-        n for n in names if n not in ("warmup_decay", "step_decay", "cutmix", "alibi")
+        n for n in names if n not in ("warmup_decay", "step_decay", "cutmix", "alibi", "swa")
     ]
 
 

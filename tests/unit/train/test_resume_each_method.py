@@ -57,6 +57,10 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
     "grad_clipping_value": {"grad_clipping": {"mode": "value", "threshold": 0.01}},
     "mixed_precision": {"mixed_precision": {"precision": "bf16"}},
     "ema": {"ema": {"decay": 0.8}},
+    "swa": {"swa": {"start_frac": 0.4}},
+    "agc": {"agc": {"clipping": 0.02}},
+    "ghost_batchnorm": {"ghost_batchnorm": {"ghost_batch_size": 4}},
+    "weight_standardization": {"weight_standardization": {}},
     "tta": {"tta": {"translate": 1}},
     # The eager backend runs dynamo's tracing and graph breaks without compiling kernels, so
     # the wrapping, unwrapping and checkpointing are what is tested, with bitwise results.

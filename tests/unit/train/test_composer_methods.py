@@ -1,0 +1,139 @@
+"""The maths of the Composer methods added for issue 35 (AGC, SWA, ghost BatchNorm, weight
+standardisation), each checked against its definition computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from spotrun.core.errors import UsageError
+from spotrun.train import functional as sf
+from spotrun.train.methods import validate_methods
+from spotrun.train.methods.ghost_batchnorm import GhostBatchNorm
+from spotrun.train.models.small import SmallResNet
+
+
+@pytest.fixture(autouse=True)
+def seeded() -> None:
+    torch.manual_seed(0)
+
+
+# ------------------------------------------------------------------------------ AGC
+def test_agc_clips_each_unit_to_its_weight_norm() -> None:
+    w = nn.Parameter(torch.tensor([[3.0, 4.0], [0.0, 0.0], [1.0, 0.0]]))  # row norms 5, 0, 1
+    w.grad = torch.tensor([[0.6, 0.8], [0.3, 0.4], [0.001, 0.0]])  # grad norms 1, 0.5, 0.001
+    b = nn.Parameter(torch.tensor([0.0, 2.0]))  # one unit: norm 2
+    b.grad = torch.tensor([1.0, 0.0])
+    sf.adaptive_clip_gradients([w, b], clipping=0.1, eps=1e-3)
+    # Row 0: limit 0.1 * 5 = 0.5 < 1, so scaled by 0.5 / 1.
+    assert torch.allclose(w.grad[0], torch.tensor([0.3, 0.4]))
+    # Row 1: zero weight, so the limit is 0.1 * eps = 1e-4; scaled by 1e-4 / 0.5.
+    assert torch.allclose(w.grad[1], torch.tensor([0.3, 0.4]) * (1e-4 / 0.5))
+    # Row 2: 0.001 is within 0.1 * 1: untouched, bit for bit.
+    assert torch.equal(w.grad[2], torch.tensor([0.001, 0.0]))
+    # The bias is one unit: limit 0.2 < 1.
+    assert torch.allclose(b.grad, torch.tensor([0.2, 0.0]))
+
+
+def test_agc_unitwise_over_conv_filters() -> None:
+    conv = nn.Conv2d(2, 3, 3)
+    conv.weight.grad = torch.randn_like(conv.weight) * 10
+    before = conv.weight.grad.clone()
+    sf.adaptive_clip_gradients([conv.weight], clipping=0.05)
+    for unit in range(3):
+        limit = 0.05 * max(float(conv.weight[unit].detach().norm()), 1e-3)
+        assert float(conv.weight.grad[unit].norm()) == pytest.approx(limit, rel=1e-5)
+        # Direction kept.
+        assert torch.allclose(
+            conv.weight.grad[unit] / conv.weight.grad[unit].norm(),
+            before[unit] / before[unit].norm(),
+            atol=1e-6,
+        )
+
+
+# ------------------------------------------------------------------------------ SWA
+def test_swa_average_is_the_mean_of_the_snapshots() -> None:
+    model = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    average = sf.ema_copy(model)
+    snapshots = []
+    count = 0
+    for _ in range(4):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(torch.randn_like(p))
+        model(torch.randn(5, 3))  # moves the BatchNorm statistics
+        snapshots.append([p.detach().clone() for p in model.parameters()])
+        count = sf.swa_update(average, model, count)
+    assert count == 4
+    for i, p in enumerate(average.parameters()):
+        mean = torch.stack([s[i] for s in snapshots]).mean(dim=0)
+        assert torch.allclose(p, mean, atol=1e-6)
+    # Statistics are the model's latest, not averaged.
+    for a, b in zip(average.buffers(), model.buffers(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_swa_and_ema_refused_together() -> None:
+    with pytest.raises(UsageError, match="swa and ema"):
+        validate_methods({"swa": {}, "ema": {}})
+
+
+# ------------------------------------------------------------------ ghost BatchNorm
+def test_ghost_batch_norm_is_batch_norm_on_each_ghost_batch() -> None:
+    bn = nn.BatchNorm2d(3)
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        bn.bias.copy_(torch.tensor([0.0, -1.0, 3.0]))
+    x = torch.randn(12, 3, 4, 4) * 3 + 1
+    out = sf.ghost_batch_norm(x, bn, ghost_batch_size=4)
+    for part_in, part_out in zip(torch.split(x, 4), torch.split(out, 4), strict=True):
+        mean = part_in.mean(dim=(0, 2, 3), keepdim=True)
+        var = part_in.var(dim=(0, 2, 3), unbiased=False, keepdim=True)
+        by_hand = (part_in - mean) / torch.sqrt(var + bn.eps)
+        by_hand = by_hand * bn.weight.view(1, 3, 1, 1) + bn.bias.view(1, 3, 1, 1)
+        assert torch.allclose(part_out, by_hand, atol=1e-5)
+    # Not what whole-batch BatchNorm gives, and the running statistics saw three updates.
+    assert not torch.allclose(out, F.batch_norm(x, None, None, bn.weight, bn.bias, True))
+    assert bn.num_batches_tracked is not None and int(bn.num_batches_tracked) == 3
+    bn.eval()
+    assert torch.equal(sf.ghost_batch_norm(x, bn, 4), bn(x))
+
+
+def test_apply_ghost_batchnorm_wraps_each_batchnorm_once() -> None:
+    model = SmallResNet(num_classes=4, width=8)
+    norms = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    params = list(model.parameters())
+    assert sf.apply_ghost_batchnorm(model, 4) == len(norms)
+    wrapped = {id(m.bn) for m in model.modules() if isinstance(m, GhostBatchNorm)}
+    assert wrapped == {id(m) for m in norms}
+    assert [id(p) for p in model.parameters()] == [id(p) for p in params]
+    assert sf.apply_ghost_batchnorm(model, 4) == 0  # no wrapper wrapped twice
+    assert sf.apply_ghost_batchnorm(nn.Sequential(nn.Linear(2, 2)), 4) == 0
+
+
+# ---------------------------------------------------------- weight standardisation
+def test_standardize_weight_by_hand() -> None:
+    w = torch.tensor([[1.0, 2.0, 3.0, 6.0], [5.0, 5.0, 5.0, 5.0]])
+    # Row 0: mean 3, variance (4 + 1 + 0 + 9) / 4 = 3.5.
+    expected = (torch.tensor([1.0, 2.0, 3.0, 6.0]) - 3.0) / (3.5 + 1e-5) ** 0.5
+    out = sf.standardize_weight(w, eps=1e-5)
+    assert torch.allclose(out[0], expected, atol=1e-6)
+    assert torch.equal(out[1], torch.zeros(4))  # a constant filter has nothing left
+
+
+def test_weight_standardization_convolves_with_standardized_filters() -> None:
+    first, frozen = nn.Conv2d(3, 4, 3), nn.Conv2d(2, 2, 1)
+    model = nn.Sequential(first, nn.ReLU(), nn.Conv2d(4, 2, 1), frozen)
+    frozen.weight.requires_grad_(False)  # frozen (a whitening stem): left alone
+    params = list(model.parameters())
+    raw = first.weight.detach().clone()
+    assert sf.apply_weight_standardization(model, n_last_layers_ignore=1) == 1
+    x = torch.randn(2, 3, 6, 6)
+    expected = F.conv2d(x, sf.standardize_weight(raw), first.bias)
+    assert torch.allclose(first(x), expected, atol=1e-5)
+    # The same Parameter objects: an optimizer built before stays valid.
+    assert {id(p) for p in model.parameters()} == {id(p) for p in params}
+    per_filter = first.weight.flatten(1)
+    assert torch.allclose(per_filter.mean(1), torch.zeros(4), atol=1e-6)
