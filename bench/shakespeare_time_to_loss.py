@@ -8,7 +8,10 @@ baseline beside one fast run of the same seed, one torch thread each, so both se
 background load. The target is the median final validation loss (test_loss, nats per
 character) of the baseline runs; each run's time to it is the trainer's elapsed_s (training
 plus the evaluations before it) at its first evaluation at or below it. --ladder adds one run
-per method: the baseline with that method alone switched on (seed 0), to show what each buys.
+per method: the baseline with that method alone switched on (seed 0), to show what each buys,
+and a row for the Muon optimizer in place of AdamW. --muon runs shakespeare-fast with
+optimizer=muon beside each fast seed (the same recipe, only the optimizer changed).
+--target LOSS skips the baseline runs and times every run to LOSS instead (a shorter check).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from _runs import REPO, Job, Outcome, fmt_s, load_average, median_or_none, run_j
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
 BASELINE, FAST = "shakespeare-baseline", "shakespeare-fast"
+FAST_MUON = "shakespeare-fast+muon"
+MUON = "optimizer=muon"  # muon_lr and muon_momentum as the recipe's defaults
 LADDER = ("rotary", "rms_norm", "swiglu", "qk_norm", "weight_tying", "fused_attention",
           "seq_len_warmup", "alibi")  # fmt: skip
 QUICK = ("epochs=1", "text.steps_per_epoch=4", "text.eval_tokens=1024")
@@ -63,22 +68,32 @@ def final_loss(o: Outcome) -> float:
     return losses(o)[-1][1] if o.rows else float("nan")
 
 
-def jobs(data: Path, seeds: int, quick: bool, ladder: bool) -> list[Job]:
+def jobs(
+    data: Path, seeds: int, quick: bool, ladder: bool, muon: bool = False, baseline: bool = True
+) -> list[Job]:
     common = (f"data={data}", "threads=1", *(QUICK if quick else ()))
     out = []
     for seed in range(seeds):  # interleaved: baseline s, fast s, baseline s+1, ...
-        out.append(Job(BASELINE, BASELINE, common, seed))
+        if baseline:
+            out.append(Job(BASELINE, BASELINE, common, seed))
         out.append(Job(FAST, FAST, common, seed))
+        if muon:
+            out.append(Job(FAST_MUON, FAST, (*common, MUON), seed))
     if ladder:
         for method in LADDER:
             out.append(Job(f"+{method}", BASELINE, (*common, f"methods.{method}={{}}"), 0))
+        out.append(Job("+muon", BASELINE, (*common, MUON), 0))
     return out
 
 
-def report(outcomes: list[Outcome]) -> None:
+def report(outcomes: list[Outcome], fixed_target: float | None = None) -> None:
     base = [o for o in outcomes if o.job.label == BASELINE]
-    target = statistics.median(final_loss(o) for o in base)
-    print(f"\ntarget: the baseline's median final validation loss, {target:.4f} nats/char")
+    if fixed_target is None:
+        target = statistics.median(final_loss(o) for o in base)
+        print(f"\ntarget: the baseline's median final validation loss, {target:.4f} nats/char")
+    else:
+        target = fixed_target
+        print(f"\ntarget: {target:.4f} nats/char, as given (--target)")
     print("\n| run | seed | s to target (elapsed_s) | final val loss | final s | wall s |")
     print("|---|--:|--:|--:|--:|--:|")
     for o in outcomes:
@@ -86,14 +101,22 @@ def report(outcomes: list[Outcome]) -> None:
         print(f"| {o.job.label} | {o.job.seed} | {fmt_s(time_to(o, target))} | "
               f"{final_loss(o):.4f} | {end:.1f} | {o.wall_s:.0f} |")  # fmt: skip
     medians: dict[str, Any] = {}
-    for label in (BASELINE, FAST):
+    for label in (BASELINE, FAST, FAST_MUON):
         mine = [o for o in outcomes if o.job.label == label]
+        if not mine:
+            continue
         medians[label] = median_or_none([time_to(o, target) for o in mine])
         finals = [final_loss(o) for o in mine]
         print(f"{label}: median {fmt_s(medians[label])} to target; final loss median "
               f"{statistics.median(finals):.4f} ({min(finals):.4f}-{max(finals):.4f})")  # fmt: skip
+    f, m = medians.get(FAST), medians.get(FAST_MUON)
+    if FAST_MUON in medians:
+        words = f"{f / m:.2f}x sooner than" if f and m else "no ratio (a run missed) against"
+        print(f"\n{FAST_MUON} (Muon) reaches the target {words} {FAST} (AdamW), medians")
+    if not base:
+        return
     per_seed(outcomes)
-    b, f = medians[BASELINE], medians[FAST]
+    b = medians[BASELINE]
     if b is not None and f is not None:
         print(f"\n{FAST} reaches the target {b / f:.2f}x sooner than {BASELINE} (medians)")
     else:
@@ -122,12 +145,18 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=2, help="runs at a time")
     parser.add_argument("--ladder", action="store_true", help="also the baseline + each method")
     parser.add_argument("--quick", action="store_true", help="a few steps: a smoke run")
+    parser.add_argument("--muon", action="store_true", help="also shakespeare-fast with Muon")
+    parser.add_argument(
+        "--target", type=float, help="time to this validation loss; no baseline runs"
+    )
     args = parser.parse_args()
     if not args.data.is_file():
         sys.exit(f"no text at {args.data}: pass --data PATH (tinyshakespeare.txt)")
     with_malloc_settings()
     home = Path(tempfile.mkdtemp(prefix="spotrun-bench-home-"))
-    todo = jobs(args.data.resolve(), args.seeds, args.quick, args.ladder)
+    todo = jobs(
+        args.data.resolve(), args.seeds, args.quick, args.ladder, args.muon, args.target is None
+    )
     print(f"CPU: {cpu_line()}")
     print(f"load average before: {load_average()}; GLIBC_TUNABLES={GLIBC_TUNABLES}; "
           f"1 torch thread per run, {args.parallel} at a time, fp32")  # fmt: skip
@@ -143,7 +172,7 @@ def main() -> None:
         outcomes = run_jobs(todo, parallel=args.parallel, home=home, on_row=progress)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    report(outcomes)
+    report(outcomes, args.target)
     print(f"CPU: {cpu_line()}\nload average after: {load_average()}")
     if not all(o.exit_code == 0 for o in outcomes):
         sys.exit(1)
