@@ -11,10 +11,13 @@ month band, as a bad day in a busy pool is). Every run is launched with --region
 
 A run is `--cmd "sleep JOB"` (two hours of work, scaled): the job restarts from nothing on a
 replacement, so every interruption costs its work again. The runs are launched one an hour
-from 00:30. Time is compressed by --factor (default 480: a day in 3 minutes): the lab's
-schedule and interruption rate, the job, spotrun's wait bound and its pauses between asks are
-all divided by it through settings. Not compressed: the lab's boot and EC2's waits (seconds),
-so each run's overhead weighs more here than on EC2. Dollars are the ledger's (`spotrun cost`)
+from 00:30. Time is compressed by --factor (default 240: a day in 6 minutes, each behaviour
+about 11 minutes on a loaded 2-core machine): the lab's schedule and interruption rate, the
+job, spotrun's wait bound and its pauses between asks are all divided by it through settings.
+Not compressed: the lab's boot, EC2's waits and each `spotrun launch` (seconds, tens of them
+on a loaded machine), so each run's overhead weighs more here than on EC2: at 240 a launch's
+30 s is two day-hours, and a dry spell of 1.5 day-hours can pass unseen; at 480 (a day in 3
+minutes) no run saw one. Dollars are the ledger's (`spotrun cost`)
 scaled back by the factor (per-second billing; EC2's 60 s minimum is then overstated).
 What the free first hour saved is read from the ledger: every spot instance EC2 interrupted
 whose compute line is $0, priced at its zone's spot price for its seconds. Compression
@@ -22,7 +25,7 @@ overstates it: an instance that lived 15 wall seconds lived 2 day-hours, and AWS
 interruption after the first hour; those (free in the ledger, whose clock is the wall's) are
 counted apart as "free only compressed" and left out of the saving.
 
-    .venv/bin/python bench/capacity_weather.py [--runs 20] [--factor 480] [--arms today,wait,auto]
+    .venv/bin/python bench/capacity_weather.py [--runs 20] [--factor 240] [--arms today,wait,auto]
 """
 
 from __future__ import annotations
@@ -258,7 +261,7 @@ def count_waited(home: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--factor", type=float, default=480.0, help="day-seconds per second")
+    parser.add_argument("--factor", type=float, default=240.0, help="day-seconds per second")
     parser.add_argument("--rate", type=float, default=0.1, help="interruptions/instance-hour")
     parser.add_argument("--arms", default="today,wait,auto")
     parser.add_argument("--seed", type=int, default=1)
