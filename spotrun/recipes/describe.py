@@ -99,6 +99,11 @@ def _training(recipe: Recipe) -> str:
         if recipe.optimizer == "sgd"
         else f"{recipe.optimizer} lr {recipe.lr:.6g}"
     )
+    if recipe.optimizer == "muon":  # two halves, two learning rates
+        optimizer = (
+            f"muon lr {recipe.muon_lr:.6g} (momentum {recipe.muon_momentum:g} nesterov) on "
+            f"hidden matrices, adamw lr {recipe.lr:.6g} on embeddings, head, biases, gains"
+        )
     threads = f"; {recipe.threads} CPU threads" if recipe.threads else ""
     return (
         f"{recipe.epochs} epochs, {per_step}; {optimizer}, weight decay {recipe.weight_decay:g}; "

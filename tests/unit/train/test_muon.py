@@ -15,6 +15,7 @@ from torch import nn
 from spotrun.core.errors import SpotrunError
 from spotrun.core.rundir import METRICS_FILE
 from spotrun.recipes import get_recipe
+from spotrun.recipes.describe import describe_recipe
 from spotrun.train.build import build_trainer, make_optimizer
 from spotrun.train.models.gpt import GPT
 from spotrun.train.models.small import SmallResNet
@@ -147,3 +148,9 @@ def test_shakespeare_fast_with_muon_learns_and_resumes_bitwise(tmp_path: Path) -
     assert state_a.keys() == state_b.keys()
     assert all(torch.equal(state_a[i][k], state_b[i][k]) for i in state_a for k in state_a[i])
     assert resumed.state.metrics | {"elapsed_s": 0} == straight.state.metrics | {"elapsed_s": 0}
+
+
+def test_recipes_show_says_both_halves_and_their_learning_rates() -> None:
+    recipe = get_recipe("shakespeare-fast", ["optimizer=muon"], data_here=False)
+    text = "\n".join(describe_recipe(recipe))
+    assert "muon lr 0.02 (momentum 0.95 nesterov) on hidden matrices, adamw lr 0.003" in text
