@@ -30,7 +30,7 @@ from spotrun.control.cluster import node_dirs
 from spotrun.control.gpu_check import GpuMismatchError
 from spotrun.control.notices import is_spot_reclaim, read_notice
 from spotrun.control.run_instances import NOTICED, RunInstances
-from spotrun.core.errors import CapacityError, RemoteError, SpotrunError
+from spotrun.core.errors import CapacityError, RemoteCommandError, RemoteError, SpotrunError
 from spotrun.core.money import show_usd
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import SYSTEM_CLOCK, Clock, pause, poll_until
@@ -114,11 +114,14 @@ class Recovery:
         return None
 
     def unanswered(self, run: RunRecord, exc: RemoteError) -> RunRecord:
-        """The instance did not answer: retry until aws.unreachable_s, then replace it."""
+        """The instance did not answer, or answered but its command failed: retry until
+        aws.unreachable_s, then replace it, saying which of the two it was."""
         now = self.clock.monotonic()
+        failing = isinstance(exc, RemoteCommandError)
         if self._unreachable_since is None:
             self._unreachable_since = now
-            self.ledger.add_event(run.id, "remote", f"instance not answering: {exc.message}")
+            what = "a command on the instance failed" if failing else "instance not answering"
+            self.ledger.add_event(run.id, "remote", f"{what}: {exc.message}")
         limit = self.settings.aws.unreachable_s
         if now - self._unreachable_since < limit:
             pause(self._retry_s, clock=self.clock)  # then the controller tries the step again
@@ -130,6 +133,9 @@ class Recovery:
             if not gone:  # every node answers again
                 self.answered()
                 return self.ledger.get_run(self.run_id)
+        if failing and len(gone) == 1:  # it answers: not silent, its commands keep failing
+            why = f"its commands kept failing for {limit:.0f} s (last: {exc.message})"
+            return self.interrupt(run, self.drop_silent(gone, why))
         return self.interrupt(run, self.drop_silent(gone))
 
     @property
@@ -160,10 +166,10 @@ class Recovery:
         )
         return silent
 
-    def drop_silent(self, silent: list[Instance]) -> str:
+    def drop_silent(self, silent: list[Instance], why: str | None = None) -> str:
         """Terminate instances that stopped answering (marked doomed, so that a replacement is
         asked for them alone); returns the reason to interrupt the run with."""
-        why = f"did not answer for {self.settings.aws.unreachable_s:.0f} s"
+        why = why or f"did not answer for {self.settings.aws.unreachable_s:.0f} s"
         for inst in silent:
             self.instances.mark_doomed(inst, why)
         self.instances.terminate(silent, why)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from spotrun.cloud.base import InstanceRequest
 from spotrun.cloud.local import LocalProvider
 from spotrun.control.recovery import Recovery
-from spotrun.core.config import LaunchSpec, load_settings
-from spotrun.core.errors import RemoteError
+from spotrun.core.config import LaunchSpec, Resources, load_settings
+from spotrun.core.errors import RemoteCommandError, RemoteError
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import ManualClock
 from spotrun.store.ledger import Ledger
@@ -50,3 +51,29 @@ def test_silent_nodes_are_those_that_never_answer_within_the_bound(tmp_path: Pat
         # The local cloud's runner is this machine's shell: a node there always answers.
         assert recovery.silent_nodes([instance("i-a", run.id)]) == []
         assert clock.slept == []
+
+
+def test_an_instance_whose_commands_keep_failing_is_replaced_with_that_reason(
+    tmp_path: Path,
+) -> None:
+    """It answers (a command's exit code came back): the event and the reason say its commands
+    failed, never that it was silent."""
+    settings = load_settings(tmp_path)
+    provider = LocalProvider(settings)
+    with Ledger(settings) as ledger:
+        run = running(ledger, ledger.create_run(LaunchSpec(recipe="digits-fast")).id)
+        (offer,) = provider.offers(Resources(gpus=0))
+        (live,) = provider.launch(InstanceRequest(run_id=run.id, offer=offer))
+        clock = ManualClock()
+        recovery = Recovery(ledger, provider, run.id, clock=clock)
+        failed = RemoteCommandError("find: exited 1")
+        assert recovery.unanswered(run, failed).state is RunState.RUNNING  # tried again
+        clock.advance(settings.aws.unreachable_s)
+        run = recovery.unanswered(run, failed)
+        assert run.state is RunState.INTERRUPTED
+        remote = [e.message for e in ledger.events(run.id) if e.kind == "remote"]
+        assert remote == ["a command on the instance failed: find: exited 1"]
+        why = ledger.transitions(run.id)[-1].reason
+        limit = f"{settings.aws.unreachable_s:.0f}"
+        assert why == f"{live.id} its commands kept failing for {limit} s (last: find: exited 1)"
+        assert not any(i.is_live for i in provider.describe(run.id))
