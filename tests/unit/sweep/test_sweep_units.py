@@ -142,4 +142,6 @@ def test_a_v2_ledger_gains_the_sweep_tables_and_keeps_its_runs(tmp_path: Path) -
         assert [t.status for t in store.trials(sweep.id)] == [TrialStatus.PENDING] * 2
         assert store.resolve(sweep.name).id == sweep.id
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+            str(SCHEMA_VERSION),
+        )
