@@ -92,6 +92,15 @@ RUNGS: list[Rung] = [
 
 COMMON = ("eval_every_epochs=1",)
 
+# Methods not in cifar10-fast, each tried once on top of it (`--probes`): what each would buy
+# or cost there. Rows: spotrun/train/methods/README.md.
+PROBES: list[Rung] = [
+    Rung("+ adaptive gradient clipping (agc, clipping 0.01)", sets=("methods.agc={}",)),
+    Rung("SWA from 75% in place of EMA", sets=("methods.ema=null", "methods.swa={}")),
+    Rung("+ ghost BatchNorm (32 images a slice)", sets=("methods.ghost_batchnorm={}",)),
+    Rung("+ weight standardisation", sets=("methods.weight_standardization={}",)),
+]
+
 
 def _value(recipe: dict[str, Any], dotted: str) -> Any:
     node: Any = recipe
@@ -163,6 +172,11 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=2, help="runs at a time")
     parser.add_argument("--home", type=Path, default=None, help="SPOTRUN_HOME (decode cache)")
     parser.add_argument(
+        "--probes",
+        action="store_true",
+        help="run cifar10-fast and each method of PROBES on top of it, instead of the rungs",
+    )
+    parser.add_argument(
         "--rungs", default="all", help="which rungs to run: all, 3-8, 0,2,5 (ratios: vs the first)"
     )
     args = parser.parse_args()
@@ -178,6 +192,10 @@ def main() -> None:
     if args.home is None:  # a decoded-image cache of our own: gone when the benchmark ends
         atexit.register(shutil.rmtree, home, True)
     rungs = rung_overrides(data)
+    if args.probes:
+        fast_change, fast_sets = rungs[-1]
+        rungs = [(fast_change, fast_sets)] + [(p.change, fast_sets + p.sets) for p in PROBES]
+        chosen = list(range(len(rungs)))
     jobs = [
         Job(f"{i}", "cifar10-baseline", rungs[i][1], seed)
         for seed in range(args.seeds)
