@@ -36,6 +36,7 @@ from spotrun.train.methods.schedules import (
 )
 from spotrun.train.methods.selective_backprop import per_example_loss, select_hardest
 from spotrun.train.methods.seq_len_warmup import truncate_sequences, warmup_seq_len
+from spotrun.train.methods.squeeze_excite import apply_squeeze_excite, squeeze_excite
 from spotrun.train.methods.stochastic_depth import apply_stochastic_depth
 from spotrun.train.methods.swa import swa_update
 from spotrun.train.methods.tta import tta_logits, tta_views
@@ -57,6 +58,8 @@ from spotrun.train.models.transformer_ops import (
 )
 
 __all__ = [
+    "apply_squeeze_excite",
+    "squeeze_excite",
     "standardize_weight",
     "apply_weight_standardization",
     "swa_update",

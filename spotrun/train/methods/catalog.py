@@ -41,6 +41,7 @@ from spotrun.train.methods.options import (
     SamOptions,
     SelectiveBackpropOptions,
     SeqLenWarmupOptions,
+    SqueezeExciteOptions,
     StepDecayOptions,
     StochasticDepthOptions,
     SwaOptions,
@@ -147,6 +148,14 @@ CATALOG: list[MethodInfo] = [
         "weight_standardization:WeightStandardization",
         "apply_weight_standardization",
         "standardize_weight",
+    ),
+    _m(
+        "squeeze_excite",
+        "a squeeze-excite channel gate after every wide conv",
+        SqueezeExciteOptions,
+        "squeeze_excite:SqueezeExcite",
+        "apply_squeeze_excite",
+        "squeeze_excite",
     ),
     _m(
         "ghost_batchnorm",

@@ -156,6 +156,13 @@ class GhostBatchNormOptions(StrictModel):
     ghost_batch_size: int = Field(32, ge=2, description="images per normalisation slice")
 
 
+class SqueezeExciteOptions(StrictModel):
+    min_channels: int = Field(64, ge=1, description="gate only convs with this many outputs")
+    latent_channels: float = Field(
+        64, gt=0, description="gate width: channels, or below 1 a fraction of the conv's"
+    )
+
+
 class WeightStandardizationOptions(StrictModel):
     eps: float = Field(1e-5, gt=0, description="added to each filter's variance")
     n_last_layers_ignore: int = Field(0, ge=0, description="leave the last convs as they are")

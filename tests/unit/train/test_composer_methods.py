@@ -12,6 +12,7 @@ from spotrun.core.errors import UsageError
 from spotrun.train import functional as sf
 from spotrun.train.methods import validate_methods
 from spotrun.train.methods.ghost_batchnorm import GhostBatchNorm
+from spotrun.train.methods.squeeze_excite import ConvSqueezeExcite
 from spotrun.train.models.small import SmallResNet
 
 
@@ -137,3 +138,32 @@ def test_weight_standardization_convolves_with_standardized_filters() -> None:
     assert {id(p) for p in model.parameters()} == {id(p) for p in params}
     per_filter = first.weight.flatten(1)
     assert torch.allclose(per_filter.mean(1), torch.zeros(4), atol=1e-6)
+
+
+# ------------------------------------------------------------------- squeeze-excite
+def test_squeeze_excite_gates_each_channel_by_hand() -> None:
+    reduce, expand = nn.Conv2d(2, 1, 1), nn.Conv2d(1, 2, 1)
+    assert reduce.bias is not None and expand.bias is not None
+    with torch.no_grad():
+        reduce.weight.copy_(torch.tensor([1.0, -1.0]).view(1, 2, 1, 1))
+        reduce.bias.zero_()
+        expand.weight.copy_(torch.tensor([2.0, -3.0]).view(2, 1, 1, 1))
+        expand.bias.copy_(torch.tensor([0.0, 1.0]))
+    x = torch.stack([torch.full((3, 3), 4.0), torch.full((3, 3), 1.0)]).unsqueeze(0)
+    x[0, 0, 0, 0] = 13.0  # channel means: 5 and 1
+    # Squeeze: (5, 1); reduce: relu(5 - 1) = 4; expand: (8, -11); gates sigmoid of those.
+    gates = torch.sigmoid(torch.tensor([8.0, -11.0])).view(1, 2, 1, 1)
+    assert torch.allclose(sf.squeeze_excite(x, reduce, expand), x * gates)
+
+
+def test_apply_squeeze_excite_gates_wide_convs_and_trains_the_gates() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Conv2d(8, 32, 3), nn.Conv2d(32, 2, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = sum(len(g["params"]) for g in optimizer.param_groups)
+    assert sf.apply_squeeze_excite(model, optimizer, min_channels=8, latent_channels=0.5) == 2
+    gates = [m for m in model.modules() if isinstance(m, ConvSqueezeExcite)]
+    assert [g.reduce.out_channels for g in gates] == [4, 16]
+    after = sum(len(g["params"]) for g in optimizer.param_groups)
+    assert after == before + 2 * 4  # each gate: two 1x1 convs with weight and bias
+    optimized = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    assert optimized == {id(p) for p in model.parameters()}
