@@ -22,6 +22,11 @@ from spotrun.train.methods.gpt_surgery import tie_weights
 from spotrun.train.methods.grad_clipping import clip_gradients
 from spotrun.train.methods.label_smoothing import smooth_labels
 from spotrun.train.methods.layer_freezing import freeze_layers, frozen_fraction
+from spotrun.train.methods.low_precision_norm import (
+    apply_low_precision_norm,
+    low_precision_group_norm,
+    low_precision_layer_norm,
+)
 from spotrun.train.methods.mixed_precision import autocast_context, make_grad_scaler
 from spotrun.train.methods.mixup import mix_targets, mixup_batch
 from spotrun.train.methods.no_decay import no_decay_param_groups, split_no_decay
@@ -58,6 +63,9 @@ from spotrun.train.models.transformer_ops import (
 )
 
 __all__ = [
+    "apply_low_precision_norm",
+    "low_precision_group_norm",
+    "low_precision_layer_norm",
     "apply_squeeze_excite",
     "squeeze_excite",
     "standardize_weight",

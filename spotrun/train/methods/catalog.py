@@ -158,6 +158,15 @@ CATALOG: list[MethodInfo] = [
         "squeeze_excite",
     ),
     _m(
+        "low_precision_norm",
+        "LayerNorm and GroupNorm computed in the autocast dtype, not promoted to float32",
+        NoOptions,
+        "low_precision_norm:LowPrecisionNorm",
+        "apply_low_precision_norm",
+        "low_precision_layer_norm",
+        "low_precision_group_norm",
+    ),
+    _m(
         "ghost_batchnorm",
         "BatchNorm statistics per slice of the batch (ghost batches), not the whole batch",
         GhostBatchNormOptions,
@@ -375,9 +384,11 @@ CATALOG: list[MethodInfo] = [
 ]
 
 METHODS: dict[str, MethodInfo] = {m.name: m for m in CATALOG}
-# The methods that need model=gpt (tested on a tiny GPT, not on the tiny image task).
+# The methods that need model=gpt (tested on a tiny GPT, not on the tiny image task);
+# low_precision_norm needs a LayerNorm or GroupNorm, which of spotrun's models only the GPT has.
 LANGUAGE_METHODS = frozenset(
     {
+        "low_precision_norm",
         "rotary",
         "alibi",
         "rms_norm",

@@ -167,3 +167,26 @@ def test_apply_squeeze_excite_gates_wide_convs_and_trains_the_gates() -> None:
     assert after == before + 2 * 4  # each gate: two 1x1 convs with weight and bias
     optimized = {id(p) for g in optimizer.param_groups for p in g["params"]}
     assert optimized == {id(p) for p in model.parameters()}
+
+
+# --------------------------------------------------------------- low-precision norms
+def test_low_precision_norms_compute_in_the_autocast_dtype() -> None:
+    x = torch.randn(4, 6, 5)
+    ln, gn = nn.LayerNorm(5), nn.GroupNorm(3, 6)
+    with torch.no_grad():
+        for norm in (ln, gn):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-0.5, 0.5)
+    plain_ln, plain_gn = ln(x), gn(x)
+    assert sf.apply_low_precision_norm(nn.Sequential(ln, gn)) == 2
+    assert torch.equal(ln(x), plain_ln) and torch.equal(gn(x), plain_gn)  # no autocast: same
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low_ln, low_gn = ln(x), gn(x)
+        promoted = F.layer_norm(x, [5], ln.weight, ln.bias)  # what autocast does by itself
+    assert promoted.dtype == torch.float32 and low_ln.dtype == low_gn.dtype == torch.bfloat16
+    # By definition: the same normalisation with every input first rounded to bf16.
+    bf = torch.bfloat16
+    by_hand_ln = F.layer_norm(x.to(bf), [5], ln.weight.to(bf), ln.bias.to(bf), ln.eps)
+    by_hand_gn = F.group_norm(x.to(bf), 3, gn.weight.to(bf), gn.bias.to(bf), gn.eps)
+    assert torch.equal(low_ln, by_hand_ln) and torch.equal(low_gn, by_hand_gn)
+    assert torch.allclose(low_ln.float(), plain_ln, atol=0.05)

@@ -108,6 +108,7 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
     "weight_tying": {"weight_tying": {}},
     "fused_attention": {"fused_attention": {}},
     "seq_len_warmup": {"seq_len_warmup": {"min_len": 4, "duration_frac": 0.6, "multiple": 4}},
+    "low_precision_norm": {"low_precision_norm": {}, "mixed_precision": {"precision": "bf16"}},
 }
 
 
