@@ -32,6 +32,7 @@ from spotrun.train.methods.mixup import mix_targets, mixup_batch
 from spotrun.train.methods.no_decay import no_decay_param_groups, split_no_decay
 from spotrun.train.methods.patch_whitening import apply_patch_whitening, patch_whitening_weights
 from spotrun.train.methods.progressive_resizing import progressive_size, resize_batch
+from spotrun.train.methods.randaugment import randaugment_batch
 from spotrun.train.methods.sam import sam_perturb, sam_restore
 from spotrun.train.methods.schedules import (
     one_cycle_lr,
@@ -63,6 +64,7 @@ from spotrun.train.models.transformer_ops import (
 )
 
 __all__ = [
+    "randaugment_batch",
     "apply_low_precision_norm",
     "low_precision_group_norm",
     "low_precision_layer_norm",

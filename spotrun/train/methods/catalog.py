@@ -36,6 +36,7 @@ from spotrun.train.methods.options import (
     OneCycleOptions,
     PatchWhiteningOptions,
     ProgressiveResizingOptions,
+    RandAugmentOptions,
     RmsNormOptions,
     RotaryOptions,
     SamOptions,
@@ -212,6 +213,13 @@ CATALOG: list[MethodInfo] = [
         SelectiveBackpropOptions,
         "selective_backprop:SelectiveBackprop",
         "select_hardest",
+    ),
+    _m(
+        "randaugment",
+        "each image gets a few random operations (rotate, shear, shift, colour) at one strength",
+        RandAugmentOptions,
+        "randaugment:RandAugment",
+        "randaugment_batch",
     ),
     _m(
         "mixup",

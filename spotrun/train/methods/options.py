@@ -107,6 +107,11 @@ class SelectiveBackpropOptions(StrictModel):
         return self
 
 
+class RandAugmentOptions(StrictModel):
+    depth: int = Field(2, ge=1, le=8, description="operations applied to each image")
+    magnitude: float = Field(0.3, ge=0, le=1, description="strength of every operation, 0..1")
+
+
 class MixUpOptions(StrictModel):
     alpha: float = Field(0.2, gt=0, description="lambda ~ Beta(alpha, alpha)")
 

@@ -190,3 +190,31 @@ def test_low_precision_norms_compute_in_the_autocast_dtype() -> None:
     by_hand_gn = F.group_norm(x.to(bf), 3, gn.weight.to(bf), gn.bias.to(bf), gn.eps)
     assert torch.equal(low_ln, by_hand_ln) and torch.equal(low_gn, by_hand_gn)
     assert torch.allclose(low_ln.float(), plain_ln, atol=0.05)
+
+
+# ---------------------------------------------------------------------- RandAugment
+def test_randaugment_translate_shifts_by_whole_pixels() -> None:
+    x = torch.randn(6, 3, 10, 10)
+    # Magnitude 1/3 of a 0.3-side maximum is 0.1 of 10 pixels: exactly one pixel, either way.
+    out = sf.randaugment_batch(x, depth=1, magnitude=1 / 3, operations=("translate_x",))
+    right = torch.zeros_like(x)
+    right[..., 1:] = x[..., :-1]
+    left = torch.zeros_like(x)
+    left[..., :-1] = x[..., 1:]
+    for i in range(6):
+        assert torch.allclose(out[i], right[i], atol=1e-5) or torch.allclose(
+            out[i], left[i], atol=1e-5
+        ), i
+
+
+def test_randaugment_contrast_and_identity_by_hand() -> None:
+    x = torch.randn(4, 3, 6, 6)
+    same = sf.randaugment_batch(x, depth=3, magnitude=1.0, operations=("identity",))
+    assert torch.allclose(same, x, atol=1e-5)
+    out = sf.randaugment_batch(x, depth=1, magnitude=0.5, operations=("contrast",))
+    mean = x.mean(dim=(1, 2, 3), keepdim=True)
+    for i in range(4):  # factor 1 +- 0.5 * 0.9 about the image's own mean
+        options = [mean[i] + f * (x[i] - mean[i]) for f in (1.45, 0.55)]
+        assert any(torch.allclose(out[i], o, atol=1e-5) for o in options), i
+    mixed = sf.randaugment_batch(x, depth=2, magnitude=0.5)
+    assert mixed.shape == x.shape and torch.isfinite(mixed).all()
