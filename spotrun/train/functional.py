@@ -9,6 +9,7 @@ spotrun.train.methods wraps each in a thin Algorithm for the Trainer; the catalo
 """
 
 from spotrun.train.methods.agc import adaptive_clip_gradients
+from spotrun.train.methods.augmix import augmix_batch, augmix_mix, augmix_weights
 from spotrun.train.methods.blurpool import apply_blurpool, blur_2d
 from spotrun.train.methods.channels_last import apply_channels_last, to_channels_last
 from spotrun.train.methods.colout import colout_batch
@@ -64,6 +65,9 @@ from spotrun.train.models.transformer_ops import (
 )
 
 __all__ = [
+    "augmix_batch",
+    "augmix_mix",
+    "augmix_weights",
     "randaugment_batch",
     "apply_low_precision_norm",
     "low_precision_group_norm",

@@ -19,6 +19,7 @@ from spotrun.core.config import describe_validation_error
 from spotrun.core.errors import UsageError
 from spotrun.train.methods.options import (
     AgcOptions,
+    AugMixOptions,
     BlurPoolOptions,
     ChannelsLastOptions,
     ColOutOptions,
@@ -220,6 +221,13 @@ CATALOG: list[MethodInfo] = [
         RandAugmentOptions,
         "randaugment:RandAugment",
         "randaugment_batch",
+    ),
+    _m(
+        "augmix",
+        "each image blended with a few chains of random augmentations of itself",
+        AugMixOptions,
+        "augmix:AugMix",
+        "augmix_batch",
     ),
     _m(
         "mixup",

@@ -112,6 +112,13 @@ class RandAugmentOptions(StrictModel):
     magnitude: float = Field(0.3, ge=0, le=1, description="strength of every operation, 0..1")
 
 
+class AugMixOptions(StrictModel):
+    width: int = Field(3, ge=1, le=8, description="augmentation chains mixed per image")
+    max_depth: int = Field(3, ge=1, le=8, description="operations per chain: 1 to this")
+    magnitude: float = Field(0.3, ge=0, le=1, description="strength of every operation, 0..1")
+    alpha: float = Field(1.0, gt=0, description="Dirichlet and Beta concentration")
+
+
 class MixUpOptions(StrictModel):
     alpha: float = Field(0.2, gt=0, description="lambda ~ Beta(alpha, alpha)")
 

@@ -218,3 +218,21 @@ def test_randaugment_contrast_and_identity_by_hand() -> None:
         assert any(torch.allclose(out[i], o, atol=1e-5) for o in options), i
     mixed = sf.randaugment_batch(x, depth=2, magnitude=0.5)
     assert mixed.shape == x.shape and torch.isfinite(mixed).all()
+
+
+# --------------------------------------------------------------------------- AugMix
+def test_augmix_is_the_weighted_blend_of_its_chains() -> None:
+    x = torch.randn(5, 3, 6, 6)
+    chains = [torch.randn_like(x), torch.randn_like(x)]
+    weights = torch.tensor([[0.25, 0.75]] * 5, dtype=torch.float64)
+    keep = torch.tensor([0.0, 0.5, 1.0, 0.2, 0.9], dtype=torch.float64)
+    out = sf.augmix_mix(x, chains, weights, keep)
+    for i, k in enumerate(keep.tolist()):
+        by_hand = k * x[i] + (1 - k) * (0.25 * chains[0][i] + 0.75 * chains[1][i])
+        assert torch.allclose(out[i], by_hand, atol=1e-6)
+    drawn, share = sf.augmix_weights(1000, 3, alpha=1.0)
+    assert torch.allclose(drawn.sum(1), torch.ones(1000, dtype=torch.float64))
+    assert ((share >= 0) & (share <= 1)).all() and abs(float(share.mean()) - 0.5) < 0.05
+    # With identity chains the blend is the image itself, whatever the weights.
+    same = sf.augmix_batch(x, width=3, max_depth=2, operations=("identity",))
+    assert torch.allclose(same, x, atol=1e-5)
