@@ -99,6 +99,13 @@ PROBES: list[Rung] = [
     Rung("SWA from 75% in place of EMA", sets=("methods.ema=null", "methods.swa={}")),
     Rung("+ ghost BatchNorm (32 images a slice)", sets=("methods.ghost_batchnorm={}",)),
     Rung("+ weight standardisation", sets=("methods.weight_standardization={}",)),
+    Rung("+ squeeze-excite after each 64-channel conv", sets=("methods.squeeze_excite={}",)),
+    Rung("+ RandAugment (2 operations, magnitude 0.3)", sets=("methods.randaugment={}",)),
+    Rung("+ AugMix (3 chains of 1-3 operations)", sets=("methods.augmix={}",)),
+    Rung(
+        "+ factorize the 64-channel convs at rank 16",
+        sets=('methods.factorize={"min_channels": 64}',),
+    ),
 ]
 
 
@@ -173,8 +180,9 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=None, help="SPOTRUN_HOME (decode cache)")
     parser.add_argument(
         "--probes",
-        action="store_true",
-        help="run cifar10-fast and each method of PROBES on top of it, instead of the rungs",
+        default=None,
+        help="all, or PROBES indices (0,2): cifar10-fast and each of those methods on top of it, "
+        "instead of the rungs",
     )
     parser.add_argument(
         "--rungs", default="all", help="which rungs to run: all, 3-8, 0,2,5 (ratios: vs the first)"
@@ -194,7 +202,9 @@ def main() -> None:
     rungs = rung_overrides(data)
     if args.probes:
         fast_change, fast_sets = rungs[-1]
-        rungs = [(fast_change, fast_sets)] + [(p.change, fast_sets + p.sets) for p in PROBES]
+        picked = range(len(PROBES)) if args.probes == "all" else map(int, args.probes.split(","))
+        probes = [PROBES[i] for i in picked]
+        rungs = [(fast_change, fast_sets)] + [(p.change, fast_sets + p.sets) for p in probes]
         chosen = list(range(len(rungs)))
     jobs = [
         Job(f"{i}", "cifar10-baseline", rungs[i][1], seed)

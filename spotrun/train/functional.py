@@ -18,6 +18,7 @@ from spotrun.train.methods.concat_pooling import AdaptiveConcatPool2d, apply_con
 from spotrun.train.methods.cutmix import cutmix_batch
 from spotrun.train.methods.cutout import cutout_batch
 from spotrun.train.methods.ema import ema_copy, ema_update
+from spotrun.train.methods.factorize import apply_factorize, factorize_matrix
 from spotrun.train.methods.ghost_batchnorm import apply_ghost_batchnorm, ghost_batch_norm
 from spotrun.train.methods.gpt_surgery import tie_weights
 from spotrun.train.methods.grad_clipping import clip_gradients
@@ -65,6 +66,8 @@ from spotrun.train.models.transformer_ops import (
 )
 
 __all__ = [
+    "apply_factorize",
+    "factorize_matrix",
     "augmix_batch",
     "augmix_mix",
     "augmix_weights",

@@ -27,6 +27,7 @@ from spotrun.train.methods.options import (
     CutMixOptions,
     CutOutOptions,
     EmaOptions,
+    FactorizeOptions,
     GhostBatchNormOptions,
     GradClippingOptions,
     LabelSmoothingOptions,
@@ -158,6 +159,14 @@ CATALOG: list[MethodInfo] = [
         "squeeze_excite:SqueezeExcite",
         "apply_squeeze_excite",
         "squeeze_excite",
+    ),
+    _m(
+        "factorize",
+        "wide convs and linears split into two thinner layers (truncated SVD)",
+        FactorizeOptions,
+        "factorize:Factorize",
+        "apply_factorize",
+        "factorize_matrix",
     ),
     _m(
         "low_precision_norm",

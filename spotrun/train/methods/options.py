@@ -168,6 +168,13 @@ class GhostBatchNormOptions(StrictModel):
     ghost_batch_size: int = Field(32, ge=2, description="images per normalisation slice")
 
 
+class FactorizeOptions(StrictModel):
+    min_channels: int = Field(256, ge=1, description="factorize only layers this wide both ways")
+    latent: float = Field(
+        0.25, gt=0, description="rank: channels, or below 1 a fraction of the smaller side"
+    )
+
+
 class SqueezeExciteOptions(StrictModel):
     min_channels: int = Field(64, ge=1, description="gate only convs with this many outputs")
     latent_channels: float = Field(

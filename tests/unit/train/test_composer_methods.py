@@ -236,3 +236,31 @@ def test_augmix_is_the_weighted_blend_of_its_chains() -> None:
     # With identity chains the blend is the image itself, whatever the weights.
     same = sf.augmix_batch(x, width=3, max_depth=2, operations=("identity",))
     assert torch.allclose(same, x, atol=1e-5)
+
+
+# ------------------------------------------------------------------------ Factorize
+def test_factorize_matrix_is_the_truncated_svd() -> None:
+    w = torch.randn(6, 4)
+    a, b = sf.factorize_matrix(w, 4)
+    assert a.shape == (6, 4) and b.shape == (4, 4)
+    assert torch.allclose(a @ b, w, atol=1e-5)  # full rank: exact
+    a, b = sf.factorize_matrix(w, 2)
+    s = torch.linalg.svdvals(w)
+    # Eckart-Young: the error of the best rank-2 approximation is the dropped singular values.
+    assert float((w - a @ b).norm()) == pytest.approx(float(s[2:].norm()), rel=1e-4)
+
+
+def test_apply_factorize_computes_with_the_low_rank_weights_and_trains_them() -> None:
+    conv, linear = nn.Conv2d(8, 8, 3, padding=1), nn.Linear(8 * 5 * 5, 8)
+    model = nn.Sequential(conv, nn.Flatten(), linear)
+    x = torch.randn(2, 8, 5, 5)
+    a, b = sf.factorize_matrix(conv.weight.detach().reshape(8, -1), 6)
+    low_rank = F.conv2d(x, (a @ b).reshape(8, 8, 3, 3), conv.bias, padding=1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    # Rank 6 of 8 saves multiplies on the 3x3 conv (6 * (72 + 8) < 576) and on the linear.
+    assert sf.apply_factorize(model, optimizer, min_channels=8, latent=6) == 2
+    assert torch.allclose(model[0](x), low_rank, atol=1e-5)
+    optimized = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    assert optimized == {id(p) for p in model.parameters()}  # the old weights left it
+    one_by_one = nn.Sequential(nn.Conv2d(8, 8, 1))
+    assert sf.apply_factorize(one_by_one, None, min_channels=8, latent=6) == 0  # no saving

@@ -61,7 +61,7 @@ def test_bad_methods_are_refused_with_clear_errors(
 
 def test_catalog_is_complete_and_described() -> None:
     names = [m.name for m in CATALOG]
-    assert len(names) == len(set(names)) == 40
+    assert len(names) == len(set(names)) == 41
     for row in describe_catalog():
         assert row["summary"] and row["functional"], row["name"]
     algorithms = build_methods(

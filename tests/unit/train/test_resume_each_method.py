@@ -63,6 +63,7 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
     "weight_standardization": {"weight_standardization": {}},
     "randaugment": {"randaugment": {}},
     "augmix": {"augmix": {"width": 2, "max_depth": 2}},
+    "factorize": {"factorize": {"min_channels": 16}},
     "squeeze_excite": {"squeeze_excite": {"min_channels": 16, "latent_channels": 0.25}},
     "tta": {"tta": {"translate": 1}},
     # The eager backend runs dynamo's tracing and graph breaks without compiling kernels, so
