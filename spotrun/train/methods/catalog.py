@@ -145,6 +145,14 @@ CATALOG: list[MethodInfo] = [
         "zero_init_residual",
     ),
     _m(
+        "factorize",
+        "wide convs and linears split into two thinner layers (truncated SVD)",
+        FactorizeOptions,
+        "factorize:Factorize",
+        "apply_factorize",
+        "factorize_matrix",
+    ),
+    _m(
         "weight_standardization",
         "every trainable conv filter used with zero mean and unit variance",
         WeightStandardizationOptions,
@@ -159,14 +167,6 @@ CATALOG: list[MethodInfo] = [
         "squeeze_excite:SqueezeExcite",
         "apply_squeeze_excite",
         "squeeze_excite",
-    ),
-    _m(
-        "factorize",
-        "wide convs and linears split into two thinner layers (truncated SVD)",
-        FactorizeOptions,
-        "factorize:Factorize",
-        "apply_factorize",
-        "factorize_matrix",
     ),
     _m(
         "low_precision_norm",
