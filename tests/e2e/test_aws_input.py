@@ -119,10 +119,13 @@ def test_no_credentials_launches_nothing(aws_env: Env, lab: Lab) -> None:
 
 def test_prices_table(aws_env: Env, lab: Lab) -> None:
     lab.set_on_demand_price("g5.xlarge", 1.0)  # the Pricing API answers for this one type
-    proc = aws_env.cli("prices", "--gpus", "1", "--json", check=True)
+    proc = aws_env.cli("prices", "--min-gpus", "1", "--json", check=True)
     offers = json.loads(proc.stdout)
     prices = [o["spot_usd_per_hour"] for o in offers]
     assert prices == sorted(prices) and len(offers) == 15  # 5 GPU types x 3 zones
+    exactly_one = json.loads(aws_env.cli("prices", "--gpus", "1", "--json", check=True).stdout)
+    assert exactly_one and all(o["gpus"] == 1 for o in exactly_one)  # --gpus N: exactly N
+    assert len(exactly_one) == sum(1 for o in offers if o["gpus"] == 1)
     first = offers[0]
     assert (first["instance_type"], first["zone"], first["gpu_model"]) == (
         "g4dn.xlarge",
