@@ -6,10 +6,22 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 
 import pytest
 
 from spotrun.core.interrupts import caused_by_interrupt, interrupts_deferred
+
+
+@pytest.fixture(autouse=True)
+def python_default_sigint() -> Iterator[None]:
+    """Each test starts from Python's own SIGINT handler, whatever the test runner's process
+    had (a pytest-xdist worker may have its own), and gets the old one back after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_sigint_inside_the_block_is_raised_when_it_ends() -> None:
