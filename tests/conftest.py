@@ -14,6 +14,11 @@ import pytest
 from spotlab.harness import REPO, Env
 from tests.immutable_files import ImmutableFiles
 
+# A suite started in the background by a non-interactive shell inherits SIGINT ignored, and so
+# would every spotrun process a test starts: the Ctrl-C tests need Python's default back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The slow tests (whole runs in the lab) first, the quick ones after, each group in its

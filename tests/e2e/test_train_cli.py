@@ -22,6 +22,9 @@ KEPT_NAMES = {
     # the language-model methods
     "rotary", "alibi", "rms_norm", "swiglu", "qk_norm", "weight_tying", "fused_attention",
     "seq_len_warmup",
+    # Composer's methods added for issue 35
+    "agc", "swa", "ghost_batchnorm", "weight_standardization", "squeeze_excite",
+    "low_precision_norm", "randaugment", "augmix", "factorize",
 }  # fmt: skip
 
 
