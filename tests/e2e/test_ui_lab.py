@@ -13,10 +13,12 @@ from collections.abc import Iterator
 
 import pytest
 from selenium import webdriver
+from selenium.webdriver.common.by import By
 
 from spotlab import spot as spotlab
 from spotlab.fixtures import lab_root, use_lab
 from spotlab.lab import Lab
+from spotrun.core.money import show_usd
 from tests.conftest import Env
 from tests.e2e.ui_browser import Served, chromium, module_env, screenshot, seen, wait_seen
 from tests.helpers import wait_for
@@ -102,7 +104,9 @@ def test_the_cost_page_total_is_spotrun_costs(
     browser.get(served.page("/cost"))
     wait_seen(browser, "#cost-total", "the cost page's total")
     shown = seen(browser, "#cost-total")[0]["text"]
-    assert float(shown.lstrip("$")) == pytest.approx(expected, abs=1e-9), (shown, rows)
+    assert shown == show_usd(expected), (shown, rows)  # the one money rule, as `cost` shows it
+    exact = browser.find_element(By.ID, "cost-total").get_attribute("title")
+    assert float(exact or "nan") == pytest.approx(expected, abs=1e-12), (exact, rows)
     wait_seen(browser, "svg#spend-chart polyline.curve", "the cumulative spend curve")
     wait_seen(browser, "svg#price-chart polyline.curve", "the spot price steps")
     screenshot(browser, "cost")

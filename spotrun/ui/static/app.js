@@ -53,13 +53,18 @@ function link(path, text) {
   return el("a", { href: withToken(path) }, text);
 }
 
-function usd(value) {
+function usd(value) { // spotrun/core/money.py's rule, as every view of spotrun shows money:
+  // to the cent; an amount under a cent keeps two significant digits; $0.00 only for zero
   if (value === null || value === undefined) return "-";
-  return "$" + (Math.abs(value) < 1 ? value.toFixed(4) : value.toFixed(2));
-}
-
-function cents(value) { // `spotrun cost`'s amounts: exact sums, rounded to the cent
-  return value === null || value === undefined ? "-" : "$" + value.toFixed(2);
+  const sign = value < 0 ? "-$" : "$";
+  const magnitude = Math.abs(value);
+  if (magnitude === 0 || magnitude >= 0.01) {
+    return sign + magnitude.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  }
+  const small = Number(magnitude.toPrecision(2));
+  if (small >= 0.01) return sign + "0.01";
+  const places = 1 - Math.floor(Math.log10(small));
+  return sign + small.toFixed(places).replace(/0+$/, "");
 }
 
 function duration(seconds) {
@@ -455,8 +460,8 @@ async function costPage() {
     const data = await api("/api/cost?" + query);
     const t = data.total;
     head.replaceChildren(
-      el("p", {}, "total ", el("span", { class: "big", id: "cost-total" }, cents(t.cost_usd)),
-        "  · on-demand would have cost ", el("span", { id: "cost-on-demand" }, cents(t.on_demand_usd)),
+      el("p", {}, "total ", el("span", { class: "big", id: "cost-total", title: String(t.cost_usd) }, usd(t.cost_usd)),
+        "  · on-demand would have cost ", el("span", { id: "cost-on-demand", title: String(t.on_demand_usd) }, usd(t.on_demand_usd)),
         "  · saving ", el("span", { id: "cost-saving" }, t.saving_pct === null ? "-" : t.saving_pct + "%")),
       ...data.errors.map((e) => el("p", { class: "error" }, "cannot price " + e)));
     const timeAxis = { xFormat: clock, xLabel: "time (UTC)" };
