@@ -161,7 +161,7 @@ def test_a_budget_stopped_run_needs_a_larger_cap_and_hours_left(env: Env) -> Non
         ledger.replace_cost_lines(run.id, [line])
     spent = env.cli("resume", "capped", "--max-hours", "1")
     assert spent.returncode == 2, spent.stderr
-    assert "has spent $1.00 of its $1 cap" in spent.stderr and "--max-cost" in spent.stderr
+    assert "has spent $1.00 of its $1.00 cap" in spent.stderr and "--max-cost" in spent.stderr
     hours = env.cli("resume", "capped", "--max-cost", "3")
     assert hours.returncode == 2 and "used up its --max-hours" in hours.stderr, hours.stderr
     assert "--max-hours 1" in hours.stderr
