@@ -263,7 +263,7 @@ class Lab:
             self.image_ids[region] = image["ImageId"]
             # one parameter name in every region, as AWS's public image parameters are
             self.client("ssm", region).put_parameter(
-                Name=self.image_parameter, Value=image["ImageId"], Type="String"
+                Name=self.image_parameter, Value=image["ImageId"], Type="String", Overwrite=True
             )
         self.network, self.image_id = self.networks[REGION], self.image_ids[REGION]
         self.ssh_port = free_port(self._address(1))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotrun.core.errors import UsageError
+from spotrun.core.home import default_home
 from spotrun.jobs import gitignore
 
 MB = 1_000_000
@@ -83,11 +84,31 @@ def _git_files(root: Path) -> list[str] | None:
     return sorted({p for p in listed.stdout.decode(errors="surrogateescape").split("\0") if p})
 
 
-def list_files(root: Path) -> list[WorkFile]:
-    """The files of the workdir that ship, sorted by path."""
+def _home_inside(root: Path, home: Path | None) -> str | None:
+    """SPOTRUN_HOME's path relative to the workdir when it lies inside it, else None."""
+    try:
+        return (home or default_home()).resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError):
+        return None
+
+
+def list_files(root: Path, home: Path | None = None) -> list[WorkFile]:
+    """The files of the workdir that ship, sorted by path. SPOTRUN_HOME (default: this
+    process's) never ships when it lies inside the workdir: its private keys and ledger are
+    not the job's, and reading the ledger's files here would drop this process's SQLite locks
+    on them (closing any descriptor of a file drops its POSIX locks), so another process could
+    checkpoint and delete the WAL under a live connection and its writes would be lost."""
     names = _git_files(root)
     if names is None:
         names = sorted(gitignore.walk(root))
+    inside = _home_inside(root, home)
+    if inside == ".":
+        raise UsageError(
+            f"the workdir {root} is SPOTRUN_HOME itself: spotrun's state cannot ship as a job",
+            hint="give the folder of your code as --workdir",
+        )
+    if inside is not None:
+        names = [n for n in names if n != inside and not n.startswith(inside + "/")]
     files = []
     for name in names:
         path = root / name
