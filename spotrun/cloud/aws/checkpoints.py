@@ -81,7 +81,12 @@ def check_bucket(s3: Any, bucket: str, region: str) -> None:
 
 
 def _durable_files(run_dir: Path) -> Iterator[tuple[str, Path]]:
-    for item in sorted(run_dir.rglob("*")):
+    # os.walk, not rglob: a folder the job made too deep to open (ENAMETOOLONG) or took away
+    # mid-walk is passed over (its onerror is None) instead of ending every later push
+    found = []
+    for folder, _dirs, names in os.walk(run_dir):
+        found += [Path(folder) / name for name in names]
+    for item in sorted(found):
         if not item.is_file() or item.name.endswith((".tmp", ".part")):
             continue
         rel = item.relative_to(run_dir).as_posix()
