@@ -38,7 +38,7 @@ JOB = (
     'i=0; while true; do i=$((i+1)); echo "{\\"step\\": $i, \\"written_at\\": $(date +%s.%N)}" '
     '>> "$SPOTRUN_RUN_DIR/metrics.jsonl"; sleep 1; done'
 )
-CONTROLLER_SIDE = ("spotrun.sweep.run_supervisor", "spotrun.sweep.home_controller")
+CONTROLLER_SIDE = ("spotrun.drive.run_supervisor", "spotrun.drive.home_controller")
 TICK = os.sysconf("SC_CLK_TCK")
 
 

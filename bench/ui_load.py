@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench._env import hardware_line  # noqa: E402
-from spotrun.control.home import running_pid  # noqa: E402
 from spotrun.core.config import load_settings  # noqa: E402
+from spotrun.drive.home import running_pid  # noqa: E402
 from tests.e2e.ui_browser import chromium  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")

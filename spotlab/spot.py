@@ -24,8 +24,8 @@ from typing import Any
 
 from spotlab import Lab
 from spotlab.harness import REPO, Env, wait_for
-from spotrun.control.supervisor import is_supervised, process_running
 from spotrun.core.config import load_settings
+from spotrun.drive.supervisor import is_supervised, process_running
 from spotrun.store.ledger import Ledger
 
 EPOCHS = 8

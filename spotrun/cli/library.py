@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING
 from spotrun.cli.lazy import lazy_module
 
 if TYPE_CHECKING:
-    from spotrun.control import supervisor
     from spotrun.core.config import Settings
+    from spotrun.drive import supervisor
     from spotrun.service import datasets
     from spotrun.service import runs as api
 else:
     # reading runs (ls, status, logs, completion) needs only service.lookup
     _reads = {name: "spotrun.service.lookup" for name in ("open_ledger", "run_summary")}
     api = lazy_module("spotrun.service.runs", light=_reads)
-    supervisor = lazy_module("spotrun.control.supervisor")
+    supervisor = lazy_module("spotrun.drive.supervisor")
     # data push and data ls: the packer (PIL) without the run machinery, and never for the rest
     datasets = lazy_module("spotrun.service.datasets")
 

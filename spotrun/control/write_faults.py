@@ -2,7 +2,7 @@
 met while driving a run: waited out like a busy ledger, visibly and with a bound, never by
 ending the run's instances. Past the bound the controller gives way: the LedgerWriteError
 leaves `drive`, and its process lets go of its locks so that a fresh one (with a fresh
-connection to the ledger) takes over (spotrun.sweep.home_controller, run_supervisor)."""
+connection to the ledger) takes over (spotrun.drive.home_controller, run_supervisor)."""
 
 from __future__ import annotations
 

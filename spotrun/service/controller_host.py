@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spotrun.control.home import lock_path, running_pid
-from spotrun.control.locks import lock_is_held
 from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost, SshTarget
 from spotrun.core.errors import RemoteError, StateError, UsageError
+from spotrun.core.locks import lock_is_held
 from spotrun.core.money import show_usd_per_hour
 from spotrun.core.rundir import HOME_VAR
 from spotrun.core.waiting import wait_until
+from spotrun.drive.home import lock_path, running_pid
 from spotrun.remote import controller_host as hostrec
 from spotrun.remote.provision import code_bundle
 from spotrun.remote.ssh_binary import SshBinaryRunner

@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import spotrun
-from spotrun.control.home import running_pid
 from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost
 from spotrun.core.errors import RemoteError
+from spotrun.drive.home import running_pid
 from spotrun.remote.provision import code_bundle
 from spotrun.remote.ssh_binary import SshBinaryRunner
 from spotrun.service import idle_marks

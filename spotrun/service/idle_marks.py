@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spotrun.control.locks import lock_is_held
 from spotrun.core.home import IDLE_STOP_FILE
+from spotrun.core.locks import lock_is_held
 from spotrun.core.rundir import HOME_VAR
 
 CONFIG_FILE = IDLE_STOP_FILE

@@ -18,10 +18,10 @@ import threading
 import time
 
 from spotrun.cloud.aws import controller_instance as ci
-from spotrun.control.home import running_pid
-from spotrun.control.locks import _try_lock
 from spotrun.core.config import Settings, load_settings
 from spotrun.core.errors import SpotrunError
+from spotrun.core.locks import try_lock
+from spotrun.drive.home import running_pid
 from spotrun.service import idle_marks as marks
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepStore
@@ -51,7 +51,7 @@ def something_live(settings: Settings) -> bool:
 
 def watch(settings: Settings, wake: threading.Event) -> int:
     home = settings.home
-    held = _try_lock(home / marks.IDLE_WATCH_LOCK_FILE)
+    held = try_lock(home / marks.IDLE_WATCH_LOCK_FILE)
     if held is None:
         return 0  # another watcher watches
     os.ftruncate(held.fileno(), 0)

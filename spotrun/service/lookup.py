@@ -26,8 +26,8 @@ def open_ledger(settings: Settings | None = None, *, reconcile: bool = True) -> 
     if reconcile and (ledger.active_runs() or SweepStore(ledger).live()):
         # Run control (locks, processes, the controller) is imported only when something is
         # live to check on: listing finished runs stays light (`spotrun ls`, bench/cli_startup.py)
-        from spotrun.control import supervisor
-        from spotrun.sweep.revive import ensure_sweeps_supervised
+        from spotrun.drive import supervisor
+        from spotrun.drive.revive import ensure_sweeps_supervised
 
         live_sweeps = ensure_sweeps_supervised(ledger)  # sweeps first: they drive their trials
         supervisor.ensure_supervised(ledger, live_sweeps)

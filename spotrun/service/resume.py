@@ -25,13 +25,13 @@ from spotrun.core.money import show_usd
 from spotrun.core.runstates import RESUMABLE, RunState
 from spotrun.cost import amounts
 from spotrun.cost.bills import run_cost
+from spotrun.drive import revive
 from spotrun.launch.plan import make_plan
 from spotrun.recipes import get_recipe
 from spotrun.service.follow import FollowFrom
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.runs_admin import forget_run, forget_sweep_rows, reopen_run
 from spotrun.store.sweeps import SWEEPS_FOLDER, SweepRecord, SweepStore
-from spotrun.sweep import revive
 from spotrun.train.data.source import pin_data_paths
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from spotrun.control import supervisor
 from spotrun.core.errors import NotFoundError, StateError, UsageError
 from spotrun.core.interrupts import interrupts_deferred
 from spotrun.core.waiting import WaitTimeout, wait_until
@@ -28,6 +27,7 @@ from spotrun.cost.cost_report import (
     provider_prices,
     write_cost_plot,
 )
+from spotrun.drive import supervisor
 from spotrun.recipes import Recipe, get_recipe, recipe_names
 from spotrun.service.attach import ExecWindow, attach_command, exec_command
 from spotrun.service.follow import FollowFrom, Update, follow

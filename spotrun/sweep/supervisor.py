@@ -25,8 +25,8 @@ from typing import IO, Literal
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
 from spotrun.control.controller import RunController
-from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
-from spotrun.control.supervisor import _try_lock
+from spotrun.drive.driver_process import end_on_term_or_hangup, log_to_stdout
+from spotrun.core.locks import try_lock as _try_lock
 from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
 from spotrun.core.durations import show_duration
 from spotrun.core.errors import SpotrunError, StateError
@@ -42,6 +42,7 @@ from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus
 from spotrun.sweep.packs import PackKeeper, provider_for_trial
+from spotrun.sweep.pbt_population import Population
 from spotrun.sweep.planner import SweepPlan
 from spotrun.sweep.space import overrides_of
 from spotrun.sweep.spend import can_finish_another, expected_trial_s, next_trial, sweep_spend
@@ -131,6 +132,9 @@ class SweepSupervisor:
             self.searcher = Searcher(
                 self.spec, self.sweep.sweep_dir / SWEEP_STUDY_FILE, study_name=self.sweep.id
             )
+        self.population = (
+            Population(self.ledger, self.store, self.sweep) if self.spec.search == "pbt" else None
+        )
         self.packs = PackKeeper(self.store, self.provider, self.sweep, self.plan)
 
     def event(self, message: str) -> None:
@@ -182,7 +186,9 @@ class SweepSupervisor:
 
     def _adopt(self) -> None:
         """Pick up trials a previous supervisor left running, and replay their metrics."""
-        for _trial, live in self._live_trials():
+        for trial, live in self._live_trials():
+            if self.population is not None:
+                self.population.seed_checkpoint(trial, live)
             self._start_thread(live)
         if self.stopper is not None:
             for trial in self._trials():
@@ -204,6 +210,11 @@ class SweepSupervisor:
         for trial in self._pending():
             if live >= self.spec.max_parallel:
                 return
+            if self.population is not None:
+                ready = self.population.ready(trial)
+                if ready is None:  # its generation waits for the one before to end
+                    return
+                trial = ready
             refused = self._budget_refuses_one_more()
             if refused:
                 if live == 0:  # nothing left that could end under the cap: the sweep is over
@@ -221,7 +232,7 @@ class SweepSupervisor:
         pack_id = self.packs.place() if self.plan.packed else None
         launch_spec = LaunchSpec(
             recipe=spec.recipe,
-            overrides=overrides_of(spec, trial.params),
+            overrides=[*overrides_of(spec, trial.params), *self._segment(trial)],
             resources=Resources.model_validate({**spec.resources, "gpus": spec.gpus_per_trial}),
             name=f"{self.sweep.name}-t{trial.index}",
             cloud=spec.cloud,
@@ -245,9 +256,15 @@ class SweepSupervisor:
         if lacking:
             self.ledger.add_event(run.id, "plan", lacking)
         self.tails[run.id] = MetricsTail(run.run_dir / METRICS_FILE)
+        if self.population is not None:
+            self.population.seed_checkpoint(trial, run)
         self._start_thread(run)
         self.event(f"launched trial {trial.index} ({shown}) as run {run.id}")
         return run
+
+    def _segment(self, trial: TrialRecord) -> list[str]:
+        """A PBT trial's epochs: its generation's end."""
+        return [] if self.population is None else self.population.segment_overrides(trial)
 
     # -------------------------------------------------------- early stopping
     def _watch_metrics(self) -> None:

@@ -19,8 +19,8 @@ import pytest
 
 from spotlab import Lab
 from spotlab.fixtures import use_lab
-from spotrun.control.supervisor import is_supervised
 from spotrun.core.config import load_settings
+from spotrun.drive.supervisor import is_supervised
 from spotrun.store.ledger import Ledger, RunRecord
 from tests.conftest import Env
 from tests.helpers import wait_for

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.control.home import running_pid
 from spotrun.core.config import load_settings
+from spotrun.drive.home import running_pid
 from tests.conftest import Env
 from tests.e2e.test_bad_input import assert_one_line_error
 from tests.helpers import wait_for

@@ -14,8 +14,8 @@ import pytest
 
 from spotlab import Lab
 from spotlab.fixtures import use_lab
-from spotrun.control.home import running_pid
 from spotrun.core.config import load_settings
+from spotrun.drive.home import running_pid
 from tests.conftest import Env
 from tests.helpers import wait_for
 from tests.immutable_files import ImmutableFiles

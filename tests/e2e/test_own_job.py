@@ -14,8 +14,8 @@ import pytest
 
 from spotlab import Lab
 from spotlab.fixtures import lab_root, use_lab
-from spotrun.control.supervisor import is_supervised
 from spotrun.core.config import load_settings
+from spotrun.drive.supervisor import is_supervised
 from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for

@@ -18,9 +18,9 @@ from spotlab import Lab
 from spotlab.lab import ZONES
 from spotrun.core.config import load_settings
 from spotrun.core.rundir import SWEEP_STUDY_FILE
+from spotrun.drive import revive
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepStore
-from spotrun.sweep import revive
 from tests.conftest import Env
 from tests.helpers import wait_for
 

@@ -108,7 +108,7 @@ def test_ls_checks_on_live_runs(env: Env) -> None:
     assert launched.returncode == 0, launched.stderr
     found = _loaded(env, "ls")
     assert found["code"] == 0 and found["loaded"] == ["pydantic"], found["loaded"]  # settings
-    for module in ("spotrun.control.supervisor", "spotrun.sweep.revive", "spotrun.cost.bills"):
+    for module in ("spotrun.drive.supervisor", "spotrun.drive.revive", "spotrun.cost.bills"):
         assert module in found["ours"], module
     env.cli("stop", "live", check=True, timeout=300)
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spotrun.control.home import WAKE, running_pid
 from spotrun.core.config import load_settings
+from spotrun.drive.home import WAKE, running_pid
 from tests.helpers import wait_for
 
 
@@ -18,7 +18,7 @@ def test_wake_as_soon_as_the_lock_names_the_controller(tmp_path: Path) -> None:
     home.mkdir()
     env = {**os.environ, "SPOTRUN_HOME": str(home)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "spotrun.sweep.home_controller"],
+        [sys.executable, "-m", "spotrun.drive.home_controller"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -39,9 +39,9 @@ def test_a_command_marks_use_but_the_laptops_status_question_does_not(tmp_path: 
     marks.touch_mark(tmp_path, at=T0)
     marks.write_state(tmp_path, started_at=T0, last_live_at=T0, live=False)
     # a watcher counts as running: take its lock as the watcher does
-    from spotrun.control.locks import _try_lock
+    from spotrun.core.locks import try_lock
 
-    held = _try_lock(tmp_path / marks.IDLE_WATCH_LOCK_FILE)
+    held = try_lock(tmp_path / marks.IDLE_WATCH_LOCK_FILE)
     assert held is not None
     held.write("4242\n")
     held.flush()

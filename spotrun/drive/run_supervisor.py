@@ -1,6 +1,6 @@
-"""`python -m spotrun.sweep.run_supervisor RUN_ID`: the detached supervisor of one run.
+"""`python -m spotrun.drive.run_supervisor RUN_ID`: the detached supervisor of one run.
 
-Started by spotrun.control.supervisor (`controller = "per-run"`; `--prewarm CLOUD` first
+Started by spotrun.drive.supervisor (`controller = "per-run"`; `--prewarm CLOUD` first
 imports and connects what driving a run needs, then reads the run id on stdin). It takes the
 run's lock, then drives the run with a RunController to its end. It lives in the sweep layer
 because it resolves the run's provider: a packed sweep trial's is its share of the pack's
@@ -16,11 +16,11 @@ import sys
 from spotrun.cloud import get_provider
 from spotrun.cloud.capabilities import Warms
 from spotrun.control.controller import RunController
-from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
-from spotrun.control.supervisor import _try_lock, spawn
 from spotrun.core.config import load_settings
 from spotrun.core.errors import LedgerWriteError, SpotrunError
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
+from spotrun.drive.driver_process import end_on_term_or_hangup, log_to_stdout
+from spotrun.drive.supervisor import spawn, try_lock
 from spotrun.notify.outbox import deliver_once
 from spotrun.store.ledger import Ledger
 from spotrun.sweep.packs import run_provider
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
     settings = load_settings()
     ledger = Ledger(settings)
     run = ledger.get_run(run_id)
-    lock = _try_lock(run.run_dir / SUPERVISOR_LOCK_FILE, wait_s=3.0)
+    lock = try_lock(run.run_dir / SUPERVISOR_LOCK_FILE, wait_s=3.0)
     if lock is None:
         logging.info("another supervisor holds run %s; leaving it to that one", run_id)
         return 0

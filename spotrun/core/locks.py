@@ -13,7 +13,7 @@ from typing import IO
 from spotrun.core.waiting import poll_until
 
 
-def _try_lock(path: Path, wait_s: float = 0.0) -> IO[str] | None:
+def try_lock(path: Path, wait_s: float = 0.0) -> IO[str] | None:
     """The lock held open (keep the handle), or None if another process holds it."""
     fh = open(path, "a")
 
@@ -34,11 +34,11 @@ def lock_is_held(lock_path: Path, holder_pid: int | None) -> bool:
     """True while a live process holds `lock_path` (holder_pid: the one the ledger names)."""
     if not lock_path.exists():
         return False
-    fh = _try_lock(lock_path)
+    fh = try_lock(lock_path)
     if fh is None and not process_running(holder_pid):
         # A killed process's main thread turns zombie before its other threads have let go
         # of its files, this lock among them: give them a moment rather than trust the lock.
-        fh = _try_lock(lock_path, wait_s=2.0)
+        fh = try_lock(lock_path, wait_s=2.0)
     if fh is None:
         return True
     fh.close()  # we got it, so nobody holds it; closing releases it

@@ -12,9 +12,9 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from spotrun.control.home import ensure_controller
-from spotrun.control.supervisor import lock_is_held
 from spotrun.core.rundir import HOME_VAR, SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
+from spotrun.drive.home import ensure_controller
+from spotrun.drive.supervisor import lock_is_held
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepStore
 

@@ -1,7 +1,7 @@
 """The one controller of a SPOTRUN_HOME, seen from outside it: its lock, its pid, starting it.
 
 With `controller = "one"` (the default) a single detached process drives every live run and
-sweep of the home, each as a thread of its own (spotrun.sweep.home_controller: it lives in the
+sweep of the home, each as a thread of its own (spotrun.drive.home_controller: it lives in the
 sweep layer because it drives sweeps as well as runs). It holds SPOTRUN_HOME/controller.lock
 for its whole life, with its pid written in it; any command that finds something live and no
 controller starts one (`ensure_controller`), and it exits once nothing is live. A run's own
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from spotrun.control.locks import _try_lock, lock_is_held
+from spotrun.core.locks import lock_is_held, try_lock
 from spotrun.core.rundir import HOME_VAR
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 CONTROLLER_LOCK_FILE = "controller.lock"
 CONTROLLER_LOG_FILE = "controller.log"
-MODULE = "spotrun.sweep.home_controller"
+MODULE = "spotrun.drive.home_controller"
 WAKE = signal.SIGUSR1  # "look at the ledger now": a run or sweep was just handed to it
 
 
@@ -53,7 +53,7 @@ def acquire(settings: Settings) -> IO[str] | None:
     """Become the home's controller: the lock held open (keep the handle), with this
     process's pid in it; None if another process holds it."""
     settings.home.mkdir(parents=True, exist_ok=True)
-    fh = _try_lock(lock_path(settings))
+    fh = try_lock(lock_path(settings))
     if fh is None:
         return None
     os.ftruncate(fh.fileno(), 0)  # opened for appending: the pid lands at 0
@@ -62,7 +62,7 @@ def acquire(settings: Settings) -> IO[str] | None:
     return fh
 
 
-# `python -m spotrun.sweep.home_controller --after-write-fault SINCE FAULT`: started by a
+# `python -m spotrun.drive.home_controller --after-write-fault SINCE FAULT`: started by a
 # controller that gave way to a write fault, so that the fresh one records it in the runs.
 AFTER_WRITE_FAULT = "--after-write-fault"
 

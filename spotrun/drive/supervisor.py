@@ -1,10 +1,10 @@
 """The run supervisor seen from outside: its lock, starting it (`controller = "per-run"`).
 
 The supervisor is a detached process per run that drives it to the end (its entry is
-spotrun.sweep.run_supervisor; this module stays light, for `spotrun ls` to check on runs).
+spotrun.drive.run_supervisor; this module stays light, for `spotrun ls` to check on runs).
 
 (With `controller = "one"`, the default, one process drives every run and sweep of the home
-instead: spotrun.control.home. `spawn` and `ensure_supervised` then start that one; a run's
+instead: spotrun.drive.home. `spawn` and `ensure_supervised` then start that one; a run's
 lock below is then held by the thread of that process that drives it.)
 
 `launch` starts one and returns (or follows along); it outlives the terminal. A supervisor
@@ -20,10 +20,10 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from spotrun.control.home import ensure_controller, running_pid
-from spotrun.control.locks import _try_lock, lock_is_held, process_running
 from spotrun.core.errors import LedgerWriteError
+from spotrun.core.locks import lock_is_held, process_running, try_lock
 from spotrun.core.rundir import HOME_VAR, SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
+from spotrun.drive.home import ensure_controller, running_pid
 from spotrun.store.ledger import Ledger, RunRecord
 
 if TYPE_CHECKING:
@@ -31,11 +31,11 @@ if TYPE_CHECKING:
 
 # The supervisor process: it lives in the sweep layer, which resolves a run's provider (a
 # packed sweep trial's is its share of the pack's instance; control never imports sweep code).
-MODULE = "spotrun.sweep.run_supervisor"
+MODULE = "spotrun.drive.run_supervisor"
 
 
 # the sweep supervisor and spotlab take the lock helpers from here
-__all__ = ["_try_lock", "is_supervised", "lock_is_held", "process_running", "spawn"]
+__all__ = ["try_lock", "is_supervised", "lock_is_held", "process_running", "spawn"]
 
 
 def is_supervised(run: RunRecord) -> bool:

@@ -1,7 +1,7 @@
 """The one controller of a SPOTRUN_HOME: every live run and sweep, each a thread of this process.
 
-`python -m spotrun.sweep.home_controller` (started detached by any command that finds something
-live and no controller: spotrun.control.home) takes SPOTRUN_HOME/controller.lock, then every
+`python -m spotrun.drive.home_controller` (started detached by any command that finds something
+live and no controller: spotrun.drive.home) takes SPOTRUN_HOME/controller.lock, then every
 second (at once when a command wakes it with SIGUSR1) looks at the ledger: each live sweep gets
 a thread running its SweepSupervisor (which drives its trials in threads of its own), and each
 other live run a thread running its RunController, with the run's own lock held, exactly as a
@@ -32,13 +32,13 @@ import time
 from typing import IO
 
 from spotrun.control.controller import RunController
-from spotrun.control.driver_process import end_on_term_or_hangup, log_to_stdout
-from spotrun.control.home import AFTER_WRITE_FAULT, WAKE, acquire, spawn_controller
-from spotrun.control.supervisor import _try_lock
 from spotrun.control.write_faults import WriteFaultGaveWay
 from spotrun.core.config import Settings, load_settings
 from spotrun.core.errors import LedgerWriteError, SpotrunError, StateError
+from spotrun.core.locks import try_lock
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE
+from spotrun.drive.driver_process import end_on_term_or_hangup, log_to_stdout
+from spotrun.drive.home import AFTER_WRITE_FAULT, WAKE, acquire, spawn_controller
 from spotrun.notify.outbox import OutboxWorker
 from spotrun.store.adopt import adopt_run_folders
 from spotrun.store.ledger import Ledger
@@ -73,7 +73,7 @@ class RunThread(threading.Thread):
             run = ledger.get_run(self.run_id)
             # a run recorded before its folder (an older spotrun) is driven, not retried forever
             run.run_dir.mkdir(parents=True, exist_ok=True)
-            lock = _try_lock(run.run_dir / SUPERVISOR_LOCK_FILE)
+            lock = try_lock(run.run_dir / SUPERVISOR_LOCK_FILE)
             if lock is None:  # another process drives it (a per-run supervisor, `stop`)
                 return
             try:
@@ -122,7 +122,7 @@ class SweepThread(threading.Thread):
         store = SweepStore(ledger)
         try:
             sweep = store.get(self.sweep_id)
-            lock = _try_lock(sweep.sweep_dir / SUPERVISOR_LOCK_FILE)
+            lock = try_lock(sweep.sweep_dir / SUPERVISOR_LOCK_FILE)
             if lock is None:
                 return
             try:
