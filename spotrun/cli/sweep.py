@@ -80,6 +80,7 @@ class Search(str, Enum):
     tpe = "tpe"
     cmaes = "cmaes"
     qmc = "qmc"
+    pbt = "pbt"
 
 
 class Mode(str, Enum):
@@ -143,11 +144,21 @@ def run_sweep(
     search: Search | None = typer.Option(
         None,
         "--search",
-        help="how trials get values: grid, random, or a model that learns from the finished "
-        "ones (tpe, cmaes, qmc; proposed as places free up)",
+        help="how trials get values: grid, random, a model that learns from the finished "
+        "ones (tpe, cmaes, qmc; proposed as places free up), or pbt (population-based "
+        "training: the worst go on from the best's checkpoints with perturbed values)",
     ),
     trials: int | None = typer.Option(
-        None, "--trials", metavar="N", help="how many trials a --search other than grid runs"
+        None,
+        "--trials",
+        metavar="N",
+        help="how many trials a --search other than grid runs (pbt: the population)",
+    ),
+    pbt_interval: int | None = typer.Option(
+        None, "--pbt-interval", metavar="EPOCHS", help="pbt: epochs of training between exploits"
+    ),
+    pbt_perturb: float = typer.Option(
+        1.2, "--pbt-perturb", metavar="FACTOR", help="pbt: a copied value times or / this"
     ),
     early_stop: EarlyStop = typer.Option(
         EarlyStop.none,
@@ -208,6 +219,7 @@ def run_sweep(
       spotrun sweep cifar10-fast --random 8 --space lr=0.01:1:log --early-stop asha
       spotrun sweep digits-fast --grid lr=0.1,0.2 --max-cost 1 --detach
       spotrun sweep digits-fast --search tpe --trials 20 --space lr=0.01:1:log --pruner hyperband
+      spotrun sweep digits-fast --search pbt --trials 4 --pbt-interval 3 --space lr=0.01:1:log
     """
     # late: the service layer (pydantic, ledger, run control: ~0.15 s) stays off the CLI's import
     from spotrun.service import runs as api
@@ -246,6 +258,8 @@ def run_sweep(
         envs=job_environment(env_, env_file),
         wait_for_capacity_s=terms.wait_s,
         spot_policy=terms.policy,
+        pbt_interval=pbt_interval,
+        pbt_perturb=pbt_perturb,
     )
     sweep = service.start_sweep(
         ledger, prepared, lambda sweep_id: notices.subscribe(ledger, sweep_id)
@@ -469,6 +483,8 @@ def _print_board(ledger: Any, sweep: Any, entries: list[Any] | None = None) -> N
     table = Table(box=None, pad_edge=False)
     metric = sweep.spec.metric
     columns = ["RANK", "TRIAL", *[k.upper() for k in keys], metric_word(metric).upper(), "EPOCHS"]
+    population = sweep.spec.search == "pbt"
+    columns += ["FROM"] if population else []  # whose checkpoint a PBT trial started from
     columns += ["STATUS", "TIME", "COST", "TO TARGET", "COST TO TARGET"]
     for col in columns:
         table.add_column(col)
@@ -480,6 +496,7 @@ def _print_board(ledger: Any, sweep: Any, entries: list[Any] | None = None) -> N
             *[e.trial.params.get(k, "") for k in keys],
             value,
             str(e.epochs),
+            *([_from(e)] if population else []),
             e.status,
             _duration(e.time_s),
             _money(e.cost_usd),
@@ -487,6 +504,39 @@ def _print_board(ledger: Any, sweep: Any, entries: list[Any] | None = None) -> N
             _money(e.cost_to_target_usd),
         )
     out.print(table)
+    if population:
+        _print_lineage(entries)
+
+
+def _from(entry: Any) -> str:
+    if entry.source is None:
+        return "-"
+    return f"{entry.source} (copied)" if entry.lineage.exploited else entry.source
+
+
+def _print_lineage(entries: list[Any]) -> None:
+    """PBT's exploits: which trial went on from a better one's checkpoint, with which values."""
+    copied = sorted((e for e in entries if e.lineage and e.lineage.exploited), key=_trial_index)
+    if not copied:
+        return
+    out.print("population-based training, weights copied:", markup=False)
+    for e in copied:
+        rec = e.lineage
+        changed = [
+            f"{k} {rec.params_before.get(k, '-')} -> {v}"
+            for k, v in rec.params_after.items()
+            if rec.params_before.get(k) != v
+        ]
+        out.print(
+            f"  trial {e.trial.index} (member {rec.member}, generation {rec.generation}) "
+            f"from {e.source}, {rec.checkpoint} (step {rec.step}): "
+            + (", ".join(changed) or "values unchanged"),
+            markup=False,
+        )
+
+
+def _trial_index(entry: Any) -> int:
+    return int(entry.trial.index)
 
 
 @sweep_app.command("leaderboard")  # the same command under the name users look for

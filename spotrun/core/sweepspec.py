@@ -16,8 +16,9 @@ from spotrun.core.config import NAME_PATTERN, CloudName, SpotPolicy, StrictModel
 
 EarlyStop = Literal["asha", "hyperband", "none"]
 # How trials get their values: every grid combination, independent random draws, or Optuna's
-# model-based samplers, asked for one trial at a time as places free up.
-Search = Literal["random", "grid", "tpe", "cmaes", "qmc"]
+# model-based samplers, asked for one trial at a time as places free up; or population-based
+# training (a population trained in segments, the worst continuing from the best's weights).
+Search = Literal["random", "grid", "tpe", "cmaes", "qmc", "pbt"]
 MODEL_SEARCHES: tuple[Search, ...] = ("tpe", "cmaes", "qmc")
 
 
@@ -61,6 +62,9 @@ class SweepSpec(StrictModel):
     early_stop: EarlyStop = "none"
     grace_epochs: int = Field(1, ge=1, description="ASHA/Hyperband: epochs every trial gets")
     reduction_factor: int = Field(3, ge=2, description="ASHA/Hyperband: 1 in this many per rung")
+    pbt_interval: int | None = Field(None, ge=1, description="PBT: epochs of one generation")
+    pbt_perturb: float = Field(1.2, gt=1, allow_inf_nan=False, description="PBT: x or / this")
+    pbt_quantile: float = Field(0.25, gt=0, le=0.5, description="PBT: bottom and top share")
     metric: str = "test_acc"
     mode: Literal["max", "min"] = "max"
     name: str | None = None

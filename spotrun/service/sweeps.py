@@ -32,7 +32,13 @@ from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialStatus
 from spotrun.sweep.planner import SweepPlan, plan_sweep
 from spotrun.sweep.space import check_trials, overrides_of, trial_params, typed_space
-from spotrun.sweep.spec import check_metric, check_search, parse_grid, parse_space
+from spotrun.sweep.spec import (
+    check_metric,
+    check_pbt_options,
+    check_search,
+    parse_grid,
+    parse_space,
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,8 @@ def prepare_sweep(
     search_trials: int | None = None,
     wait_for_capacity_s: float | None = None,
     spot_policy: str | None = None,
+    pbt_interval: int | None = None,
+    pbt_perturb: float = 1.2,
 ) -> PreparedSweep:
     """Check everything a sweep needs, draw its trials and plan where they run; creates
     nothing. Every bad input is a UsageError naming it. `wait_for_capacity_s` and
@@ -88,6 +96,7 @@ def prepare_sweep(
     if early_stop not in ("asha", "hyperband", "none"):
         raise UsageError(f"--pruner must be asha, hyperband or none, got '{early_stop}'")
     search, random = check_search(search, search_trials, random)
+    check_pbt_options(search, pbt_interval, pbt_perturb)
     nodes = (resources or {}).get("nodes")
     check_nodes(settings, nodes)  # the launch's own checks: 1 to aws.max_nodes
     recipe = get_recipe(recipe_name, overrides or [], data_here=False)
@@ -135,7 +144,9 @@ def prepare_sweep(
             wait_for_capacity_s=wait_for_capacity_s,
             spot_policy=policy,
             search=search,
-            trials=search_trials if search in MODEL_SEARCHES else None,
+            trials=search_trials if search in (*MODEL_SEARCHES, "pbt") else None,
+            pbt_interval=pbt_interval,
+            pbt_perturb=pbt_perturb,
         )
     except ValidationError as exc:
         raise UsageError(describe_validation_error(exc)) from exc

@@ -95,6 +95,7 @@ def forget_sweep_rows(ledger: Ledger, sweep_id: str) -> list[str]:
         db.execute(f"DELETE FROM pack_instances WHERE pack_id IN ({packs})", (sweep_id,))
         db.execute("DELETE FROM packs WHERE sweep_id = ?", (sweep_id,))
         db.execute("DELETE FROM sweep_trials WHERE sweep_id = ?", (sweep_id,))
+        db.execute("DELETE FROM pbt_lineage WHERE sweep_id = ?", (sweep_id,))
         for run in runs:
             _delete_run(db, run["id"])
         db.execute("DELETE FROM sweeps WHERE id = ?", (sweep_id,))

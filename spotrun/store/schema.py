@@ -9,7 +9,7 @@ from pathlib import Path
 from spotrun.core.errors import LedgerError
 from spotrun.core.rundir import HOME_VAR
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APP_ID = "spotrun-ledger"
 
 SCHEMA = """
@@ -209,6 +209,26 @@ CREATE TABLE IF NOT EXISTS notify_attempts (
 CREATE INDEX IF NOT EXISTS notify_attempts_by_message ON notify_attempts(message_id);
 """
 
+# v5 (PBT): each population-based trial's start: whose checkpoint (its step and SHA-256) it
+# copied, and its values before and after the explore step.
+PBT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pbt_lineage (
+    sweep_id TEXT NOT NULL REFERENCES sweeps(id),
+    idx INTEGER NOT NULL,
+    member INTEGER NOT NULL,
+    generation INTEGER NOT NULL,
+    parent_idx INTEGER NOT NULL,
+    exploited INTEGER NOT NULL,
+    checkpoint TEXT,
+    step INTEGER,
+    sha256 TEXT,
+    parent_value REAL,
+    params_before_json TEXT NOT NULL,
+    params_after_json TEXT NOT NULL,
+    PRIMARY KEY (sweep_id, idx)
+);
+"""
+
 # Each step takes a ledger of the version before it to its own version; a fresh ledger gets
 # SCHEMA (the latest) directly.
 MIGRATIONS: dict[int, str] = {
@@ -237,6 +257,7 @@ CREATE TABLE IF NOT EXISTS on_demand_prices (
 """,
     3: SWEEP_SCHEMA,
     4: NOTIFY_SCHEMA,
+    5: PBT_SCHEMA,
 }
 
 
@@ -292,6 +313,7 @@ def migrate(db: sqlite3.Connection, where: Path) -> None:
         run_script(db, SCHEMA)
         run_script(db, SWEEP_SCHEMA)
         run_script(db, NOTIFY_SCHEMA)
+        run_script(db, PBT_SCHEMA)
     else:  # an older ledger: step it up, keeping everything it holds
         for step in range(version + 1, SCHEMA_VERSION + 1):
             run_script(db, MIGRATIONS[step])

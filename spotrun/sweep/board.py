@@ -20,7 +20,9 @@ from spotrun.core.rundir import METRICS_FILE
 from spotrun.cost.cost_report import cost_report
 from spotrun.cost.reports import Row
 from spotrun.store.ledger import Ledger, RunRecord
+from spotrun.store.pbt_lineage import LineageRecord, LineageStore
 from spotrun.store.sweeps import SweepRecord, SweepStore, TrialRecord, TrialStatus
+from spotrun.sweep import pbt
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,32 @@ class Entry:
     cost_usd: float | None
     time_to_target_s: float | None
     cost_to_target_usd: float | None
+    lineage: LineageRecord | None = None  # a PBT trial's start: whose checkpoint, which values
+    source_epoch: int | None = None  # the epoch of that checkpoint
+
+    @property
+    def source(self) -> str | None:
+        """Where a PBT trial started: t3@epoch2 (its own member's last trial, or a donor's)."""
+        return None if self.lineage is None else self.lineage.source(self.source_epoch)
+
+    def lineage_record(self) -> dict[str, Any] | None:
+        rec = self.lineage
+        if rec is None:
+            return None
+        return {
+            "from": self.source,
+            "trial": rec.parent_index,
+            "epoch": self.source_epoch,
+            "step": rec.step,
+            "checkpoint": rec.checkpoint,
+            "sha256": rec.sha256,
+            "exploited": rec.exploited,
+            "member": rec.member,
+            "generation": rec.generation,
+            "parent_value": rec.parent_value,
+            "params_before": rec.params_before,
+            "params_after": rec.params_after,
+        }
 
     def to_record(self, metric: str) -> dict[str, Any]:
         return {
@@ -51,6 +79,7 @@ class Entry:
             "time_to_target_s": self.time_to_target_s,
             "cost_to_target_usd": self.cost_to_target_usd,
             "reason": self.trial.reason,
+            "lineage": self.lineage_record(),
         }
 
 
@@ -85,6 +114,7 @@ def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None)
         report = cost_report(ledger, sweep=sweep.id, now=now or time.time())
         costs = {row.run.id: row for row in report.rows if row.run is not None}
     spec = sweep.spec
+    lineage = LineageStore(ledger).of_sweep(sweep.id) if spec.search == "pbt" else {}
     unranked: list[Entry] = []
     for trial in trials:
         run = None if trial.run_id is None else ledger.get_run(trial.run_id)
@@ -106,6 +136,8 @@ def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None)
                 cost_usd=_usd(row.amounts.total) if row is not None and priced else None,
                 time_to_target_s=None if reach is None else round(reach.wall_s, 1),
                 cost_to_target_usd=None if reach is None else _usd(reach.usd),
+                lineage=lineage.get(trial.index),
+                source_epoch=_source_epoch(sweep, lineage.get(trial.index)),
             )
         )
     sign = -1.0 if spec.mode == "max" else 1.0
@@ -115,6 +147,13 @@ def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None)
     )
     ranked = [_with_rank(e, i + 1) for i, e in enumerate(scored)]
     return ranked + [e for e in unranked if e.best is None]
+
+
+def _source_epoch(sweep: SweepRecord, rec: LineageRecord | None) -> int | None:
+    """The epoch a PBT trial's starting checkpoint was written at: its parent's last."""
+    if rec is None or rec.checkpoint is None:
+        return None
+    return pbt.segment_epochs(sweep.spec, rec.generation - 1)
 
 
 def _with_rank(entry: Entry, rank: int) -> Entry:
@@ -159,9 +198,13 @@ def flat_records(entries: list[Entry], metric: str) -> list[dict[str, Any]]:
     for e in entries:
         keys += [k for k in e.trial.params if k not in keys]
     rows = []
+    pbt_sweep = any(e.lineage is not None for e in entries)
     for e in entries:
         rec = e.to_record(metric)
         params = rec.pop("params")
+        del rec["lineage"]
+        if pbt_sweep:  # a population's trials: where each started, as `status` shows it
+            rec["from"] = e.source
         rows.append(
             {
                 **{k: rec[k] for k in ("rank", "trial", "run", "status", metric)},
@@ -204,8 +247,9 @@ def write_plot(path: Path, sweep: SweepRecord, entries: list[Entry]) -> int:
             label=status,
             s=36,
         )
-    for e in points[:10]:  # label the best ten with their hyperparameters
+    for e in points[:10]:  # label the best ten with their hyperparameters (and PBT's source)
         label = ", ".join(f"{k}={v}" for k, v in e.trial.params.items())
+        label += "" if e.source is None else f" from {e.source}"
         ax.annotate(
             label,
             (float(e.cost_usd or 0.0), float(e.best or 0.0)),

@@ -13,6 +13,7 @@ from spotrun.core.sweepspec import MODEL_SEARCHES, Range, SweepSpec
 from spotrun.recipes import get_recipe
 from spotrun.recipes.base import Recipe
 from spotrun.recipes.overrides import _annotation_at
+from spotrun.sweep.pbt import check_pbt
 
 MAX_TRIALS = 1000  # a bigger grid is almost surely a typo; say so before recording anything
 
@@ -47,6 +48,11 @@ def trial_params(spec: SweepSpec) -> list[dict[str, str]]:
     until the sampler proposes their values at launch (spotrun.sweep.search)."""
     if spec.search in MODEL_SEARCHES:
         return _model_trials(spec)
+    if spec.search == "pbt":  # the first generation drawn; the later ones filled as they come
+        generations = check_pbt(spec)
+        population = spec.trials or 0
+        first = _draw(spec.model_copy(update={"random": population}))
+        return first + [{} for _ in range(population * (generations - 1))]
     if spec.search == "grid" and (spec.random is not None or spec.space):
         raise UsageError("--search grid tries every --grid combination; drop --random and --space")
     if spec.search == "random" and spec.random is None:

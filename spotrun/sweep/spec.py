@@ -83,7 +83,7 @@ def check_metric(metric: str, mode: str | None) -> Literal["max", "min"]:
     return "max" if mode == "max" else "min"
 
 
-SEARCHES = ("random", "grid", "tpe", "cmaes", "qmc")
+SEARCHES = ("random", "grid", "tpe", "cmaes", "qmc", "pbt")
 
 
 def check_search(
@@ -101,10 +101,22 @@ def check_search(
     if trials is not None and search in (None, "grid"):
         raise UsageError(
             "--trials counts the trials a search draws; a grid tries every --grid combination",
-            hint="give --search random|tpe|cmaes|qmc with it",
+            hint="give --search random|tpe|cmaes|qmc|pbt with it",
         )
     if search == "random" and trials is not None:
         if random is not None and random != trials:
             raise UsageError(f"--random {random} and --trials {trials} disagree; give one")
         return search, trials
     return search, random
+
+
+def check_pbt_options(search: str | None, interval: int | None, perturb: float) -> None:
+    """--pbt-interval and --pbt-perturb belong to --search pbt, and make sense."""
+    if search != "pbt":
+        if interval is not None or perturb != 1.2:
+            raise UsageError("--pbt-interval and --pbt-perturb are for --search pbt")
+        return
+    if interval is not None and interval < 1:
+        raise UsageError(f"--pbt-interval must be at least 1 epoch, got {interval}")
+    if not (math.isfinite(perturb) and perturb > 1):
+        raise UsageError(f"--pbt-perturb must be a factor above 1 (e.g. 1.2), got {perturb}")

@@ -10,26 +10,22 @@ adopts the trials that are still live.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
-import sys
 import threading
 import time
 from dataclasses import replace
 from fractions import Fraction
-from pathlib import Path
-from typing import IO, Literal
+from typing import Literal
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
 from spotrun.control.controller import RunController
-from spotrun.drive.driver_process import end_on_term_or_hangup, log_to_stdout
-from spotrun.core.locks import try_lock as _try_lock
-from spotrun.core.config import LaunchSpec, Resources, Settings, load_settings
+from spotrun.core.config import LaunchSpec, Resources, Settings
 from spotrun.core.durations import show_duration
 from spotrun.core.errors import SpotrunError, StateError
+from spotrun.core.locks import try_lock as _try_lock
 from spotrun.core.metrics_file import MetricsTail, read_all
 from spotrun.core.money import show_usd, show_usd_per_hour
 from spotrun.core.rundir import METRICS_FILE, SUPERVISOR_LOCK_FILE, SWEEP_STUDY_FILE
@@ -37,7 +33,6 @@ from spotrun.core.sweepspec import MODEL_SEARCHES
 from spotrun.core.waiting import Backoff, wait_until
 from spotrun.cost import budget
 from spotrun.launch.plan import with_on_demand
-from spotrun.notify.outbox import deliver_once
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus
@@ -430,34 +425,3 @@ def _outcome(trial: TrialRecord, run: RunRecord) -> Literal["complete", "pruned"
     if run.state.value == "succeeded":
         return "complete"
     return "failed"
-
-
-# --------------------------------------------------------------------- main
-def main(argv: list[str]) -> int:
-    sweep_id = argv[0]
-    log_to_stdout()
-    settings = load_settings()
-    ledger = Ledger(settings)
-    store = SweepStore(ledger)
-    sweep = store.get(sweep_id)
-    lock: IO[str] | None = _try_lock(Path(sweep.sweep_dir) / SUPERVISOR_LOCK_FILE, wait_s=3.0)
-    if lock is None:
-        logging.info("another supervisor holds sweep %s; leaving it to that one", sweep_id)
-        return 0
-    end_on_term_or_hangup()
-    store.set_supervisor(sweep_id, os.getpid())
-    try:
-        final = SweepSupervisor(settings, sweep_id).drive()
-    except SpotrunError as exc:
-        logging.error("sweep %s failed: %s", sweep_id, exc.user_message())
-        with contextlib.suppress(StateError):  # it had ended meanwhile
-            store.end(sweep_id, SweepState.FAILED, exc.user_message())
-        return 1
-    logging.info("sweep %s ended: %s %s", sweep_id, final.state, final.message or "")
-    lock.close()
-    deliver_once(ledger)  # one try; what fails waits for the home's controller to retry it
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
