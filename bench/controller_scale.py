@@ -32,13 +32,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from spotlab import Lab  # noqa: E402
+from spotrun.drive.driver_process import is_driver  # noqa: E402
 
 # A metrics line every second, with the instance's time in it.
 JOB = (
     'i=0; while true; do i=$((i+1)); echo "{\\"step\\": $i, \\"written_at\\": $(date +%s.%N)}" '
     '>> "$SPOTRUN_RUN_DIR/metrics.jsonl"; sleep 1; done'
 )
-CONTROLLER_SIDE = ("spotrun.drive.run_supervisor", "spotrun.drive.home_controller")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -58,8 +58,8 @@ def controller_pids(home: Path) -> list[int]:
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            if not any(m in cmdline for m in CONTROLLER_SIDE):
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            if not is_driver(argv):
                 continue
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:

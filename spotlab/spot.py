@@ -25,7 +25,8 @@ from typing import Any
 from spotlab import Lab
 from spotlab.harness import REPO, Env, wait_for
 from spotrun.core.config import load_settings
-from spotrun.drive.supervisor import is_supervised, process_running
+from spotrun.core.locks import process_running
+from spotrun.drive.supervisor import is_supervised
 from spotrun.store.ledger import Ledger
 
 EPOCHS = 8

@@ -5,7 +5,7 @@ live and no controller: spotrun.drive.home) takes SPOTRUN_HOME/controller.lock, 
 second (at once when a command wakes it with SIGUSR1) looks at the ledger: each live sweep gets
 a thread running its SweepSupervisor (which drives its trials in threads of its own), and each
 other live run a thread running its RunController, with the run's own lock held, exactly as a
-per-run supervisor process did. The state machine, recovery, sync, budget and sweep logic are
+per-run supervisor does. The state machine, recovery, sync, budget and sweep logic are
 the same code; only the process is shared. A thread that ends with a run still live (a bug, a
 crash of its controller) is started again after RESTART_S.
 
@@ -16,8 +16,8 @@ never waits on another: each has its own thread, and every remote call is bounde
 LINGER_S (a launch may be on its way) it exits; it stays while notifications wait to be sent
 (spotrun.notify.outbox, a thread of this process).
 
-It lives in the sweep layer because it drives sweeps as well as runs (control never imports
-sweep code).
+With `controller = "per-run"` the same threads' code drives one run or one sweep in a process
+of its own (spotrun.drive.run_supervisor): one code path drives runs either way.
 """
 
 from __future__ import annotations
@@ -54,12 +54,17 @@ RESTART_S = 10.0  # a thread that ended with its run still live is started again
 
 
 class RunThread(threading.Thread):
-    """Drives one run to its end, holding the run's lock (so nothing else drives it)."""
+    """Drives one run to its end, holding the run's lock (so nothing else drives it). A run's
+    own supervisor calls `run()` in its main thread, waiting `lock_wait_s` for a predecessor
+    that is letting go."""
 
-    def __init__(self, settings: Settings, run_id: str, home: HomeController) -> None:
+    def __init__(
+        self, settings: Settings, run_id: str, home: HomeController, lock_wait_s: float = 0.0
+    ) -> None:
         super().__init__(name=f"run-{run_id}", daemon=True)
         self.settings = settings
         self.run_id = run_id
+        self.lock_wait_s = lock_wait_s
         self.home = home  # told when this machine could not write for too long
         self.inherited = home.write_fault  # the fault the controller before this one gave way to
 
@@ -73,8 +78,9 @@ class RunThread(threading.Thread):
             run = ledger.get_run(self.run_id)
             # a run recorded before its folder (an older spotrun) is driven, not retried forever
             run.run_dir.mkdir(parents=True, exist_ok=True)
-            lock = try_lock(run.run_dir / SUPERVISOR_LOCK_FILE)
+            lock = try_lock(run.run_dir / SUPERVISOR_LOCK_FILE, wait_s=self.lock_wait_s)
             if lock is None:  # another process drives it (a per-run supervisor, `stop`)
+                log.info("another process drives run %s; leaving it to that one", self.run_id)
                 return
             try:
                 unnamed = _name_driver(ledger, self.run_id)
@@ -110,20 +116,23 @@ def _name_driver(ledger: Ledger, run_id: str) -> tuple[float, str]:
 
 
 class SweepThread(threading.Thread):
-    """Drives one sweep (its trials in threads of their own), holding the sweep's lock."""
+    """Drives one sweep (its trials in threads of their own), holding the sweep's lock; a
+    sweep's own supervisor calls `run()` in its main thread, as RunThread's."""
 
-    def __init__(self, settings: Settings, sweep_id: str) -> None:
+    def __init__(self, settings: Settings, sweep_id: str, lock_wait_s: float = 0.0) -> None:
         super().__init__(name=f"sweep-{sweep_id}", daemon=True)
         self.settings = settings
         self.sweep_id = sweep_id
+        self.lock_wait_s = lock_wait_s
 
     def run(self) -> None:
         ledger = Ledger(self.settings)
         store = SweepStore(ledger)
         try:
             sweep = store.get(self.sweep_id)
-            lock = try_lock(sweep.sweep_dir / SUPERVISOR_LOCK_FILE)
+            lock = try_lock(sweep.sweep_dir / SUPERVISOR_LOCK_FILE, wait_s=self.lock_wait_s)
             if lock is None:
+                log.info("another process drives sweep %s; leaving it to that one", self.sweep_id)
                 return
             try:
                 store.set_supervisor(self.sweep_id, os.getpid())

@@ -1,7 +1,8 @@
 """Starting a sweep's supervisor process, and restarting the ones that died.
 
-Apart from spotrun.sweep.supervisor (the process itself, which imports the cloud, recipes and
-run control), so that every spotrun command can check its sweeps cheaply on the way in.
+Apart from the process itself (spotrun.drive.run_supervisor `--sweep`, which imports the cloud,
+recipes and run control), so that every spotrun command can check its sweeps cheaply on the way
+in.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+from spotrun.core.locks import lock_is_held
 from spotrun.core.rundir import HOME_VAR, SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
 from spotrun.drive.home import ensure_controller
-from spotrun.drive.supervisor import lock_is_held
+from spotrun.drive.supervisor import MODULE, SWEEP
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepStore
 
@@ -32,7 +34,7 @@ def spawn(settings: Settings, sweep: SweepRecord) -> int:
     sweep.sweep_dir.mkdir(parents=True, exist_ok=True)
     log_fh = open(sweep.sweep_dir / SUPERVISOR_LOG_FILE, "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "spotrun.sweep.supervisor", sweep.id],
+        [sys.executable, "-m", MODULE, SWEEP, sweep.id],
         stdin=subprocess.DEVNULL,
         stdout=log_fh,
         stderr=subprocess.STDOUT,

@@ -1,10 +1,13 @@
-"""`python -m spotrun.drive.run_supervisor RUN_ID`: the detached supervisor of one run.
+"""`python -m spotrun.drive.run_supervisor RUN_ID`: the detached supervisor of one run
+(`controller = "per-run"`), which is the home's controller limited to that one run.
 
-Started by spotrun.drive.supervisor (`controller = "per-run"`; `--prewarm CLOUD` first
-imports and connects what driving a run needs, then reads the run id on stdin). It takes the
-run's lock, then drives the run with a RunController to its end. It lives in the sweep layer
-because it resolves the run's provider: a packed sweep trial's is its share of the pack's
-instance (spotrun.sweep.packs.run_provider), and control never imports sweep code.
+Started by spotrun.drive.supervisor. It drives the run with the home controller's own RunThread,
+in this process's main thread: the run's lock, its driver's name in the ledger, its
+RunController and giving way on a write fault are that one code path. `--prewarm CLOUD` first
+imports and connects what driving a run needs, then reads the run id on stdin;
+`--sweep SWEEP_ID` drives one sweep the same way (started by spotrun.drive.revive);
+`--after-write-fault SINCE FAULT RUN_ID` is the fresh supervisor of a run whose supervisor gave
+way to a write fault, told of it so that it records it in the run.
 """
 
 from __future__ import annotations
@@ -15,15 +18,17 @@ import sys
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.capabilities import Warms
-from spotrun.control.controller import RunController
 from spotrun.core.config import load_settings
-from spotrun.core.errors import LedgerWriteError, SpotrunError
-from spotrun.core.rundir import SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
+from spotrun.core.errors import SpotrunError
+from spotrun.core.rundir import SUPERVISOR_LOG_FILE
 from spotrun.drive.driver_process import end_on_term_or_hangup, log_to_stdout
-from spotrun.drive.supervisor import spawn, try_lock
+from spotrun.drive.home import AFTER_WRITE_FAULT
+from spotrun.drive.home_controller import HomeController, RunThread, SweepThread
+from spotrun.drive.supervisor import PREWARM, SWEEP, spawn
 from spotrun.notify.outbox import deliver_once
 from spotrun.store.ledger import Ledger
-from spotrun.sweep.packs import run_provider
+
+LOCK_WAIT_S = 3.0  # a predecessor that gave way may still be letting go of the lock
 
 
 def _await_run(cloud: str) -> str | None:
@@ -46,39 +51,33 @@ def _await_run(cloud: str) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--prewarm"]:
+    if argv[:1] == [PREWARM]:
         awaited = _await_run(argv[1])
         if awaited is None:
             return 0
         argv = [awaited]
-    run_id = argv[0]
     log_to_stdout()
     settings = load_settings()
-    ledger = Ledger(settings)
-    run = ledger.get_run(run_id)
-    lock = try_lock(run.run_dir / SUPERVISOR_LOCK_FILE, wait_s=3.0)
-    if lock is None:
-        logging.info("another supervisor holds run %s; leaving it to that one", run_id)
-        return 0
     end_on_term_or_hangup()  # the supervisor only: the run goes on
-    try:  # only a name (the lock is the proof): a ledger not writable now is waited out below
-        ledger.set_supervisor(run_id, os.getpid())
-    except LedgerWriteError as exc:
-        logging.warning("run %s: not named its supervisor: %s", run_id, exc.message)
-    logging.info("supervising run %s (pid %d) from state %s", run_id, os.getpid(), run.state)
-    try:
-        final = RunController(ledger, run_id, provider=run_provider(ledger, run)).drive()
-    except LedgerWriteError as exc:  # waited out past its bound: the run and its instances go on
-        logging.error("run %s: the supervisor gives way: %s", run_id, exc.user_message())
-        lock.close()
+    if argv[:1] == [SWEEP]:
+        SweepThread(settings, argv[1], lock_wait_s=LOCK_WAIT_S).run()
+        deliver_once(Ledger(settings))  # one try; what fails waits for the home's controller
+        return 0
+    told = (float(argv[1]), argv[2]) if argv[:1] == [AFTER_WRITE_FAULT] else (0.0, "")
+    run_id = argv[-1]
+    controller = HomeController(settings, write_fault=told)
+    RunThread(settings, run_id, controller, lock_wait_s=LOCK_WAIT_S).run()
+    gave_way = controller.gave_way_to
+    if gave_way is not None:  # the run and its instances go on: a fresh supervisor takes over
         try:
-            logging.info("a fresh supervisor takes over (pid %d)", spawn(settings, run))
-        except OSError as again:  # the home cannot be written: the next command starts one
-            logging.error("no fresh supervisor started (%s)", again)
+            run = controller.ledger.get_run(run_id)
+            pid = spawn(settings, run, (gave_way.began_at, gave_way.fault))
+        except (OSError, SpotrunError) as exc:  # the next command starts one
+            logging.error("no fresh supervisor started (%s)", exc)
+            return 1
+        logging.info("a fresh supervisor takes over (pid %d)", pid)
         return 1
-    logging.info("run %s ended: %s %s", run_id, final.state, final.message or "")
-    lock.close()
-    deliver_once(ledger)  # one try; what fails waits for the home's controller to retry it
+    deliver_once(controller.ledger)  # one try; what fails waits for the home's controller
     return 0
 
 

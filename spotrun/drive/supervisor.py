@@ -1,7 +1,8 @@
 """The run supervisor seen from outside: its lock, starting it (`controller = "per-run"`).
 
-The supervisor is a detached process per run that drives it to the end (its entry is
-spotrun.drive.run_supervisor; this module stays light, for `spotrun ls` to check on runs).
+The supervisor is a detached process per run that drives it to the end: the home's controller
+limited to that run (spotrun.drive.run_supervisor; this module stays light, for `spotrun ls` to
+check on runs).
 
 (With `controller = "one"`, the default, one process drives every run and sweep of the home
 instead: spotrun.drive.home. `spawn` and `ensure_supervised` then start that one; a run's
@@ -21,37 +22,34 @@ import sys
 from typing import TYPE_CHECKING
 
 from spotrun.core.errors import LedgerWriteError
-from spotrun.core.locks import lock_is_held, process_running, try_lock
+from spotrun.core.locks import lock_is_held, process_running
 from spotrun.core.rundir import HOME_VAR, SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
-from spotrun.drive.home import ensure_controller, running_pid
+from spotrun.drive.home import AFTER_WRITE_FAULT, ensure_controller, running_pid
 from spotrun.store.ledger import Ledger, RunRecord
 
 if TYPE_CHECKING:
     from spotrun.core.config import Settings
 
-# The supervisor process: it lives in the sweep layer, which resolves a run's provider (a
-# packed sweep trial's is its share of the pack's instance; control never imports sweep code).
 MODULE = "spotrun.drive.run_supervisor"
-
-
-# the sweep supervisor and spotlab take the lock helpers from here
-__all__ = ["try_lock", "is_supervised", "lock_is_held", "process_running", "spawn"]
+PREWARM = "--prewarm"  # `MODULE --prewarm CLOUD`: warm up first, then read the run id on stdin
+SWEEP = "--sweep"  # `MODULE --sweep SWEEP_ID`: a sweep's supervisor (spotrun.drive.revive)
 
 
 def is_supervised(run: RunRecord) -> bool:
     return lock_is_held(run.run_dir / SUPERVISOR_LOCK_FILE, run.supervisor_pid)
 
 
-def spawn(settings: Settings, run: RunRecord) -> int:
-    """Start a detached supervisor for `run` (or make sure the home's one controller runs);
-    returns its pid."""
+def spawn(settings: Settings, run: RunRecord, write_fault: tuple[float, str] | None = None) -> int:
+    """Start a detached supervisor for `run` (or make sure the home's one controller runs),
+    told of a write fault its predecessor gave way to (since when, what); returns its pid."""
     if settings.controller == "one":
         return ensure_controller(settings)[0]
+    told = [AFTER_WRITE_FAULT, repr(write_fault[0]), write_fault[1]] if write_fault else []
     run.run_dir.mkdir(parents=True, exist_ok=True)
     log_fh = open(run.run_dir / SUPERVISOR_LOG_FILE, "ab")
     env = {**os.environ, HOME_VAR: str(settings.home)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", MODULE, run.id],
+        [sys.executable, "-m", MODULE, *told, run.id],
         stdin=subprocess.DEVNULL,
         stdout=log_fh,
         stderr=subprocess.STDOUT,
@@ -79,7 +77,7 @@ class Prewarmed:
             return
         env = {**os.environ, HOME_VAR: str(settings.home)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", MODULE, "--prewarm", cloud],
+            [sys.executable, "-m", MODULE, PREWARM, cloud],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -166,7 +166,7 @@ def test_a_killed_supervisors_lock_counts_as_free_at_once(tmp_path: Path) -> Non
     import subprocess
     import sys
 
-    from spotrun.drive.supervisor import lock_is_held, process_running
+    from spotrun.core.locks import lock_is_held, process_running
 
     lock = tmp_path / "supervisor.lock"
     for _ in range(3):
