@@ -34,6 +34,14 @@ from spotrun.train.checkpoint import Checkpointer, LoadedCheckpoint, rng_state, 
 from spotrun.train.data import BatchSource, TrainingBatches
 from spotrun.train.distributed import Cluster
 from spotrun.train.events import Event
+from spotrun.train.fsdp import (
+    fsdp_of,
+    full_model_state,
+    full_optimizer_state,
+    gradient_sync,
+    load_full_model_state,
+    load_full_optimizer_state,
+)
 from spotrun.train.state import State
 from spotrun.train.wrapping import ddp_of, unwrap_model
 
@@ -91,7 +99,8 @@ class Trainer:
         self.resumed_from: Path | None = None
         self._saved_step: int | None = None
         self._event(Event.INIT)
-        if self.cluster.distributed:
+        # A model the fsdp method sharded at INIT exchanges its own gradients: no DDP around it.
+        if self.cluster.distributed and fsdp_of(self.state.model) is None:
             self.state.model = self._wrap_ddp(self.state.model)
 
     def _wrap_ddp(self, model: nn.Module) -> nn.Module:
@@ -199,7 +208,9 @@ class Trainer:
         (s.loss if weight == 1.0 else s.loss * weight).backward()
 
     def _gradient_sync(self, *, last: bool) -> AbstractContextManager[object]:
-        """DDP's gradient all-reduce only on a step's last micro-batch (no_sync before it)."""
+        """DDP's gradient all-reduce (FSDP's reduce-scatter) only on a step's last micro-batch."""
+        if fsdp_of(self.state.model) is not None:
+            return gradient_sync(self.state.model, enabled=last)
         ddp = ddp_of(self.state.model)
         if ddp is None or last:
             return nullcontext()
@@ -242,7 +253,12 @@ class Trainer:
         # correct, seen, loss sum, then the train loss sum and count of this epoch
         sums = torch.zeros(5, dtype=torch.float64, device=s.device)
         if self.eval_data is not None:
+            # Under FSDP every forward pass gathers weights from all ranks, so a rank with
+            # fewer evaluation batches repeats its last forward (unscored) until all are done.
+            sharded = fsdp_of(model) is not None
+            missing = max(self.cluster.gather(len(self.eval_data))) if sharded else 0
             for inputs, targets in self.eval_data.batches(0):
+                missing -= 1
                 s.eval_inputs = inputs.to(s.device, non_blocking=True)
                 self._event(Event.EVAL_BEFORE_FORWARD)
                 s.eval_outputs = model(s.eval_inputs)
@@ -252,6 +268,8 @@ class Trainer:
                 sums[0] += (logits.argmax(dim=1) == targets).sum()
                 sums[1] += len(targets)
                 sums[2] += F.cross_entropy(logits, targets, reduction="sum")
+            for _ in range(missing if s.eval_inputs is not None else 0):
+                model(s.eval_inputs)
         sums[3] += s.epoch_loss_sum
         sums[4] += s.epoch_loss_count
         correct, seen, loss_sum, train_sum, train_count = self.cluster.sum(sums).tolist()
@@ -289,13 +307,17 @@ class Trainer:
             }
         )
         self._saved_step = s.step
+        # Under FSDP every rank helps gather each tensor whole, so the checkpoint is the one a
+        # run without FSDP writes and resumes on any number of processes.
+        model_state = full_model_state(unwrap_model(s.model))
+        optimizer_state = full_optimizer_state(s.optimizer)
         if not s.is_main:
             return None
         payload = {
             "config": self.config,
             "world_size": s.world_size,
-            "model": unwrap_model(s.model).state_dict(),
-            "optimizer": s.optimizer.state_dict(),
+            "model": model_state,
+            "optimizer": optimizer_state,
             "algorithms": self.engine.state_dict(),
             "trace": self.engine.trace_state(),
             "position": s.position(),
@@ -341,14 +363,14 @@ class Trainer:
         p = loaded.payload
         self._check_compatible(p, loaded.path)
         try:
-            unwrap_model(s.model).load_state_dict(p["model"])
+            load_full_model_state(unwrap_model(s.model), p["model"])
         except RuntimeError as exc:
             raise TrainingError(
                 f"checkpoint {loaded.path} holds a model of another shape: {_first_problem(exc)}",
                 hint="use the recipe and methods it was written with, or a fresh --run-dir",
             ) from exc
         try:
-            s.optimizer.load_state_dict(p["optimizer"])
+            load_full_optimizer_state(s.optimizer, p["optimizer"])
         except ValueError as exc:
             raise TrainingError(
                 f"checkpoint {loaded.path} holds optimizer state for other parameters ({exc})",
