@@ -142,6 +142,11 @@ class Recipe(StrictModel):
     eval_every_epochs: int = Field(1, ge=1)
     checkpoint_every_steps: int | None = Field(None, ge=1, description="also at every epoch end")
     threads: int | None = Field(None, ge=1, description="torch CPU threads; None = torch default")
+    fsdp: Literal["off", "on", "auto"] = Field(
+        "off",
+        description="shard weights, gradients and optimizer state over the processes (torch "
+        "FSDP, spotrun.train.fsdp); auto: where they would fill over half of one device",
+    )
 
     methods: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="speed-up method name -> its options"

@@ -41,6 +41,7 @@ from spotrun.train.device import (
 )
 from spotrun.train.device_record import read_record, write_record
 from spotrun.train.distributed import LaunchEnv, init_process_group, leave_process_group
+from spotrun.train.fsdp import FullyShard, choose_fsdp
 from spotrun.train.methods import build_methods
 from spotrun.train.methods.auto import ResolvedMethods, precision_asked, resolve_methods
 from spotrun.train.models import build_model
@@ -135,6 +136,14 @@ def build_trainer_on_device(
         algorithms.append(TextMetrics(test.tokens_per_char))
     model = build_model(recipe.model, recipe.num_classes, **recipe.model_options).to(device)
     optimizer = make_optimizer(model, recipe)
+    sharding = choose_fsdp(
+        recipe.fsdp, model, optimizer, device,
+        world_size=launch.world_size, processes_here=launch.processes_here,
+    )  # fmt: skip
+    if sharding.on:
+        algorithms.append(FullyShard())  # last: it shards what the methods' surgery made
+    if launch.rank == 0 and recipe.fsdp != "off":
+        print(sharding.reason, flush=True)
     settings = recipe.model_dump(mode="json")
     config = {"recipe": recipe.name, "resolved": settings}
     trainer = Trainer(

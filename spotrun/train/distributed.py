@@ -26,6 +26,7 @@ class LaunchEnv:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    local_world_size: int = 0  # processes on this machine; 0: all of world_size
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> LaunchEnv:
@@ -34,18 +35,24 @@ class LaunchEnv:
             rank = int(env.get("RANK", "0"))
             world = int(env.get("WORLD_SIZE", "1"))
             local = int(env.get("LOCAL_RANK", str(rank)))
+            local_world = int(env.get("LOCAL_WORLD_SIZE", "0"))
         except ValueError as exc:
             raise UsageError(
-                f"RANK, WORLD_SIZE and LOCAL_RANK must be integers ({exc})",
+                f"RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE must be integers ({exc})",
                 hint="start multi-process training with torchrun",
             ) from exc
         if world < 1 or not 0 <= rank < world:
             raise UsageError(f"RANK={rank} does not fit WORLD_SIZE={world}")
-        return cls(rank, world, local)
+        return cls(rank, world, local, local_world)
 
     @property
     def distributed(self) -> bool:
         return self.world_size > 1
+
+    @property
+    def processes_here(self) -> int:
+        """This machine's processes of the job (they share its memory on the CPU)."""
+        return self.local_world_size or self.world_size
 
     def device(self) -> torch.device:
         if torch.cuda.is_available():

@@ -89,6 +89,24 @@ def decide_fsdp(
     return FsdpChoice(False, f"fsdp auto: off, the state fits one device ({sizes})")
 
 
+def choose_fsdp(
+    setting: FsdpSetting,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+    *,
+    world_size: int,
+    processes_here: int,
+) -> FsdpChoice:
+    """`decide_fsdp` for this model, optimizer and device."""
+    if setting == "off":
+        return FsdpChoice(False, "fsdp off")
+    state_bytes = training_state_bytes(model, optimizer)
+    return decide_fsdp(
+        setting, state_bytes, device_memory_bytes(device, processes_here), world_size
+    )
+
+
 def fsdp_of(model: nn.Module) -> FSDPModule | None:
     """The FSDP root of the model (also inside torch.compile's wrapper), if sharded."""
     inner = getattr(model, "_orig_mod", model)

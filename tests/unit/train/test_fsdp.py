@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import random
 import shutil
 import socket
 from dataclasses import dataclass
@@ -24,8 +25,12 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from spotrun.recipes import get_recipe
+from spotrun.recipes.base import Recipe
+from spotrun.train.build import build_trainer_on_device
 from spotrun.train.checkpoint import Checkpointer
 from spotrun.train.data.memory import TensorBatches
+from spotrun.train.distributed import LaunchEnv
 from spotrun.train.fsdp import FullyShard, decide_fsdp, fsdp_of
 from spotrun.train.trainer import Trainer
 
@@ -77,8 +82,26 @@ def make_trainer(run_dir: Path, rank: int = 0, world: int = 1) -> Trainer:
     )
 
 
-def _fit_and_report(run_dir: Path, rank: int) -> None:
-    trainer = make_trainer(run_dir, rank, WORLD)
+def tiny_gpt(text: Path) -> Recipe:
+    """A character GPT of two blocks, no dropout, `fsdp=on`: the recipe setting's path."""
+    return get_recipe(
+        "shakespeare-baseline",
+        [
+            f"data={text}",
+            'model_options={"block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32, '
+            '"dropout": 0.0}',
+            "text.block_size=16", "text.steps_per_epoch=4", "text.eval_tokens=1024",
+            "batch_size=8", "device_batch=4", "eval_batch_size=8", "epochs=1", "threads=1",
+            "optimizer=adamw", "methods={}", "fsdp=on",
+        ],
+    )  # fmt: skip
+
+
+def _fit_and_report(run_dir: Path, rank: int, gpt: Recipe | None = None) -> None:
+    if gpt is None:
+        trainer = make_trainer(run_dir, rank, WORLD)
+    else:
+        trainer, _ = build_trainer_on_device(gpt, run_dir, LaunchEnv(rank, WORLD, rank))
     root = fsdp_of(trainer.state.model)
     assert root is not None, "the model was not sharded"
     params = list(trainer.state.model.parameters())
@@ -90,7 +113,7 @@ def _fit_and_report(run_dir: Path, rank: int) -> None:
     )
 
 
-def _worker(rank: int, port: int, scratch: Path, moved_up: Path) -> None:
+def _worker(rank: int, port: int, scratch: Path, moved_up: Path, gpt: Path) -> None:
     torch.set_num_threads(1)
     # A collective one rank never joins fails after the timeout instead of hanging the suite.
     address = f"tcp://127.0.0.1:{port}"
@@ -101,6 +124,7 @@ def _worker(rank: int, port: int, scratch: Path, moved_up: Path) -> None:
     try:
         _fit_and_report(scratch, rank)
         _fit_and_report(moved_up, rank)  # a 1-process checkpoint goes on under FSDP
+        _fit_and_report(gpt, rank, tiny_gpt(gpt.parent / "text.txt"))
     finally:
         dist.destroy_process_group()
 
@@ -112,6 +136,8 @@ class Runs:
     up: Path  # 1 process for an epoch, then 2 under FSDP
     down: Path  # 2 under FSDP for an epoch, then 1
     down_metrics: dict[str, float]
+    gpt_one: Path  # the tiny GPT recipe with fsdp=on on 1 process: nothing to shard
+    gpt_fsdp: Path  # the same on 2, sharded
 
 
 def final_weights(run: Path) -> dict[str, Any]:
@@ -129,14 +155,21 @@ def first_epoch_checkpoint(source: Path, target: Path) -> None:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     base = tmp_path_factory.mktemp("fsdp")
     one, fsdp, up, down = (base / name for name in ("one", "fsdp", "up", "down"))
+    gpt_one, gpt_fsdp = base / "gpt_one", base / "gpt_fsdp"
+    words = random.Random(0)
+    text = " ".join("".join(words.choice("etaoinshrd") for _ in range(5)) for _ in range(3000))
+    (base / "text.txt").write_text(text)
     torch.set_num_threads(1)
     make_trainer(one).fit()
+    build_trainer_on_device(tiny_gpt(base / "text.txt"), gpt_one)[0].fit()
     first_epoch_checkpoint(one, up)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     spawn = multiprocessing.get_context("spawn")
-    workers = [spawn.Process(target=_worker, args=(r, port, fsdp, up)) for r in range(WORLD)]
+    workers = [
+        spawn.Process(target=_worker, args=(r, port, fsdp, up, gpt_fsdp)) for r in range(WORLD)
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -146,7 +179,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     moved = make_trainer(down)
     moved.fit()
     assert moved.resumed_from is not None
-    return Runs(one, fsdp, up, down, moved.state.metrics)
+    return Runs(one, fsdp, up, down, moved.state.metrics, gpt_one, gpt_fsdp)
 
 
 def assert_close_weights(got: dict[str, Any], expected: dict[str, Any]) -> None:
@@ -198,3 +231,12 @@ def test_fsdp_switches_on_by_setting_size_and_process_count(
 ) -> None:
     choice = decide_fsdp(setting, state_gib << 30, 40 << 30, world)
     assert choice.on is on, choice.reason
+
+
+def test_recipe_setting_fsdp_on_shards_a_gpt_and_trains_what_one_process_trains(
+    runs: Runs,
+) -> None:
+    assert rank_report(runs.gpt_fsdp, 0)["local_numel"] < sum(
+        v.numel() for v in final_weights(runs.gpt_one).values()
+    )
+    assert_close_weights(final_weights(runs.gpt_fsdp), final_weights(runs.gpt_one))
