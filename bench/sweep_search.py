@@ -1,12 +1,15 @@
-"""Grid, random + ASHA and TPE + Hyperband on the same sweep problem with the same dollar budget.
+"""Grid, random + ASHA, TPE + Hyperband and PBT on the same sweep problem with the same dollar
+budget.
 
     PYTHONPATH=. python bench/sweep_search.py [--seeds 3] [--trials 10] [--epochs 6]
+        [--population 4] [--methods grid,pbt]
 
 The problem: digits-fast (on this machine's CPU, the local cloud) for --epochs epochs, over
 lr 0.01..1 (log), weight decay 1e-5..1e-2 (log), label smoothing 0/0.1/0.2 and width
 16/32/64 (the last two are dict keys of the recipe: listed values, not ranges). The grid is 2 x 2 x 2 x 1 points of that space (lr 0.05/0.5, weight decay 1e-4/3e-3, smoothing
 0/0.15, width 32); random and TPE draw --trials trials, 2 at once, the seed of each sweep's
-sampler and of every trial's training the bench's seed.
+sampler and of every trial's training the bench's seed. PBT trains --population members in 3
+generations of --epochs / 3 epochs (each generation of a member is one trial, one run).
 
 Dollars: the local cloud is free, so each trial's instance-seconds (the cost report's, its
 start-up included) are priced at PRICE_PER_HOUR, c6i.large's on-demand price in spotrun's
@@ -48,6 +51,7 @@ METHODS = {  # name: (prepare_sweep options, what it is)
     "grid": ({}, "every grid point to its end"),
     "random+asha": ({"search": "random", "early_stop": "asha"}, "random draws, ASHA"),
     "tpe+hyperband": ({"search": "tpe", "early_stop": "hyperband"}, "TPE, Hyperband"),
+    "pbt": ({"search": "pbt"}, "population-based training, 3 generations"),
 }
 
 
@@ -60,6 +64,9 @@ def run_sweep(method: str, seed: int, args: argparse.Namespace) -> list[dict[str
 
     options, _what = METHODS[method]
     searched = "search" in options
+    population = method == "pbt"
+    if population:
+        options = {**options, "pbt_interval": max(1, args.epochs // 3)}
     settings = load_settings()
     ledger = api.open_ledger(settings)
     prepared = prepare_sweep(
@@ -67,7 +74,7 @@ def run_sweep(method: str, seed: int, args: argparse.Namespace) -> list[dict[str
         "digits-fast",
         space=SPACE if searched else None,
         grid=CHOICES if searched else GRID,
-        search_trials=args.trials if searched else None,
+        search_trials=(args.population if population else args.trials) if searched else None,
         overrides=[f"epochs={args.epochs}", "threads=1", f"seed={seed}"]
         + ([] if searched else ["model_options.width=32"]),
         max_parallel=2,
@@ -119,7 +126,12 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--trials", type=int, default=10, help="random's and TPE's trials")
     parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--population", type=int, default=4, help="PBT's members")
+    parser.add_argument(
+        "--methods", default=",".join(METHODS), help="which to run (grid always: the budget)"
+    )
     args = parser.parse_args()
+    chosen = ["grid", *(m for m in args.methods.split(",") if m in METHODS and m != "grid")]
     with_malloc_settings()
     home = Path(tempfile.mkdtemp(prefix="spotrun-search-bench-"))
     tmux = Path(tempfile.mkdtemp(prefix="sr-search-", dir="/tmp"))
@@ -127,10 +139,10 @@ def main() -> int:
     os.environ["TMUX_TMPDIR"] = str(tmux)
     os.environ.pop("TMUX", None)
     print(hardware_line(), flush=True)
-    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
+    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in chosen}
     try:
         for seed in range(args.seeds):
-            runs = {m: run_sweep(m, seed, args) for m in METHODS}
+            runs = {m: run_sweep(m, seed, args) for m in chosen}
             budget = sum(t["usd"] for t in runs["grid"])
             for method, trials in runs.items():
                 row = {"seed": seed, "budget": budget, **within_budget(trials, budget)}
@@ -142,6 +154,7 @@ def main() -> int:
     print()
     print(
         f"digits-fast, {args.epochs} epochs, 2 trials at once; random/TPE {args.trials} trials; "
+        f"PBT {args.population} members; "
         f"budget per seed = the grid's spend at ${PRICE_PER_HOUR}/h; target {TARGET}"
     )
     print(

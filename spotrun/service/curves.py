@@ -22,7 +22,9 @@ from spotrun.cost.bills import bill_run
 from spotrun.cost.cost_report import provider_prices
 from spotrun.cost.prices import PriceBook
 from spotrun.store.ledger import Ledger, RunRecord
+from spotrun.store.pbt_lineage import LineageStore
 from spotrun.store.sweeps import SweepStore
+from spotrun.sweep.board import source_epoch
 
 XAxis = Literal["step", "time", "cost"]
 X_AXES: tuple[XAxis, ...] = ("step", "time", "cost")
@@ -118,7 +120,13 @@ def _legend(ledger: Ledger, run: RunRecord) -> str:
     trial = SweepStore(ledger).trial_of_run(run.id) if run.sweep_id else None
     if trial is None or not trial.params:
         return run.name
-    return ", ".join(f"{key}={value}" for key, value in trial.params.items())
+    shown = ", ".join(f"{key}={value}" for key, value in trial.params.items())
+    rec = LineageStore(ledger).of_sweep(trial.sweep_id).get(trial.index)
+    if rec is None:
+        return shown
+    # a PBT trial: which one, and whose checkpoint it went on from
+    epoch = source_epoch(SweepStore(ledger).get(trial.sweep_id), rec)
+    return f"t{trial.index} {shown} from {rec.source(epoch)}"
 
 
 def _number(value: object) -> float | None:

@@ -137,7 +137,7 @@ def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None)
                 time_to_target_s=None if reach is None else round(reach.wall_s, 1),
                 cost_to_target_usd=None if reach is None else _usd(reach.usd),
                 lineage=lineage.get(trial.index),
-                source_epoch=_source_epoch(sweep, lineage.get(trial.index)),
+                source_epoch=source_epoch(sweep, lineage.get(trial.index)),
             )
         )
     sign = -1.0 if spec.mode == "max" else 1.0
@@ -149,7 +149,7 @@ def leaderboard(ledger: Ledger, sweep: SweepRecord, *, now: float | None = None)
     return ranked + [e for e in unranked if e.best is None]
 
 
-def _source_epoch(sweep: SweepRecord, rec: LineageRecord | None) -> int | None:
+def source_epoch(sweep: SweepRecord, rec: LineageRecord | None) -> int | None:
     """The epoch a PBT trial's starting checkpoint was written at: its parent's last."""
     if rec is None or rec.checkpoint is None:
         return None

@@ -130,8 +130,18 @@ class Population:
         source = parent_run.run_dir / CHECKPOINTS_DIR / rec.checkpoint
         folder.mkdir(parents=True, exist_ok=True)
         partial = folder / f".{rec.checkpoint}.part"
-        shutil.copyfile(source, partial)
-        partial.replace(folder / rec.checkpoint)
+        try:
+            shutil.copyfile(source, partial)
+            partial.replace(folder / rec.checkpoint)
+        except OSError as exc:  # its folder was removed: the member trains from scratch, said
+            partial.unlink(missing_ok=True)
+            self.ledger.add_event(
+                run.id,
+                "sweep",
+                f"PBT generation {rec.generation}: could not copy {source} "
+                f"({exc.strerror or exc}); this run trains from scratch",
+            )
+            return
         how = "copied the weights of" if rec.exploited else "goes on from"
         self.ledger.add_event(
             run.id,

@@ -85,6 +85,10 @@ def test_the_worst_member_goes_on_from_the_best_members_checkpoint(env: Env) -> 
     text = env.cli("sweep", "status", "pop", check=True).stdout
     assert "FROM" in text and f"t{best}@epoch1 (copied)" in text
     assert f"trial {3 + worst} (member {worst}, generation 1) from t{best}@epoch1, {ckpt}" in text
+    curves = json.loads(env.cli("plot", "pop", "--json", check=True).stdout)["curves"]
+    legends = {c["run"]: c["legend"] for c in curves}
+    assert legends[copied["run_id"]].startswith(f"t{3 + worst} lr=")
+    assert legends[copied["run_id"]].endswith(f" from t{best}@epoch1")
 
 
 def test_bad_pbt_input_exits_2_and_launches_nothing(env: Env) -> None:
