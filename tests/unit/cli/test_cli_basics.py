@@ -61,7 +61,7 @@ def test_enum_options_list_their_choices() -> None:
     sweep_help = runner.invoke(app, ["sweep", "run", "-h"], prog_name="spotrun").output
     assert "--cloud <local|aws>" in sweep_help
     assert "--pruner, --early-stop <none|asha|hyperband>" in sweep_help
-    assert "--search <random|grid|tpe|cmaes|qmc>" in sweep_help
+    assert "--search <random|grid|tpe|cmaes|qmc|pbt>" in sweep_help
     assert "--mode <max|min>" in sweep_help
     launch_help = runner.invoke(app, ["launch", "-h"], prog_name="spotrun").output
     assert "--cloud <local|aws>" in launch_help
