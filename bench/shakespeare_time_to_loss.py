@@ -17,7 +17,6 @@ optimizer=muon beside each fast seed (the same recipe, only the optimizer change
 from __future__ import annotations
 
 import argparse
-import platform
 import shutil
 import statistics
 import sys
@@ -27,33 +26,27 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _env import GLIBC_TUNABLES, with_malloc_settings  # noqa: E402
+from _env import GLIBC_TUNABLES, hardware_line, with_malloc_settings  # noqa: E402
 from _runs import REPO, Job, Outcome, fmt_s, load_average, median_or_none, run_jobs  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
 BASELINE, FAST = "shakespeare-baseline", "shakespeare-fast"
 FAST_MUON = "shakespeare-fast+muon"
 MUON = "optimizer=muon"  # muon_lr and muon_momentum as the recipe's defaults
-LADDER = ("rotary", "rms_norm", "swiglu", "qk_norm", "weight_tying", "fused_attention",
-          "seq_len_warmup", "alibi")  # fmt: skip
+# Each rung: the baseline with one change. The modded-nanoGPT model options first, then the
+# methods that measured best on the earlier, weaker baseline, for comparison.
+LADDER: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("+relu2 MLP", ("model_options.mlp=relu2",)),
+    ("+softcap 30", ("model_options.logit_softcap=30",)),
+    ("+softcap 15", ("model_options.logit_softcap=15",)),
+    ("+zero-init proj", ("model_options.zero_init_proj=true",)),
+    ("+untied head", ("model_options.tie_weights=false",)),
+    ("+untied head lr x0.3", ("model_options.tie_weights=false", "model_options.head_lr_scale=0.3")),
+    ("+qk_norm", ("methods.qk_norm={}",)),
+    ("+rotary", ("methods.rotary={}",)),
+    ("dropout 0", ("model_options.dropout=0",)),
+)  # fmt: skip
 QUICK = ("epochs=1", "text.steps_per_epoch=4", "text.eval_tokens=1024")
-
-
-def cpu_line() -> str:
-    """The CPU model and the vector flags that matter for fp32 matmuls."""
-    model, flags = platform.processor() or "unknown CPU", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() == "flags":
-                flags = set(value.split())
-    except OSError:
-        pass
-    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
-    have = [f for f in wanted if f in flags] or ["flags unknown"]
-    return f"{model}; {', '.join(have)}; no {', '.join(f for f in wanted if f not in flags)}"
 
 
 def losses(o: Outcome) -> list[tuple[float, float]]:
@@ -69,9 +62,16 @@ def final_loss(o: Outcome) -> float:
 
 
 def jobs(
-    data: Path, seeds: int, quick: bool, ladder: bool, muon: bool = False, baseline: bool = True
+    data: Path,
+    seeds: int,
+    quick: bool,
+    ladder: bool,
+    muon: bool = False,
+    baseline: bool = True,
+    epochs: int | None = None,
 ) -> list[Job]:
-    common = (f"data={data}", "threads=1", *(QUICK if quick else ()))
+    shorter = () if epochs is None else (f"epochs={epochs}",)
+    common = (f"data={data}", "threads=1", *(QUICK if quick else ()), *shorter)
     out = []
     for seed in range(seeds):  # interleaved: baseline s, fast s, baseline s+1, ...
         if baseline:
@@ -79,10 +79,11 @@ def jobs(
         out.append(Job(FAST, FAST, common, seed))
         if muon:
             out.append(Job(FAST_MUON, FAST, (*common, MUON), seed))
+    if ladder and seeds == 0:  # the ladder alone: its rungs against baseline seed 0
+        out.append(Job(BASELINE, BASELINE, common, 0))
     if ladder:
-        for method in LADDER:
-            out.append(Job(f"+{method}", BASELINE, (*common, f"methods.{method}={{}}"), 0))
-        out.append(Job("+muon", BASELINE, (*common, MUON), 0))
+        for label, sets in LADDER:
+            out.append(Job(label, BASELINE, (*common, *sets), 0))
     return out
 
 
@@ -100,6 +101,8 @@ def report(outcomes: list[Outcome], fixed_target: float | None = None) -> None:
         end = losses(o)[-1][0] if o.rows else float("nan")
         print(f"| {o.job.label} | {o.job.seed} | {fmt_s(time_to(o, target))} | "
               f"{final_loss(o):.4f} | {end:.1f} | {o.wall_s:.0f} |")  # fmt: skip
+    print(f"on: {hardware_line()}")
+    ladder(outcomes, target)
     medians: dict[str, Any] = {}
     for label in (BASELINE, FAST, FAST_MUON):
         mine = [o for o in outcomes if o.job.label == label]
@@ -118,7 +121,8 @@ def report(outcomes: list[Outcome], fixed_target: float | None = None) -> None:
     per_seed(outcomes)
     b = medians[BASELINE]
     if b is not None and f is not None:
-        print(f"\n{FAST} reaches the target {b / f:.2f}x sooner than {BASELINE} (medians)")
+        print(f"\n{FAST} reaches the target {b / f:.2f}x sooner than {BASELINE} (medians) "
+              f"on {hardware_line()}")  # fmt: skip
     else:
         print("\nno ratio: a run missed the target (a median over misses would flatter)")
 
@@ -136,6 +140,24 @@ def per_seed(outcomes: list[Outcome]) -> None:
         reached = time_to(fast, end_loss) if fast is not None else None
         ratio = f"{end_s / reached:.2f}x" if reached else "missed"
         print(f"| {base.job.seed} | {end_loss:.4f} | {end_s:.1f} | {fmt_s(reached)} | {ratio} |")
+    print(f"on: {hardware_line()}")
+
+
+def ladder(outcomes: list[Outcome], target: float) -> None:
+    """Each rung against baseline seed 0: its time to the target, its final loss."""
+    labels = {label for label, _ in LADDER}
+    rungs = [o for o in outcomes if o.job.label in labels]
+    base = next((o for o in outcomes if o.job.label == BASELINE and o.job.seed == 0), None)
+    if not rungs or base is None:
+        return
+    base_s = time_to(base, target)
+    print(f"\n| rung (seed 0) | s to {target:.4f} | final val loss | vs baseline |")
+    print("|---|--:|--:|--:|")
+    for o in [base, *rungs]:
+        reached = time_to(o, target)
+        ratio = f"{base_s / reached:.2f}x" if base_s and reached else "-"
+        print(f"| {o.job.label} | {fmt_s(reached)} | {final_loss(o):.4f} | {ratio} |")
+    print(f"on: {hardware_line()}")
 
 
 def main() -> None:
@@ -147,6 +169,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few steps: a smoke run")
     parser.add_argument("--muon", action="store_true", help="also shakespeare-fast with Muon")
     parser.add_argument(
+        "--epochs", type=int, help="every run this many epochs of 50 steps (a shorter ladder)"
+    )
+    parser.add_argument(
         "--target", type=float, help="time to this validation loss; no baseline runs"
     )
     args = parser.parse_args()
@@ -155,9 +180,15 @@ def main() -> None:
     with_malloc_settings()
     home = Path(tempfile.mkdtemp(prefix="spotrun-bench-home-"))
     todo = jobs(
-        args.data.resolve(), args.seeds, args.quick, args.ladder, args.muon, args.target is None
+        args.data.resolve(),
+        args.seeds,
+        args.quick,
+        args.ladder,
+        args.muon,
+        args.target is None,
+        args.epochs,
     )
-    print(f"CPU: {cpu_line()}")
+    print(f"on: {hardware_line()}")
     print(f"load average before: {load_average()}; GLIBC_TUNABLES={GLIBC_TUNABLES}; "
           f"1 torch thread per run, {args.parallel} at a time, fp32")  # fmt: skip
     for job in todo[:2]:
@@ -173,7 +204,7 @@ def main() -> None:
     finally:
         shutil.rmtree(home, ignore_errors=True)
     report(outcomes, args.target)
-    print(f"CPU: {cpu_line()}\nload average after: {load_average()}")
+    print(f"on: {hardware_line()}\nload average after: {load_average()}")
     if not all(o.exit_code == 0 for o in outcomes):
         sys.exit(1)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -64,6 +64,9 @@ class Text(StrictModel):
     eval_tokens: int | None = Field(
         None, ge=2, description="evaluate on the first this many validation tokens; None = all"
     )
+
+
+Beta = Annotated[float, Field(ge=0, lt=1)]  # an Adam moment's decay per step
 
 
 class Recipe(StrictModel):
@@ -138,6 +141,9 @@ class Recipe(StrictModel):
     momentum: float = Field(0.9, ge=0, lt=1)
     nesterov: bool = True
     weight_decay: float = Field(5e-4, ge=0)
+    betas: tuple[Beta, Beta] = Field(
+        (0.9, 0.999), description="optimizer adamw: the moment decays (nanoGPT char: 0.9, 0.99)"
+    )
     seed: int = 0
     eval_every_epochs: int = Field(1, ge=1)
     checkpoint_every_steps: int | None = Field(None, ge=1, description="also at every epoch end")

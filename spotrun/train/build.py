@@ -45,6 +45,7 @@ from spotrun.train.fsdp import FullyShard, choose_fsdp
 from spotrun.train.methods import build_methods
 from spotrun.train.methods.auto import ResolvedMethods, precision_asked, resolve_methods
 from spotrun.train.models import build_model
+from spotrun.train.models.gpt_speedrun import head_lr_groups
 from spotrun.train.optim.muon import muon_for
 from spotrun.train.precision_probe import image_shape_of, probe_cpu_precision
 from spotrun.train.progress import ProgressFile
@@ -75,7 +76,10 @@ def seed_everything(seed: int) -> None:
 def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
     params = [p for p in model.parameters() if p.requires_grad]
     if recipe.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+        groups = head_lr_groups(model, recipe.lr)  # a GPT's untied head may have its own rate
+        return torch.optim.AdamW(
+            groups, lr=recipe.lr, betas=recipe.betas, weight_decay=recipe.weight_decay
+        )
     if recipe.optimizer == "muon":
         return muon_for(
             model,
@@ -139,6 +143,7 @@ def build_trainer_on_device(
     sharding = choose_fsdp(
         recipe.fsdp, model, optimizer, device,
         world_size=launch.world_size, processes_here=launch.processes_here,
+        methods=resolved.methods,
     )  # fmt: skip
     if sharding.on:
         algorithms.append(FullyShard())  # last: it shards what the methods' surgery made

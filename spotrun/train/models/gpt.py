@@ -4,6 +4,9 @@ Token ids (B, T) go in; next-token logits come out flattened to (B*T, vocab), ma
 data's flattened targets (B*T,), so the trainer's classification loss, loss sums and accuracy
 are next-token cross-entropy (nats per token) and next-token accuracy with no trainer change.
 
+The speedrun options (ReLU-squared MLP, logit soft-capping, zero-initialised projections, an
+untied head with its own learning rate) live in spotrun.train.models.gpt_speedrun.
+
 Every option the language-model methods switch is a setter here (`set_position`, `set_norm`,
 `set_mlp`, `set_qk_norm`, `set_weight_tying`, `set_attention`), used both by the constructor
 and by the methods' model surgery at INIT, so a model built with an option and a model changed
@@ -21,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from spotrun.train.models.gpt_speedrun import ReluSquaredMlp, soft_cap, zero_projections
 from spotrun.train.models.kv_cache import LayerCache
 from spotrun.train.models.transformer_ops import (
     alibi_bias,
@@ -34,7 +38,7 @@ from spotrun.train.models.transformer_ops import (
 
 Position = Literal["learned", "rotary", "alibi", "none"]
 Norm = Literal["layer", "rms"]
-Mlp = Literal["gelu", "swiglu"]
+Mlp = Literal["gelu", "swiglu", "relu2"]
 Attention = Literal["explicit", "fused"]
 Swap = tuple[list[torch.Tensor], list[torch.Tensor]]  # (removed, added) parameters
 
@@ -169,8 +173,19 @@ class GPT(nn.Module):
         qk_norm: bool = False,
         tie_weights: bool = False,
         attention: Attention = "explicit",
+        logit_softcap: float | None = None,  # tanh cap on the output logits (speedruns: 30, 15)
+        zero_init_proj: bool = False,  # blocks start as the identity
+        head_lr_scale: float = 1.0,  # the untied output layer's lr, times the recipe's
     ) -> None:
         super().__init__()
+        if logit_softcap is not None and logit_softcap <= 0:
+            raise ValueError(f"logit_softcap must be positive, got {logit_softcap}")
+        if head_lr_scale <= 0:
+            raise ValueError(f"head_lr_scale must be positive, got {head_lr_scale}")
+        if tie_weights and head_lr_scale != 1.0:
+            raise ValueError("head_lr_scale needs an untied output layer: tie_weights=False")
+        self.logit_softcap = logit_softcap
+        self.head_lr_scale = head_lr_scale
         self.vocab_size = num_classes
         self.block_size = block_size
         self.n_layer = n_layer
@@ -188,6 +203,8 @@ class GPT(nn.Module):
         set_qk_norm(self, qk_norm)
         set_weight_tying(self, tie_weights)
         set_attention(self, attention)
+        if zero_init_proj:
+            zero_projections(self.layers())
 
     @property
     def position(self) -> Position:
@@ -207,11 +224,14 @@ class GPT(nn.Module):
         x = self.drop(x)
         for block in self.layers():
             x = block(x)
-        out: torch.Tensor = self.lm_head(self.norm_f(x))
-        return out
+        return self._head(x)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.logits(idx).flatten(0, 1)
+
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.lm_head(self.norm_f(x))
+        return out if self.logit_softcap is None else soft_cap(out, self.logit_softcap)
 
     def new_caches(self) -> list[LayerCache]:
         """Empty key and value caches, one per layer, for logits_cached."""
@@ -229,8 +249,7 @@ class GPT(nn.Module):
         x = self.drop(x)
         for block, cache in zip(self.layers(), caches, strict=True):
             x = block.forward_cached(x, cache)
-        out: torch.Tensor = self.lm_head(self.norm_f(x))
-        return out
+        return self._head(x)
 
     @torch.no_grad()
     def generate(
@@ -363,10 +382,15 @@ def set_norm(model: GPT, norm: Norm, *, eps: float = 1e-6) -> Swap:
 
 
 def set_mlp(model: GPT, mlp: Mlp) -> Swap:
-    """Every block's MLP made the GELU one or SwiGLU (freshly initialised)."""
+    """Every block's MLP made the GELU one, SwiGLU or ReLU-squared (freshly initialised)."""
     removed: list[torch.Tensor] = []
     added: list[torch.Tensor] = []
-    wanted = SwiGluMlp if mlp == "swiglu" else GeluMlp
+    kinds: dict[str, type[GeluMlp | SwiGluMlp | ReluSquaredMlp]] = {
+        "gelu": GeluMlp,
+        "swiglu": SwiGluMlp,
+        "relu2": ReluSquaredMlp,
+    }
+    wanted = kinds[mlp]
     std = INIT_STD / math.sqrt(2 * model.n_layer)
     for block in model.layers():
         if isinstance(block.mlp, wanted):
