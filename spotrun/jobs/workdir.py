@@ -20,6 +20,7 @@ from pathlib import Path
 
 from spotrun.core.errors import UsageError
 from spotrun.core.home import default_home
+from spotrun.core.rundir import HOME_VAR
 from spotrun.jobs import gitignore
 
 MB = 1_000_000
@@ -104,7 +105,7 @@ def list_files(root: Path, home: Path | None = None) -> list[WorkFile]:
     inside = _home_inside(root, home)
     if inside == ".":
         raise UsageError(
-            f"the workdir {root} is SPOTRUN_HOME itself: spotrun's state cannot ship as a job",
+            f"the workdir {root} is {HOME_VAR} itself: spotrun's state cannot ship as a job",
             hint="give the folder of your code as --workdir",
         )
     if inside is not None:
