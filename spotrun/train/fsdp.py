@@ -21,7 +21,7 @@ shards at INIT after every method's model surgery; the trainer then wraps no DDP
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -31,6 +31,7 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
+from spotrun.core.errors import UsageError
 from spotrun.train.algorithm import AlgorithmBase
 from spotrun.train.events import Event
 from spotrun.train.state import State
@@ -39,6 +40,9 @@ FsdpSetting = Literal["off", "on", "auto"]
 # Of one device's memory, what the training state may take before `auto` shards it; the rest
 # holds activations, which grow with the per-device batch.
 STATE_MEMORY_FRACTION = 0.5
+# Methods that keep a whole copy of the weights beside the model's (an average): their
+# plain tensors cannot be mixed with the sharded ones.
+UNSHARDABLE_METHODS = ("ema", "swa")
 
 
 @dataclass(frozen=True)
@@ -97,14 +101,22 @@ def choose_fsdp(
     *,
     world_size: int,
     processes_here: int,
+    methods: Collection[str] = (),
 ) -> FsdpChoice:
-    """`decide_fsdp` for this model, optimizer and device."""
+    """`decide_fsdp` for this model, optimizer and device; UsageError where it would shard
+    a model that one of `methods` keeps a whole copy of."""
     if setting == "off":
         return FsdpChoice(False, "fsdp off")
     state_bytes = training_state_bytes(model, optimizer)
-    return decide_fsdp(
-        setting, state_bytes, device_memory_bytes(device, processes_here), world_size
-    )
+    memory = device_memory_bytes(device, processes_here)
+    choice = decide_fsdp(setting, state_bytes, memory, world_size)
+    clash = [m for m in UNSHARDABLE_METHODS if m in methods]
+    if choice.on and clash:
+        raise UsageError(
+            f"{choice.reason}, but {', '.join(clash)} keeps a whole copy of the weights",
+            hint=f"drop {' and '.join(clash)} (--set methods.{clash[0]}=null) or --set fsdp=off",
+        )
+    return choice
 
 
 def fsdp_of(model: nn.Module) -> FSDPModule | None:

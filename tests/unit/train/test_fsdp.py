@@ -25,13 +25,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from spotrun.core.errors import UsageError
 from spotrun.recipes import get_recipe
 from spotrun.recipes.base import Recipe
 from spotrun.train.build import build_trainer_on_device
 from spotrun.train.checkpoint import Checkpointer
 from spotrun.train.data.memory import TensorBatches
 from spotrun.train.distributed import LaunchEnv
-from spotrun.train.fsdp import FullyShard, decide_fsdp, fsdp_of
+from spotrun.train.fsdp import FullyShard, choose_fsdp, decide_fsdp, fsdp_of
 from spotrun.train.trainer import Trainer
 
 GLOBAL_BATCH, DEVICE_BATCH, TRAIN, EVAL = 16, 8, 96, 17  # 6 steps an epoch; 17: ranks 2 and 1
@@ -240,3 +241,15 @@ def test_recipe_setting_fsdp_on_shards_a_gpt_and_trains_what_one_process_trains(
         v.numel() for v in final_weights(runs.gpt_one).values()
     )
     assert_close_weights(final_weights(runs.gpt_fsdp), final_weights(runs.gpt_one))
+
+
+def test_methods_that_keep_a_whole_copy_of_the_weights_are_refused_where_fsdp_shards() -> None:
+    model = Blocks()
+    optimizer = torch.optim.AdamW(model.parameters())
+    cpu = torch.device("cpu")
+    with pytest.raises(UsageError, match="ema keeps a whole copy of the weights"):
+        choose_fsdp("on", model, optimizer, cpu, world_size=2, processes_here=2, methods={"ema"})
+    alone = choose_fsdp(
+        "on", model, optimizer, cpu, world_size=1, processes_here=1, methods={"ema"}
+    )
+    assert not alone.on  # one process shards nothing, so EMA is fine there
