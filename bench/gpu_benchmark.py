@@ -13,6 +13,9 @@
 3. gpt2-small-baseline against gpt2-small-fast (bench/gpu_gpt2.py): tokens per second and
    peak memory at 124M parameters, and the time to a fixed training loss on tiny Shakespeare
    in GPT-2 tokens (--text, --target-loss, --loss-steps).
+4. FSDP (bench/gpu_fsdp.py): what fsdp=auto decides for gpt2-small-fast at 124M and 1.5B on
+   this GPU, and tokens per second and peak memory per GPU with fsdp off (DDP) and on over
+   every GPU of the machine; with one GPU those figures are printed as unmeasured.
 
     python bench/gpu_benchmark.py --data PATH/cifar10-jpeg.tar.gz     # needs an NVIDIA GPU
     python bench/gpu_benchmark.py --dry-run --data TINY_IMAGE_FOLDER  # CPU, tiny sizes
@@ -365,6 +368,7 @@ def main() -> None:
     parser.add_argument("--skip-cifar", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-gpt2", action="store_true")
+    parser.add_argument("--skip-fsdp", action="store_true")
     parser.add_argument("--text", type=Path, default=DEFAULT_TEXT, help="gpt2 time-to-loss text")
     parser.add_argument("--target-loss", type=float, default=5.0, help="gpt2 training loss")
     parser.add_argument("--loss-steps", type=int, default=300, help="gpt2 steps to train")
@@ -407,6 +411,12 @@ def main() -> None:
             target_loss=args.target_loss,
             loss_steps=4 if args.dry_run else args.loss_steps,
         )
+    if not args.skip_fsdp:
+        from bench.gpu_fsdp import fsdp_part  # its own module, like gpu_gpt2's
+
+        if not args.text.exists():
+            sys.exit(f"no text at {args.text}: pass --text PATH (tinyshakespeare.txt)")
+        fsdp_part(device, dry_run=args.dry_run, steps=steps, warmup=warmup, text=args.text)
     print(f"\nbenchmark took {time.perf_counter() - started:.0f} s")
 
 

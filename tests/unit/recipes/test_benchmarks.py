@@ -57,6 +57,9 @@ def test_gpu_benchmark_dry_run_on_the_cpu(tiny_cifar: Path, tmp_path: Path) -> N
     # The gpt2-small pair: tokens/s and memory, then the time to a (here trivial) loss.
     assert "| gpt2-small-baseline | " in out and "| gpt2-small-fast | " in out
     assert "gpt2-small-fast reaches 20.0" in out and "tokens/s: gpt2-small-fast" in out
+    # FSDP: auto's choice at 124M and 1.5B, then off and on over 2 gloo processes.
+    assert "at 1.5B (GPT-2 XL shape) on 2 GPU(s): fsdp auto: " in out  # on or off: RAM varies
+    assert "| off | 2 | " in out and "| on | 2 | " in out
 
 
 @pytest.mark.slow
