@@ -210,7 +210,7 @@ def idle_stop_command(
 ) -> None:
     """On the controller instance (run there by `controller up --on aws`): stop this instance
     after AFTER seconds with nothing live and no command; the watcher that does it runs."""
-    # late: control.locks (~1 ms), on a controller instance only
+    # late: core.locks (~1 ms), on a controller instance only
     from spotrun.service import idle_marks
 
     home = default_home()
