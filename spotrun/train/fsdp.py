@@ -206,7 +206,11 @@ def load_full_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str,
     sharded: dict[Any, Any] = {}
     for index, slots in state["state"].items():
         like = params[index] if isinstance(index, int) and index < len(params) else None
-        sharded[index] = {key: _shard_like(value, like) for key, value in slots.items()}
+        # The step count stays whole even where a parameter is a scalar of its shape.
+        sharded[index] = {
+            key: value if key == "step" else _shard_like(value, like)
+            for key, value in slots.items()
+        }
     optimizer.load_state_dict({**state, "state": sharded})
 
 

@@ -5,8 +5,9 @@ and callbacks (which only observe). The trainer owns three things itself because
 depends on them: checkpoints, resume, and stopping cleanly on a signal, on every rank at once.
 
 Order of construction matters for resume: the model is built, INIT runs the methods' model
-surgery (BlurPool, concat pooling, channels_last, ...), DDP wraps the result, and only then does
-`fit` load a checkpoint into it, so the checkpoint meets the same model it was saved from.
+surgery (BlurPool, concat pooling, channels_last, ...) and FSDP's sharding (spotrun.train.fsdp,
+last), DDP wraps the result where nothing sharded it, and only then does `fit` load a
+checkpoint into it, so the checkpoint meets the same model it was saved from.
 """
 
 from __future__ import annotations
