@@ -4,7 +4,7 @@ One SPOTRUN_HOME, one dashboard and one browser for the module: a live digits-fa
 finished one, a run of your own command with a secret in its --env (that it prints), and a
 two-trial ASHA sweep in which lr=0.0005 is pruned at its first rung. Each test asserts what a
 person sees on a page (rows, a curve's points, a greyed trial) and saves a screenshot of it
-under docs/screenshots/.
+under docs/screenshots/ when UPDATE_SCREENSHOTS=1 (else in a temporary folder).
 
 The sweep runs its trials one after the other: ASHA promotes the first trial to reach a rung
 (it has no one to compare with), so two trials side by side prune the bad one only when the

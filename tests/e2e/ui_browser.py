@@ -24,7 +24,13 @@ from selenium.webdriver.common.by import By
 from tests.conftest import REPO, Env, _kill_supervisors
 from tests.helpers import wait_for
 
-SCREENSHOTS = REPO / "docs" / "screenshots"
+# The docs' pictures are rewritten only when asked (UPDATE_SCREENSHOTS=1): a test run never
+# changes the repository it runs from
+SCREENSHOTS = (
+    REPO / "docs" / "screenshots"
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / f"spotrun-ui-screenshots-{os.getuid()}"
+)
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
