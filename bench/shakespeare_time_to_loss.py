@@ -8,8 +8,10 @@ baseline beside one fast run of the same seed, one torch thread each, so both se
 background load. The target is the median final validation loss (test_loss, nats per
 character) of the baseline runs; each run's time to it is the trainer's elapsed_s (training
 plus the evaluations before it) at its first evaluation at or below it. --ladder adds one run
-per method: the baseline with that method alone switched on (seed 0), to show what each buys,
-and a row for the Muon optimizer in place of AdamW. --muon runs shakespeare-fast with
+per change (LADDER: the modded-nanoGPT model options, then rotary, QK norm, no dropout and
+Muon): the baseline with that change alone (seed 0), to show what each buys; with --seeds 0
+the ladder runs alone beside baseline seed 0. --epochs N runs every run N epochs (the ladder
+was measured at 4, to fit a shared machine: say so beside its figures). --muon runs shakespeare-fast with
 optimizer=muon beside each fast seed (the same recipe, only the optimizer changed).
 --target LOSS skips the baseline runs and times every run to LOSS instead (a shorter check).
 """
@@ -45,6 +47,7 @@ LADDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("+qk_norm", ("methods.qk_norm={}",)),
     ("+rotary", ("methods.rotary={}",)),
     ("dropout 0", ("model_options.dropout=0",)),
+    ("+muon", (MUON,)),
 )  # fmt: skip
 QUICK = ("epochs=1", "text.steps_per_epoch=4", "text.eval_tokens=1024")
 
