@@ -1,3 +1,3 @@
-"""Driving runs: the controller, multi-node steps, spot recovery, the supervisor process,
-budget checks.
+"""Driving one run: the RunController (the run's state machine) and its parts, multi-node steps,
+spot recovery, budget checks. The processes that hold runs are spotrun.drive's.
 """
