@@ -1,8 +1,8 @@
 """The one controller of a SPOTRUN_HOME, seen from outside it: its lock, its pid, starting it.
 
 With `controller = "one"` (the default) a single detached process drives every live run and
-sweep of the home, each as a thread of its own (spotrun.drive.home_controller: it lives in the
-sweep layer because it drives sweeps as well as runs). It holds SPOTRUN_HOME/controller.lock
+sweep of the home, each as a thread of its own (spotrun.drive.home_controller). It holds
+SPOTRUN_HOME/controller.lock
 for its whole life, with its pid written in it; any command that finds something live and no
 controller starts one (`ensure_controller`), and it exits once nothing is live. A run's own
 lock (supervisor.lock in its folder) is still taken by the thread that drives it, so that a run
