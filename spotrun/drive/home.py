@@ -2,11 +2,10 @@
 
 With `controller = "one"` (the default) a single detached process drives every live run and
 sweep of the home, each as a thread of its own (spotrun.drive.home_controller). It holds
-SPOTRUN_HOME/controller.lock
-for its whole life, with its pid written in it; any command that finds something live and no
-controller starts one (`ensure_controller`), and it exits once nothing is live. A run's own
-lock (supervisor.lock in its folder) is still taken by the thread that drives it, so that a run
-is never driven twice, by this process or any other.
+SPOTRUN_HOME/controller.lock for its whole life, with its pid written in it; any command that
+finds something live and no controller starts one (`ensure_controller`), and it exits once
+nothing is live. A run's own lock (supervisor.lock in its folder) is still taken by the thread
+that drives it, so that a run is never driven twice, by this process or any other.
 """
 
 from __future__ import annotations
