@@ -10,7 +10,8 @@ character) of the baseline runs; each run's time to it is the trainer's elapsed_
 plus the evaluations before it) at its first evaluation at or below it. --ladder adds one run
 per change (LADDER: the modded-nanoGPT model options, then rotary, QK norm, no dropout and
 Muon): the baseline with that change alone (seed 0), to show what each buys; with --seeds 0
-the ladder runs alone beside baseline seed 0. --epochs N runs every run N epochs (the ladder
+the ladder runs alone beside baseline seed 0. --ladder-on shakespeare-fast puts the rungs on
+fast instead (with --target, as there is no baseline then); --rungs picks some by label. --epochs N runs every run N epochs (the ladder
 was measured at 4, to fit a shared machine: say so beside its figures). --muon runs shakespeare-fast with
 optimizer=muon beside each fast seed (the same recipe, only the optimizer changed).
 --target LOSS skips the baseline runs and times every run to LOSS instead (a shorter check).
@@ -72,6 +73,8 @@ def jobs(
     muon: bool = False,
     baseline: bool = True,
     epochs: int | None = None,
+    on: str = BASELINE,
+    only: tuple[str, ...] = (),
 ) -> list[Job]:
     shorter = () if epochs is None else (f"epochs={epochs}",)
     common = (f"data={data}", "threads=1", *(QUICK if quick else ()), *shorter)
@@ -82,12 +85,17 @@ def jobs(
         out.append(Job(FAST, FAST, common, seed))
         if muon:
             out.append(Job(FAST_MUON, FAST, (*common, MUON), seed))
-    if ladder and seeds == 0:  # the ladder alone: its rungs against baseline seed 0
-        out.append(Job(BASELINE, BASELINE, common, 0))
+    if ladder and seeds == 0:  # the ladder alone: its rungs against the recipe's seed 0
+        out.append(Job(on, on, common, 0))
     if ladder:
         for label, sets in LADDER:
-            out.append(Job(label, BASELINE, (*common, *sets), 0))
+            if not only or label in only:
+                out.append(Job(rung_label(label, on), on, (*common, *sets), 0))
     return out
+
+
+def rung_label(label: str, on: str) -> str:
+    return label if on == BASELINE else f"fast {label}"
 
 
 def report(outcomes: list[Outcome], fixed_target: float | None = None) -> None:
@@ -105,7 +113,8 @@ def report(outcomes: list[Outcome], fixed_target: float | None = None) -> None:
         print(f"| {o.job.label} | {o.job.seed} | {fmt_s(time_to(o, target))} | "
               f"{final_loss(o):.4f} | {end:.1f} | {o.wall_s:.0f} |")  # fmt: skip
     print(f"on: {hardware_line()}")
-    ladder(outcomes, target)
+    ladder(outcomes, target, BASELINE)
+    ladder(outcomes, target, FAST)
     medians: dict[str, Any] = {}
     for label in (BASELINE, FAST, FAST_MUON):
         mine = [o for o in outcomes if o.job.label == label]
@@ -146,15 +155,15 @@ def per_seed(outcomes: list[Outcome]) -> None:
     print(f"on: {hardware_line()}")
 
 
-def ladder(outcomes: list[Outcome], target: float) -> None:
-    """Each rung against baseline seed 0: its time to the target, its final loss."""
-    labels = {label for label, _ in LADDER}
+def ladder(outcomes: list[Outcome], target: float, on: str) -> None:
+    """Each rung on recipe `on` against its seed 0: its time to the target, its final loss."""
+    labels = {rung_label(label, on) for label, _ in LADDER}
     rungs = [o for o in outcomes if o.job.label in labels]
-    base = next((o for o in outcomes if o.job.label == BASELINE and o.job.seed == 0), None)
+    base = next((o for o in outcomes if o.job.label == on and o.job.seed == 0), None)
     if not rungs or base is None:
         return
     base_s = time_to(base, target)
-    print(f"\n| rung (seed 0) | s to {target:.4f} | final val loss | vs baseline |")
+    print(f"\n| rung (seed 0) | s to {target:.4f} | final val loss | vs {on} |")
     print("|---|--:|--:|--:|")
     for o in [base, *rungs]:
         reached = time_to(o, target)
@@ -175,6 +184,10 @@ def main() -> None:
         "--epochs", type=int, help="every run this many epochs of 50 steps (a shorter ladder)"
     )
     parser.add_argument(
+        "--ladder-on", choices=(BASELINE, FAST), default=BASELINE, help="the recipe it changes"
+    )
+    parser.add_argument("--rungs", help="comma-separated rung labels (LADDER); default all")
+    parser.add_argument(
         "--target", type=float, help="time to this validation loss; no baseline runs"
     )
     args = parser.parse_args()
@@ -190,6 +203,8 @@ def main() -> None:
         args.muon,
         args.target is None,
         args.epochs,
+        args.ladder_on,
+        tuple(r.strip() for r in args.rungs.split(",")) if args.rungs else (),
     )
     print(f"on: {hardware_line()}")
     print(f"load average before: {load_average()}; GLIBC_TUNABLES={GLIBC_TUNABLES}; "
