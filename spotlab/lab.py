@@ -33,6 +33,7 @@ from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
 from spotlab.capacity import NEW_ACCOUNT, SpotPools, VcpuQuotas
+from spotlab.clock import SHIM_DIR
 from spotlab.front import CHECKIP_PATH, AwsFront, Fault, Hold
 from spotlab.hosts import HOST_HOME, Host, HostSpec
 from spotlab.iam import Identity
@@ -99,10 +100,12 @@ OTHER_SPOT_PRICES: dict[str, tuple[float, float]] = {
 
 
 def image_paths() -> tuple[str, ...]:
-    """This interpreter's folders under /root or /tmp: the hosts' "image" must keep them."""
+    """This interpreter's folders and the clock shim's under /root or /tmp: the hosts' "image"
+    must keep them (a checkout under /tmp otherwise loses its shim on the hosts, whose clocks
+    then silently agree with this machine's)."""
     found = {
         str(Path(p).resolve())
-        for p in (sys.base_prefix, sys.prefix)
+        for p in (sys.base_prefix, sys.prefix, SHIM_DIR)
         if str(Path(p).resolve()).startswith((HOST_HOME + "/", "/tmp/"))
     }
     return tuple(sorted(found))
