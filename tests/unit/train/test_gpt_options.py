@@ -18,7 +18,7 @@ from spotrun.train.build import build_trainer, make_optimizer
 from spotrun.train.models.gpt import GPT, GeluMlp
 from spotrun.train.models.gpt_speedrun import ReluSquaredMlp, soft_cap
 from spotrun.train.wrapping import unwrap_model
-from tests.unit.train.tiny import StopAt
+from tests.unit.train.tiny import StopAt, tiny_shakespeare_fast
 
 SMALL = {"block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 16}
 
@@ -87,23 +87,8 @@ def test_untied_head_gets_its_own_rate_and_adamw_the_recipes_betas() -> None:
 
 
 def test_shakespeare_fast_trains_and_resumes_bitwise_with_its_options(tmp_path: Path) -> None:
-    corpus = tmp_path / "verse.txt"
-    corpus.write_text("the quick brown fox jumps over the lazy dog.\n" * 60)
     tiny = [f"model_options.{key}={value}" for key, value in SMALL.items()]
-    recipe = get_recipe(
-        "shakespeare-fast",
-        [
-            f"data={corpus}",
-            *tiny,
-            "num_classes=32",
-            "epochs=2",
-            "batch_size=8",
-            "text.block_size=16",
-            "text.steps_per_epoch=4",
-            "text.eval_tokens=512",
-            'methods.seq_len_warmup={"min_len": 8, "duration_frac": 0.3, "multiple": 8}',
-        ],
-    )
+    recipe = tiny_shakespeare_fast(tmp_path, *tiny)
     straight = build_trainer(recipe, tmp_path / "straight")
     straight.fit()
     rows = [json.loads(line) for line in (tmp_path / "straight" / METRICS_FILE).open()]

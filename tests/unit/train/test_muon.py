@@ -21,7 +21,7 @@ from spotrun.train.models.gpt import GPT
 from spotrun.train.models.small import SmallResNet
 from spotrun.train.optim.muon import Muon, newton_schulz, split_for_muon
 from spotrun.train.wrapping import unwrap_model
-from tests.unit.train.tiny import StopAt
+from tests.unit.train.tiny import StopAt, tiny_shakespeare_fast
 
 # The quintic's known band around 1 for a well-conditioned input (the write-up's ~0.7-1.2).
 BAND = (0.6, 1.25)
@@ -108,23 +108,7 @@ TINY_GPT = '{"block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 16}'
 
 
 def test_shakespeare_fast_with_muon_learns_and_resumes_bitwise(tmp_path: Path) -> None:
-    corpus = tmp_path / "verse.txt"
-    corpus.write_text("the quick brown fox jumps over the lazy dog.\n" * 60)
-    recipe = get_recipe(
-        "shakespeare-fast",
-        [
-            "optimizer=muon",
-            f"data={corpus}",
-            f"model_options={TINY_GPT}",
-            "num_classes=32",
-            "epochs=2",
-            "batch_size=8",
-            "text.block_size=16",
-            "text.steps_per_epoch=4",
-            "text.eval_tokens=512",
-            'methods.seq_len_warmup={"min_len": 8, "duration_frac": 0.3, "multiple": 8}',
-        ],
-    )
+    recipe = tiny_shakespeare_fast(tmp_path, "optimizer=muon", f"model_options={TINY_GPT}")
     straight = build_trainer(recipe, tmp_path / "straight")
     straight.fit()
     rows = [json.loads(line) for line in (tmp_path / "straight" / METRICS_FILE).open()]

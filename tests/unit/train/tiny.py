@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from spotrun.core.rundir import METRICS_FILE
+from spotrun.recipes import get_recipe
 from spotrun.train.build import seed_everything
 from spotrun.train.callbacks import Callback, MetricsFile
 from spotrun.train.data.memory import TensorBatches
@@ -82,4 +83,25 @@ def make_trainer(
         checkpoint_dir=run_dir / "checkpoints" if run_dir else None,
         checkpoint_every_steps=checkpoint_every_steps,
         config={"recipe": "tiny", "resolved": {"methods": dict(methods)}},
+    )
+
+
+def tiny_shakespeare_fast(folder: Path, *overrides: str) -> Any:
+    """shakespeare-fast shrunk to train two epochs of four steps in seconds on a repeated line
+    (`overrides` after the shrinking: the model's size, the optimizer)."""
+    corpus = folder / "verse.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog.\n" * 60)
+    return get_recipe(
+        "shakespeare-fast",
+        [
+            f"data={corpus}",
+            "num_classes=32",
+            "epochs=2",
+            "batch_size=8",
+            "text.block_size=16",
+            "text.steps_per_epoch=4",
+            "text.eval_tokens=512",
+            'methods.seq_len_warmup={"min_len": 8, "duration_frac": 0.3, "multiple": 8}',
+            *overrides,
+        ],
     )
