@@ -13,6 +13,7 @@ from pathlib import Path
 
 from spotrun.core import rundir
 from tests.conftest import REPO
+from tests.source_scan import docstring_ids
 
 SOURCE = REPO / "spotrun"
 CONTRACT = SOURCE / "core" / "rundir.py"
@@ -45,17 +46,6 @@ OTHER_FOLDERS = {
 }
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    """The ids of the module's, classes' and functions' docstring nodes."""
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                found.add(id(body[0].value))
-    return found
-
-
 def _folder_places(tree: ast.AST) -> set[int]:
     """The ids of the literals that stand where a path's part does: the right of `/`, an
     argument of a `join(...)`, the value of an UPPER_CASE constant."""
@@ -77,7 +67,7 @@ def _folder_places(tree: ast.AST) -> set[int]:
 def copies_in(path: Path) -> list[str]:
     """`line: literal` for each string literal of `path` that copies a contract name."""
     tree = ast.parse(path.read_text(), str(path))
-    skip = _docstrings(tree)
+    skip = docstring_ids(tree)
     path_parts = _folder_places(tree)
     folders = set(FOLDERS.values())
     found = []

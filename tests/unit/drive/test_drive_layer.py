@@ -11,6 +11,7 @@ from pathlib import Path
 
 from spotrun.drive.driver_process import DRIVER_MODULES, is_driver
 from tests.conftest import REPO
+from tests.source_scan import docstring_ids
 
 SOURCE = REPO / "spotrun"
 # The layers below drive (.importlinter's order); the layers above may start a driver.
@@ -31,23 +32,13 @@ BELOW_DRIVE = (
 DRIVE_NAMES = ("spotrun.drive", *DRIVER_MODULES)
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                found.add(id(body[0].value))
-    return found
-
-
 def drive_names_in(folder: Path) -> list[str]:
     """`file:line: literal` for each string literal under `folder` (docstrings are prose) that
     names a drive module: a process started by its name from a layer that cannot import it."""
     found = []
     for path in sorted(folder.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
-        prose = _docstrings(tree)
+        prose = docstring_ids(tree)
         for node in ast.walk(tree):
             if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
                 continue
