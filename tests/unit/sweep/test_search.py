@@ -109,7 +109,7 @@ def test_hyperband_stops_a_trial_far_behind_in_its_bracket() -> None:
 
 def test_the_budget_pays_for_another_trial_only_after_the_live_ones_finish() -> None:
     assert expected_trial_s([]) is None
-    assert expected_trial_s([100.0, 300.0, 200.0]) == 200.0
+    assert expected_trial_s([100.0, 300.0, 200.0]) == 375.0  # the longest, a quarter more
     price = Fraction(36)  # $36/h: $0.01 a second
     # $10 spent of $20: two live trials 100 s into a 300 s trial will spend $4 more; a new
     # one costs $3 + a 60 s stop margin $0.60: $17.60 in all
