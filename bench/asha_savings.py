@@ -56,7 +56,7 @@ def run_sweep(early_stop: str, args: argparse.Namespace) -> dict[str, Any]:
         early_stop=early_stop,
         grace_epochs=args.grace,
         reduction_factor=args.rf,
-        name=f"bench-{early_stop}",
+        request=api.LaunchRequest(name=f"bench-{early_stop}"),
     )
     started = time.monotonic()
     sweep = start_sweep(ledger, prepared)

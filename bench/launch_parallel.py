@@ -72,7 +72,9 @@ from spotrun.core.config import load_settings
 settings = load_settings()
 ledger = api.open_ledger(settings, reconcile=False)
 for _ in range(int(sys.argv[1])):
-    prepared = api.prepare_launch(settings, "digits-fast", cloud="aws", overrides=["epochs=400"])
+    prepared = api.prepare_launch(
+        settings, "digits-fast", api.LaunchRequest(cloud="aws"), overrides=["epochs=400"]
+    )
     api.launch(ledger, prepared)
 """
 

@@ -81,7 +81,7 @@ def run_sweep(method: str, seed: int, args: argparse.Namespace) -> list[dict[str
         grace_epochs=1,
         reduction_factor=3,
         seed=seed,
-        name=f"{method.replace('+', '-')}-{seed}",
+        request=api.LaunchRequest(name=f"{method.replace('+', '-')}-{seed}"),
         **options,
     )
     started = time.monotonic()

@@ -6,7 +6,6 @@ Registered on the app in spotrun/cli/main.py, as every command module here is.
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +25,10 @@ from spotrun.core.interrupts import caused_by_interrupt
 from spotrun.store.name_reuse import NAME_EVENT
 
 if TYPE_CHECKING:
-    from spotrun.launch import plan as plans
+    from spotrun.core import launch_request as requests
     from spotrun.store.ledger import Ledger
 else:
-    plans = lazy_module("spotrun.launch.plan")  # --spot-policy auto's plan; pydantic, late
+    requests = lazy_module("spotrun.core.launch_request")  # pydantic, late
 
 
 def launch(
@@ -117,51 +116,45 @@ def launch(
         notices = Notices.read(settings, notify, notify_on)  # checked before anything starts
         own = OwnJobFlags(cmd, workdir, setup, env_, env_file)
         own.check(target, set_)
+        terms = CapacityTerms.read(settings, wait_for_capacity, spot_policy)
+        request = requests.LaunchRequest(
+            cloud=cloud.value if cloud else None,
+            name=name,
+            gpus=gpus,
+            nodes=nodes,
+            gpu_model=gpu_model,
+            instance_type=instance_type,
+            region=region,
+            regions=region_list(regions) if regions is not None else None,
+            zone=zone,
+            disk_gb=disk_gb,
+            max_cost_usd=max_cost,
+            max_hours=max_hours,
+            wait_for_capacity_s=terms.wait_s,
+            spot_policy=terms.policy,
+        )
         progress.ledger = ledger = api.open_ledger(settings)
         progress.run_id = api.new_run_id()
         chosen_cloud = cloud.value if cloud else settings.default_cloud
         # The run's supervisor starts now and gets ready (imports, cloud clients) while we plan.
         if not dry_run:
             progress.warm = supervisor.Prewarmed(settings, chosen_cloud)
-        flags = resource_flags(gpu_model, instance_type, region, zone, disk_gb)
-        if regions is not None:
-            flags["regions"] = region_list(regions)
-        if nodes is not None:
-            flags["nodes"] = nodes
-        terms = CapacityTerms.read(settings, wait_for_capacity, spot_policy)
-        if terms.policy == "on-demand":
-            flags["spot"] = False
         try:
             if own.wanted(target):
-                prepared = own.prepare(
-                    settings,
-                    target,
-                    cloud=cloud.value if cloud else None,
-                    gpus=gpus,
-                    name=name,
-                    max_cost_usd=max_cost,
-                    max_hours=max_hours,
-                    resources=flags,
-                )
+                prepared = own.prepare(settings, target, request)
             else:
                 assert target is not None
                 prepared = api.prepare_launch(
                     settings,
                     target,
+                    request,
                     overrides=set_,
-                    cloud=chosen_cloud,
-                    gpus=gpus,
-                    name=name,
-                    max_cost_usd=max_cost,
-                    max_hours=max_hours,
-                    resources=flags,
                     envs=own.job_env(),
                     dry_run=dry_run,
                 )
         except BaseException:
             progress.cancel_warm()
             raise
-        prepared = terms.apply(prepared)
         if prepared.spec.cloud != chosen_cloud:  # a task file chose its cloud
             progress.cancel_warm()
         if dry_run:
@@ -282,24 +275,13 @@ class OwnJobFlags:
         return job_environment(self.envs, self.env_files)
 
     def prepare(
-        self,
-        settings: Any,
-        target: str | None,
-        *,
-        cloud: str | None,
-        gpus: int | None,
-        name: str | None,
-        max_cost_usd: float | None,
-        max_hours: float | None,
-        resources: dict[str, Any],
+        self, settings: Any, target: str | None, request: requests.LaunchRequest
     ) -> api.LaunchPlan:
         # late: pydantic (~0.1 s) stays off the CLI's import
         from spotrun.jobs import own_command
         from spotrun.jobs.taskfile import load_task
 
         envs = self.job_env()
-        if gpus is not None:
-            resources = {**resources, "gpus": gpus}
         limit = settings.workdir_max_mb
         if target is None:  # --cmd
             job = own_command.build_job(
@@ -316,20 +298,15 @@ class OwnJobFlags:
             task = task.model_copy(update=updates)
             job = own_command.task_job(task, envs=envs, workdir_max_mb=limit)
             label = own_command.task_label(task.name)
-            name = name if name is not None else task.name  # the task's name is the run's
-            resources = {**task.resources.as_flags(), **resources}
-            max_cost_usd = max_cost_usd if max_cost_usd is not None else task.max_cost
-            max_hours = max_hours if max_hours is not None else task.max_hours
-        return api.prepare_job_launch(
-            settings,
-            job,
-            label=label,
-            cloud=cloud,  # type: ignore[arg-type]
-            name=name,
-            max_cost_usd=max_cost_usd,
-            max_hours=max_hours,
-            resources=resources,
-        )
+            # the flags win; the task's name is the run's unless --name gives another
+            asked = requests.LaunchRequest(
+                name=task.name,
+                max_cost_usd=task.max_cost,
+                max_hours=task.max_hours,
+                **task.resources.as_flags(),
+            )
+            request = request.over(asked)
+        return api.prepare_job_launch(settings, job, request, label=label)
 
 
 class CapacityTerms:
@@ -356,13 +333,6 @@ class CapacityTerms:
                 hint=f"give one of {', '.join(SPOT_POLICIES)}",
             )
         return cls(wait_s, chosen)
-
-    def apply(self, prepared: api.LaunchPlan) -> api.LaunchPlan:
-        spec = prepared.spec.model_copy(
-            update={"wait_for_capacity_s": self.wait_s, "spot_policy": self.policy}
-        )
-        plan = plans.with_on_demand(prepared.plan) if self.policy == "auto" else prepared.plan
-        return replace(prepared, spec=spec, plan=plan)
 
 
 def resource_flags(

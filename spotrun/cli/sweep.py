@@ -222,42 +222,43 @@ def run_sweep(
       spotrun sweep digits-fast --search pbt --trials 4 --pbt-interval 3 --space lr=0.01:1:log
     """
     # late: the service layer (pydantic, ledger, run control: ~0.15 s) stays off the CLI's import
+    from spotrun.core.launch_request import LaunchRequest
     from spotrun.service import runs as api
     from spotrun.service import sweeps as service
 
     settings = load_settings()
     notices = Notices.read(settings, notify, notify_on)  # checked before anything starts
     terms = CapacityTerms.read(settings, wait_for_capacity, spot_policy)  # launch's, per trial
+    request = LaunchRequest(
+        cloud=cloud.value if cloud else None,
+        name=name,
+        instance_type=instance_type or None,
+        zone=zone or None,
+        nodes=nodes,
+        max_cost_usd=max_cost,
+        wait_for_capacity_s=terms.wait_s,
+        spot_policy=terms.policy,
+    )
     ledger = api.open_ledger(settings)
-    resources: dict[str, object] = {
-        k: v for k, v in (("instance_type", instance_type), ("zone", zone)) if v
-    }
-    if nodes is not None:
-        resources["nodes"] = nodes
     prepared = service.prepare_sweep(
         settings,
         recipe,
+        request,
         grid=grid,
         space=space,
         random=random,
         overrides=set_,
         max_parallel=max_parallel,
         gpus_per_trial=gpus_per_trial,
-        max_cost_usd=max_cost,
         early_stop=early_stop.value,
         search=search.value if search else None,
         search_trials=trials,
         metric=metric,
         mode=mode.value if mode else None,
-        cloud=cloud.value if cloud else None,
-        name=name,
         seed=seed,
         grace_epochs=grace_epochs,
         reduction_factor=reduction_factor,
-        resources=resources,
         envs=job_environment(env_, env_file),
-        wait_for_capacity_s=terms.wait_s,
-        spot_policy=terms.policy,
         pbt_interval=pbt_interval,
         pbt_perturb=pbt_perturb,
     )

@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_serializer, model_validator
 
 from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S
 from spotrun.core.config import NAME_PATTERN, CloudName, SpotPolicy, StrictModel
+from spotrun.core.launch_request import ResourceFlags
 
 EarlyStop = Literal["asha", "hyperband", "none"]
 # How trials get their values: every grid combination, independent random draws, or Optuna's
@@ -56,7 +57,8 @@ class SweepSpec(StrictModel):
     trials: int | None = Field(None, ge=1, description="trials a model-based search proposes")
     max_parallel: int = Field(ge=1)
     gpus_per_trial: int = Field(0, ge=0)
-    resources: dict[str, Any] = Field(default_factory=dict, description="launch resource flags")
+    # every trial's resource flags; stored as the keys given, as before they were typed
+    resources: ResourceFlags = Field(default_factory=ResourceFlags)
     cloud: CloudName = "local"
     max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
     early_stop: EarlyStop = "none"
@@ -75,6 +77,10 @@ class SweepSpec(StrictModel):
     # Every trial's, as on launch (None: the settings' when the trial asks; sweeps stored before)
     wait_for_capacity_s: float | None = Field(None, ge=0, le=MAX_CAPACITY_WAIT_S)
     spot_policy: SpotPolicy = "spot"
+
+    @field_serializer("resources")
+    def _given_only(self, flags: ResourceFlags) -> dict[str, Any]:
+        return flags.given()
 
     @model_validator(mode="after")
     def _name_is_safe(self) -> SweepSpec:

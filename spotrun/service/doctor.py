@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from spotrun.cloud.by_name import doctor as aws_doctor
+from spotrun.core.config import Resources, Settings
+from spotrun.core.launch_request import LaunchRequest, as_request
 
-from spotrun.core.config import Resources, Settings, describe_validation_error
-from spotrun.core.errors import UsageError
 
-
-def doctor(settings: Settings, resources: dict[str, Any]) -> list[Any]:
-    """One Check per thing a first AWS launch needs, in order (nothing is created)."""
-    # boto3 (~0.2 s): only for this command
-    from spotrun.cloud.aws import AwsProvider
-    from spotrun.cloud.aws.doctor import Doctor
-
-    try:
-        wanted = Resources.model_validate(resources)
-    except ValidationError as exc:
-        raise UsageError(describe_validation_error(exc)) from exc
-    return Doctor(AwsProvider(settings), wanted).run()
+def doctor(
+    settings: Settings,
+    resources: LaunchRequest | Mapping[str, Any],
+    region: str | None = None,
+) -> list[Any]:
+    """One Check per thing a first AWS launch needs, in order (nothing is created); `region`
+    in place of the configured one."""
+    wanted = as_request(resources).resources_over(Resources())
+    return aws_doctor(settings, wanted, region)

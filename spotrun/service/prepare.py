@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer, Provider
+from spotrun.cloud.by_name import check_snapshot, s3_data_site, s3_store
 from spotrun.cloud.capabilities import ChecksLaunches
 from spotrun.cloud.ranking import DataSite, expected_hours
 from spotrun.control import budget_guard
@@ -23,11 +23,11 @@ from spotrun.core.config import (
 )
 from spotrun.core.errors import UsageError
 from spotrun.core.jobspec import JobSpec
+from spotrun.core.launch_request import LaunchRequest
 from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data, parse_s3
-from spotrun.jobs import own_command
 from spotrun.launch.history import recorded_history
-from spotrun.launch.plan import Plan, plan_launch
+from spotrun.launch.plan import Plan, plan_launch, with_on_demand
 from spotrun.recipes import Recipe, check_recipe, get_recipe
 from spotrun.recipes.batching import global_batch_line
 from spotrun.service.datasets import DataAdvice, aws_data_advice
@@ -47,52 +47,28 @@ class LaunchPlan:
 def prepare_launch(
     settings: Settings,
     recipe_name: str,
+    request: LaunchRequest | None = None,
     *,
     overrides: list[str] | None = None,
-    cloud: CloudName | None = None,
-    gpus: int | None = None,
-    name: str | None = None,
-    max_cost_usd: float | None = None,
-    max_hours: float | None = None,
-    resources: dict[str, Any] | None = None,
     envs: dict[str, str] | None = None,
     dry_run: bool = False,
 ) -> LaunchPlan:
     """Validate everything a launch needs and choose offers; nothing is created. `envs`: the
     trainer's environment (--env and the trackers' variables, spotrun.core.tracker_env)."""
-    if gpus is not None and gpus < 0:  # 0: the run needs no GPU (as in a task file)
-        raise UsageError(
-            f"--gpus must be 0 or more, got {gpus}",
-            hint="leave it out to use the recipe's own GPU count; 0 asks for no GPU",
-        )
-    check_nodes(settings, (resources or {}).get("nodes"))
+    request = request or LaunchRequest()
+    check_nodes(settings, request.nodes)
     # The job runs in its run folder: a relative data path must mean what it meant here.
     overrides = pin_data_paths(overrides or [])
     recipe = get_recipe(recipe_name, overrides, data_here=False)
-    check_multi_node(recipe, (resources or {}).get("nodes"), "it")
+    check_multi_node(recipe, request.nodes, "it")
     # its data, now that the rest is known to fit; on AWS a dry run still shows the plan
-    data_advice = aws_data_advice(recipe.data, cloud or settings.default_cloud, settings)
+    data_advice = aws_data_advice(recipe.data, request.cloud or settings.default_cloud, settings)
     if data_advice is None:
         check_recipe(recipe)
     elif not dry_run:
         raise data_advice.error()
-    update: dict[str, Any] = dict(resources or {})
-    if gpus is not None:
-        update["gpus"] = gpus
-    try:
-        merged = Resources.model_validate({**recipe.resources.model_dump(), **update})
-        spec = LaunchSpec(
-            recipe=recipe.name,
-            overrides=list(overrides or []),
-            resources=merged,
-            name=name,
-            cloud=cloud or settings.default_cloud,
-            max_cost_usd=max_cost_usd if max_cost_usd is not None else settings.max_cost_usd,
-            max_hours=max_hours,
-            env=dict(envs or {}),
-        )
-    except ValidationError as exc:
-        raise UsageError(describe_validation_error(exc)) from exc
+    merged = request.resources_over(recipe.resources)
+    spec = launch_spec(settings, request, recipe.name, merged, overrides=overrides, env=envs)
     if merged.nodes > 1 and not recipe.multi_node:  # the recipe's own resources ask more
         raise UsageError(f"recipe {recipe.name} declares itself single-node; drop --nodes")
     check_remote_data(recipe.data, spec.cloud, settings, merged.region)
@@ -105,12 +81,51 @@ def prepare_launch(
     # GPUs that cannot split the global batch: refused before anything exists (after the
     # plan, so that a quota the cluster cannot fit is what a user hears first)
     batch_line = global_batch_line(recipe, merged.gpus, merged.nodes)
-    return LaunchPlan(spec, recipe, plan, provider, batch_line, data_advice)
+    return LaunchPlan(
+        spec, recipe, with_capacity_terms(spec, plan), provider, batch_line, data_advice
+    )
 
 
-def check_multi_node(recipe: Recipe, nodes: object, what: str) -> None:
+def launch_spec(
+    settings: Settings,
+    request: LaunchRequest,
+    label: str,
+    resources: Resources,
+    *,
+    overrides: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    job: JobSpec | None = None,
+) -> LaunchSpec:
+    """The spec stored with the run: the request, the settings' defaults where it is silent."""
+    try:
+        return LaunchSpec(
+            recipe=label,
+            overrides=list(overrides or []),
+            resources=resources,
+            name=request.name,
+            cloud=request.cloud or settings.default_cloud,
+            max_cost_usd=(
+                request.max_cost_usd if request.max_cost_usd is not None else settings.max_cost_usd
+            ),
+            max_hours=request.max_hours,
+            wait_for_capacity_s=request.wait_for_capacity_s,
+            spot_policy=request.spot_policy or "spot",
+            job=job,
+            env=dict(env or {}),
+        )
+    except ValidationError as exc:
+        raise UsageError(describe_validation_error(exc)) from exc
+
+
+def with_capacity_terms(spec: LaunchSpec, plan: Plan) -> Plan:
+    """--spot-policy auto: on-demand offers after the spot ones, taken when spot cannot be had
+    within the wait."""
+    return with_on_demand(plan) if spec.spot_policy == "auto" else plan
+
+
+def check_multi_node(recipe: Recipe, nodes: int | None, what: str) -> None:
     """A recipe marked multi_node = false never runs on several nodes (`what` names who would)."""
-    if isinstance(nodes, int) and nodes > 1 and not recipe.multi_node:
+    if nodes is not None and nodes > 1 and not recipe.multi_node:
         raise UsageError(
             f"recipe {recipe.name} declares itself single-node (multi_node = false); "
             f"{what} cannot run on {nodes} nodes",
@@ -118,20 +133,16 @@ def check_multi_node(recipe: Recipe, nodes: object, what: str) -> None:
         )
 
 
-def check_nodes(settings: Settings, nodes: object) -> None:
-    """--nodes: a whole number from 1 to aws.max_nodes (a typo must not order a fleet)."""
+def check_nodes(settings: Settings, nodes: int | None) -> None:
+    """--nodes: at most run.max_nodes (a typo must not order a fleet; LaunchRequest holds it
+    to 1 or more)."""
     if nodes is None:
         return
-    if not isinstance(nodes, int) or nodes < 1:
-        raise UsageError(
-            f"--nodes must be a whole number of at least 1, got {nodes}",
-            hint="leave it out to run on one instance",
-        )
-    limit = settings.aws.max_nodes
+    limit = settings.run.max_nodes
     if nodes > limit:
         raise UsageError(
             f"--nodes {nodes} is more than the {limit} instances one run may have",
-            hint="raise aws.max_nodes in config.toml if you mean it (and the account's "
+            hint="raise run.max_nodes in config.toml if you mean it (and the account's "
             "vCPU quota allows it)",
         )
 
@@ -139,32 +150,18 @@ def check_nodes(settings: Settings, nodes: object) -> None:
 def prepare_job_launch(
     settings: Settings,
     job: JobSpec,
+    request: LaunchRequest | None = None,
     *,
     label: str = "cmd",
-    cloud: CloudName | None = None,
-    name: str | None = None,
-    max_cost_usd: float | None = None,
-    max_hours: float | None = None,
-    resources: dict[str, Any] | None = None,
 ) -> LaunchPlan:
     """Like prepare_launch, for your own command.
 
     spotrun.jobs.own_command builds and checks `job`.
     """
-    check_nodes(settings, (resources or {}).get("nodes"))
-    merged = own_command.resources_for(dict(resources or {}))
-    try:
-        spec = LaunchSpec(
-            recipe=label,
-            resources=merged,
-            name=name,
-            cloud=cloud or settings.default_cloud,
-            max_cost_usd=max_cost_usd if max_cost_usd is not None else settings.max_cost_usd,
-            max_hours=max_hours,
-            job=job,
-        )
-    except ValidationError as exc:
-        raise UsageError(describe_validation_error(exc)) from exc
+    request = request or LaunchRequest()
+    check_nodes(settings, request.nodes)
+    merged = request.resources_over(Resources())
+    spec = launch_spec(settings, request, label, merged, job=job)
     if job.data is not None:
         check_job_data(job.data, spec.cloud, settings, merged.region)
     provider = get_provider(spec.cloud, settings)
@@ -172,7 +169,7 @@ def prepare_job_launch(
     site = data_site_of(job.data, spec.cloud)
     plan = plan_launch(provider, merged, recorded_history(settings), site, hours)
     check_launchable(settings, provider, merged, plan.chosen, spec.max_cost_usd)
-    return LaunchPlan(spec, None, plan, provider)
+    return LaunchPlan(spec, None, with_capacity_terms(spec, plan), provider)
 
 
 def data_site_of(data: str | None, cloud: CloudName) -> DataSite | None:
@@ -185,10 +182,7 @@ def data_site_of(data: str | None, cloud: CloudName) -> DataSite | None:
         or not isinstance(parse_data(data), S3Data)
     ):
         return None
-    # why: boto3 only for a launch whose data is on S3
-    from spotrun.cloud.aws.datasets import data_site
-
-    return data_site(data)
+    return s3_data_site(data)
 
 
 def check_launchable(
@@ -242,10 +236,7 @@ def check_remote_data(
                 f"data {spec.uri} is an EBS snapshot: only --cloud aws can attach it",
                 hint="launch with --cloud aws, or copy the data set here and give its path",
             )
-        # why: boto3 only for a launch that names a snapshot
-        from spotrun.cloud.aws.volumes import check_snapshot
-
-        check_snapshot(spec.snapshot_id, region or settings.aws.region, settings.aws)
+        check_snapshot(spec.snapshot_id, region, settings)
 
 
 def check_job_data(
@@ -270,11 +261,8 @@ def check_job_data(
 
 def check_s3_data(text: str) -> str:
     """At launch: the S3 data set exists and is readable; what it is, in words."""
-    # why: boto3 only for a launch whose data is on S3
-    from spotrun.cloud.aws.datasets import S3Store
-
     source = parse_s3(text)
-    store = S3Store(source.bucket)
+    store = s3_store(source.bucket)
     store.check_bucket()
     raw = store.read(source.key(MANIFEST_NAME))
     if raw is not None:

@@ -3,18 +3,19 @@ the shipped, dated catalog's GPU types instead (and it says so)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer
+from spotrun.cloud.by_name import gpu_type_patterns
 from spotrun.cloud.capabilities import NamesItsPrices
 from spotrun.cloud.gpu_catalog import shipped_catalog
 from spotrun.cloud.pricing_table import shipped_table
-from spotrun.core.config import CloudName, Resources, Settings, describe_validation_error
+from spotrun.core.config import CloudName, Resources, Settings
 from spotrun.core.errors import CredentialsError, UsageError
+from spotrun.core.launch_request import LaunchRequest, as_request
 from spotrun.launch.plan import make_plan
 
 
@@ -27,14 +28,14 @@ class PriceTable:
 
 
 def prices(
-    settings: Settings, cloud: CloudName = "aws", resources: dict[str, Any] | None = None
+    settings: Settings,
+    cloud: CloudName = "aws",
+    resources: LaunchRequest | Mapping[str, Any] | None = None,
 ) -> PriceTable:
     """The offers a launch with these resources would choose from, cheapest first; without
-    credentials, the GPU types of spotrun's shipped, dated catalog instead (and it says so)."""
-    try:
-        wanted = Resources.model_validate(resources or {})
-    except ValidationError as exc:
-        raise UsageError(describe_validation_error(exc)) from exc
+    credentials, the GPU types of spotrun's shipped, dated catalog instead (and it says so).
+    `resources`: a LaunchRequest, or its resource keys (the flags `spotrun prices` was given)."""
+    wanted = as_request(resources).resources_over(Resources())
     try:  # a profile that does not exist fails as the provider is made
         provider = get_provider(cloud, settings)
         offers = make_plan(wanted, provider.offers(wanted), limit=None).offers
@@ -59,7 +60,7 @@ def catalog_prices(settings: Settings, wanted: Resources, *, why: str) -> PriceT
             hint=f"drop --region to see {catalog.region}, or give AWS credentials",
         )
     # make_plan keeps what fits, or says why nothing does
-    fitting = make_plan(wanted, catalog.matching(settings.aws.gpu_instance_types), limit=None)
+    fitting = make_plan(wanted, catalog.matching(gpu_type_patterns(settings)), limit=None)
     offers = sorted(
         fitting.offers,
         key=lambda o: (

@@ -21,6 +21,7 @@ from spotrun.control import budget_guard
 from spotrun.control.hours_cap import stop_begins_at
 from spotrun.core.checkpoint_files import newest_complete_checkpoint
 from spotrun.core.errors import StateError, UsageError
+from spotrun.core.launch_request import LaunchRequest
 from spotrun.core.money import show_usd
 from spotrun.core.runstates import RESUMABLE, RunState
 from spotrun.cost import amounts
@@ -75,6 +76,8 @@ def resume(
     `max_cost_usd` replaces the run's cap on its whole cost (every instance it ever had);
     `max_hours` gives it that many more hours from now; `overrides` (a recipe run's) change
     recipe keys from here on (`epochs=30`: train further), after the run's own."""
+    # the new caps, checked as a launch's are, before the run is looked at
+    changes = LaunchRequest(max_cost_usd=max_cost_usd, max_hours=max_hours)
     run = ledger.resolve(ref)
     further = refuse_unresumable(run, overrides)
     at = time.time() if now is None else now
@@ -82,13 +85,11 @@ def resume(
     update: dict[str, object] = {}
     if overrides:
         update["overrides"] = _more_overrides(run, overrides)
-    if max_cost_usd is not None:
-        update["max_cost_usd"] = max_cost_usd
-    if max_hours is not None:
-        if max_hours <= 0:
-            raise UsageError(f"--max-hours must be above 0, got {max_hours:g}")
+    if changes.max_cost_usd is not None:
+        update["max_cost_usd"] = changes.max_cost_usd
+    if changes.max_hours is not None:
         # The cap counts from the run's creation (the instance-side deadline does too).
-        update["max_hours"] = (at - run.created_at) / 3600.0 + max_hours
+        update["max_hours"] = (at - run.created_at) / 3600.0 + changes.max_hours
     spec = run.spec.model_copy(update=update)
     # Used up once the controller would begin stopping it: a resume then would only stop again.
     stop_at = stop_begins_at(run.created_at, spec.max_hours, ledger.settings.budget_stop_margin_s)

@@ -18,6 +18,7 @@ from typing import Any
 from spotrun.core.errors import NotFoundError, StateError, UsageError
 from spotrun.core.interrupts import interrupts_deferred
 from spotrun.core.waiting import WaitTimeout, wait_until
+from spotrun.core.launch_request import LaunchRequest
 from spotrun.cost.bills import run_cost
 from spotrun.cost.cost_report import (
     GROUPINGS,
@@ -66,6 +67,7 @@ __all__ = [
     "GcReport",
     "LaunchPlan",
     "PriceTable",
+    "LaunchRequest",
     "RunStatus",
     "Update",
     "attach_command",

@@ -9,19 +9,13 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 
 from spotrun.cloud import get_provider
-from spotrun.core.capacity_note import SPOT_POLICIES
-from spotrun.core.config import (
-    CloudName,
-    Resources,
-    Settings,
-    describe_validation_error,
-)
+from spotrun.core.config import CloudName, Settings, describe_validation_error
 from spotrun.core.errors import StateError, UsageError
+from spotrun.core.launch_request import LaunchRequest
 from spotrun.core.rundir import SUPERVISOR_LOG_FILE
 from spotrun.core.sweepspec import MODEL_SEARCHES, SweepSpec
 from spotrun.core.waiting import Backoff, WaitTimeout, wait_until
@@ -52,6 +46,7 @@ class PreparedSweep:
 def prepare_sweep(
     settings: Settings,
     recipe_name: str,
+    request: LaunchRequest | None = None,
     *,
     grid: list[str] | None = None,
     space: list[str] | None = None,
@@ -59,45 +54,40 @@ def prepare_sweep(
     overrides: list[str] | None = None,
     max_parallel: int | None = None,
     gpus_per_trial: int | None = None,
-    max_cost_usd: float | None = None,
     early_stop: str = "none",
     metric: str | None = None,
     mode: str | None = None,
-    cloud: CloudName | None = None,
-    name: str | None = None,
     seed: int = 0,
     grace_epochs: int = 1,
     reduction_factor: int = 3,
-    resources: dict[str, Any] | None = None,
     envs: dict[str, str] | None = None,
     search: str | None = None,
     search_trials: int | None = None,
-    wait_for_capacity_s: float | None = None,
-    spot_policy: str | None = None,
     pbt_interval: int | None = None,
     pbt_perturb: float = 1.2,
 ) -> PreparedSweep:
     """Check everything a sweep needs, draw its trials and plan where they run; creates
-    nothing. Every bad input is a UsageError naming it. `wait_for_capacity_s` and
-    `spot_policy` are every trial's, as on launch (None: the settings')."""
-    policy = spot_policy or settings.spot_policy
-    if policy not in SPOT_POLICIES:
-        raise UsageError(f"spot policy {policy!r} is not one of {', '.join(SPOT_POLICIES)}")
-    if policy == "on-demand":
-        resources = {**(resources or {}), "spot": False}
+    nothing. Every bad input is a UsageError naming it. `request`: every trial's launch
+    (its resources, cloud, cap on the whole sweep, name, capacity terms; None: the settings')."""
+    asked = request or LaunchRequest()
+    if asked.max_hours is not None:  # no trial has an hours cap yet: refused, not ignored
+        raise UsageError("a sweep takes no max_hours", hint="cap its money with --max-cost")
+    if asked.gpus is not None:
+        raise UsageError("a sweep's trials take their GPUs from --gpus-per-trial, not gpus")
+    request = asked.over(
+        LaunchRequest(cloud=settings.default_cloud, spot_policy=settings.spot_policy)
+    )
     if max_parallel is not None and max_parallel < 1:
         raise UsageError(f"--max-parallel must be at least 1, got {max_parallel}")
     if random is not None and random < 1:
         raise UsageError(f"--random must be at least 1 trial, got {random}")
     if gpus_per_trial is not None and gpus_per_trial < 0:
         raise UsageError(f"--gpus-per-trial must be 0 or more, got {gpus_per_trial}")
-    if max_cost_usd is not None and max_cost_usd <= 0:
-        raise UsageError(f"--max-cost must be above 0, got {max_cost_usd}")
     if early_stop not in ("asha", "hyperband", "none"):
         raise UsageError(f"--pruner must be asha, hyperband or none, got '{early_stop}'")
     search, random = check_search(search, search_trials, random)
     check_pbt_options(search, pbt_interval, pbt_perturb)
-    nodes = (resources or {}).get("nodes")
+    nodes = request.nodes
     check_nodes(settings, nodes)  # the launch's own checks: 1 to aws.max_nodes
     recipe = get_recipe(recipe_name, overrides or [], data_here=False)
     check_multi_node(recipe, nodes, "its trials")
@@ -107,11 +97,11 @@ def prepare_sweep(
     chosen_mode = check_metric(wanted_metric, mode or default_mode)
     parsed_grid = parse_grid(grid or [])
     ranges = typed_space(parse_space(space or []))
-    chosen_cloud: CloudName = cloud or settings.default_cloud
+    chosen_cloud: CloudName = request.cloud or settings.default_cloud
     gpus = recipe.resources.gpus if gpus_per_trial is None else gpus_per_trial
     notes: list[str] = []
     cpus = os.cpu_count() or 1
-    per_trial = nodes if isinstance(nodes, int) and nodes > 1 else 1
+    per_trial = nodes if nodes is not None and nodes > 1 else 1
     # the default on AWS is 8 instances at once: 8 trials of one node, 4 of two, ...
     parallel = (
         max_parallel
@@ -131,18 +121,18 @@ def prepare_sweep(
             seed=seed,
             max_parallel=parallel,
             gpus_per_trial=gpus,
-            resources=dict(resources or {}),
+            resources=request.resource_flags(),
             cloud=chosen_cloud,
-            max_cost_usd=max_cost_usd,
+            max_cost_usd=request.max_cost_usd,
             early_stop=early_stop,
             grace_epochs=grace_epochs,
             reduction_factor=reduction_factor,
             metric=wanted_metric,
             mode=chosen_mode,
-            name=name,
+            name=request.name,
             env=dict(envs or {}),
-            wait_for_capacity_s=wait_for_capacity_s,
-            spot_policy=policy,
+            wait_for_capacity_s=request.wait_for_capacity_s,
+            spot_policy=request.spot_policy or settings.spot_policy,
             search=search,
             trials=search_trials if search in (*MODEL_SEARCHES, "pbt") else None,
             pbt_interval=pbt_interval,
@@ -156,15 +146,12 @@ def prepare_sweep(
         for end in (rng.low, rng.high):
             value = str(int(end)) if rng.integer else repr(end)
             check_trials(spec.model_copy(update={"grid": {}}), [{key: value}])
-    try:
-        wanted = Resources.model_validate({**recipe.resources.model_dump(), **spec.resources})
-        wanted = wanted.model_copy(update={"gpus": gpus})
-    except ValidationError as exc:
-        raise UsageError(describe_validation_error(exc)) from exc
+    wanted = spec.resources.model_copy(update={"gpus": gpus}).resources_over(recipe.resources)
     if wanted.nodes > 1 and not recipe.multi_node:  # the recipe's own resources ask more
         raise UsageError(f"recipe {recipe.name} declares itself single-node; drop --nodes")
     if wanted.nodes > 1:  # every trial is a cluster run of that many nodes
-        spec = spec.model_copy(update={"resources": {**spec.resources, "nodes": wanted.nodes}})
+        flags = spec.resources.model_copy(update={"nodes": wanted.nodes})
+        spec = spec.model_copy(update={"resources": flags})
     provider = get_provider(chosen_cloud, settings)
     plan = plan_sweep(wanted, provider.offers(wanted), trials=len(trials), max_parallel=parallel)
     # one trial alone must fit under the sweep's cap; one trial's nodes at once in the quota

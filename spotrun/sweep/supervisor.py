@@ -21,6 +21,7 @@ from typing import Literal
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
+from spotrun.cloud.by_name import launch_caveat
 from spotrun.control.controller import RunController
 from spotrun.core.config import LaunchSpec, Resources, Settings
 from spotrun.core.durations import show_duration
@@ -228,7 +229,9 @@ class SweepSupervisor:
         launch_spec = LaunchSpec(
             recipe=spec.recipe,
             overrides=[*overrides_of(spec, trial.params), *self._segment(trial)],
-            resources=Resources.model_validate({**spec.resources, "gpus": spec.gpus_per_trial}),
+            resources=spec.resources.model_copy(
+                update={"gpus": spec.gpus_per_trial}
+            ).resources_over(Resources()),
             name=f"{self.sweep.name}-t{trial.index}",
             cloud=spec.cloud,
             env=dict(spec.env),
@@ -247,7 +250,7 @@ class SweepSupervisor:
             run.id, "sweep", f"trial {trial.index} of sweep {self.sweep.name}: {shown}"
         )
         self.ledger.add_event(run.id, "plan", self.plan.reason)
-        lacking = self.ledger.settings.aws.without_credentials() if spec.cloud == "aws" else None
+        lacking = launch_caveat(spec.cloud, self.ledger.settings)
         if lacking:
             self.ledger.add_event(run.id, "plan", lacking)
         self.tails[run.id] = MetricsTail(run.run_dir / METRICS_FILE)

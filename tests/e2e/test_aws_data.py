@@ -121,7 +121,10 @@ def test_remote_data_that_cannot_be_staged_is_refused_at_launch(aws_env: Env, la
     for data, message in cases.items():
         with pytest.raises(UsageError, match=re.escape(message)):
             api.prepare_launch(
-                load_settings(env.home), "digits-fast", overrides=[f"data={data}"], cloud="aws"
+                load_settings(env.home),
+                "digits-fast",
+                api.LaunchRequest(cloud="aws"),
+                overrides=[f"data={data}"],
             )
     # Through the CLI: exit 2, the message, and nothing made.
     result = env.cli(

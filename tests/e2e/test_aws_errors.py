@@ -31,7 +31,7 @@ CAPACITY_CODES = ["InsufficientInstanceCapacity", "SpotMaxPriceTooLow"]
 def _request_step(env: Env) -> tuple[Ledger, RunRecord, AwsProvider]:
     """Plan a digits-fast run on the lab and drive only its request step, in this process."""
     settings = load_settings(env.home)
-    prepared = api.prepare_launch(settings, "digits-fast", cloud="aws")
+    prepared = api.prepare_launch(settings, "digits-fast", api.LaunchRequest(cloud="aws"))
     ledger = Ledger(settings)
     run = ledger.create_run(prepared.spec, plan=prepared.plan)
     provider = AwsProvider(settings)

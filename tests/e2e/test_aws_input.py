@@ -75,7 +75,7 @@ def test_bad_input_is_refused_before_anything_exists(
         lab.write_config(aws_env.home, **settings)
     with pytest.raises(UsageError) as caught:
         api.prepare_launch(
-            load_settings(aws_env.home), "digits-fast", cloud="aws", resources=resources
+            load_settings(aws_env.home), "digits-fast", api.LaunchRequest(cloud="aws", **resources)
         )
     for fragment in fragments:
         assert fragment in caught.value.user_message()

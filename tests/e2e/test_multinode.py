@@ -174,7 +174,7 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
 
 def test_bad_cluster_input_is_refused_with_nothing_launched(aws_env: Env, lab: Lab) -> None:
     from spotrun.core.errors import QuotaError, UsageError
-    from spotrun.service.runs import prepare_launch
+    from spotrun.service.runs import LaunchRequest, prepare_launch
 
     lab.front.quotas.values["L-34B43A08"] = 4.0  # standard spot vCPUs: two c6i.large fit
     proc = aws_env.cli("launch", "digits-fast", "--nodes", "0", "--cloud", "aws", "-d")
@@ -184,7 +184,7 @@ def test_bad_cluster_input_is_refused_with_nothing_launched(aws_env: Env, lab: L
     settings = load_settings(aws_env.home)
     for resources, recipe, said in BAD:  # a quota short of the nodes: the plan's refusal
         with pytest.raises((UsageError, QuotaError)) as refused:
-            prepare_launch(settings, recipe, cloud="aws", resources=resources)
+            prepare_launch(settings, recipe, LaunchRequest(cloud="aws", **resources))
         assert said in " ".join(refused.value.user_message().split())
     assert lab.instances() == []
     assert aws_env.runs() == []

@@ -14,6 +14,7 @@ import pytest
 
 from spotrun.core.config import load_settings
 from spotrun.core.errors import UsageError
+from spotrun.core.launch_request import LaunchRequest
 from spotrun.service.sweeps import prepare_sweep
 from tests.conftest import Env
 from tests.helpers import wait_for
@@ -49,15 +50,16 @@ def _counts(env: Env) -> tuple[int, int]:
         ({"grid": ["lr=0.1"], "metric": "val_bleu"}, "does not log"),
         ({"grid": ["lr=0.1,fast"]}, "lr"),
         ({"grid": ["lr=0.1"], "early_stop": "median"}, "asha, hyperband or none"),
-        ({"grid": ["lr=0.1"], "max_cost_usd": 0.0}, "--max-cost must be above 0"),
+        ({"grid": ["lr=0.1"], "request": {"max_cost_usd": 0.0}}, "--max-cost must be above 0"),
     ],
 )
 def test_bad_input_is_a_usage_error_before_anything_is_made(
     env: Env, options: dict[str, Any], message: str
 ) -> None:
     settings = load_settings(env.home)
+    asked = options.pop("request", {})
     with pytest.raises(UsageError, match=re.escape(message)):
-        prepare_sweep(settings, "digits-fast", **options)
+        prepare_sweep(settings, "digits-fast", LaunchRequest(**asked), **options)
     assert _counts(env) == (0, 0)
 
 

@@ -14,6 +14,7 @@ from spotlab import Lab
 from spotlab.fixtures import use_lab
 from spotrun.core.config import load_settings
 from spotrun.core.errors import UsageError
+from spotrun.core.launch_request import LaunchRequest
 from spotrun.service import sweeps as service
 from spotrun.store.ledger import Ledger
 from tests.cluster_cases import BAD
@@ -92,7 +93,7 @@ def test_bad_sweep_nodes_are_refused_before_anything_is_made(aws_env: Env, lab: 
     for resources, recipe, said in BAD:
         with pytest.raises(UsageError) as refused:
             service.prepare_sweep(
-                settings, recipe, grid=["lr=0.1,0.2"], cloud="aws", resources=resources
+                settings, recipe, LaunchRequest(cloud="aws", **resources), grid=["lr=0.1,0.2"]
             )
         assert said in " ".join(refused.value.user_message().split())
     assert json.loads(aws_env.cli("sweep", "ls", "--json", check=True).stdout) == []
