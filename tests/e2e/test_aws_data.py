@@ -141,7 +141,7 @@ def test_snapshot_data_gets_a_tagged_volume_in_the_zone_deleted_at_the_end(
     """The EC2 side of snapshot data: a volume from the snapshot, in the instance's zone, tagged
     as the run's, attached to its instance, priced, and detached and deleted when the run ends.
     (The lab's hosts have no block devices: mounting it is tested with a loop device in
-    tests/datasets/test_snapshot_mount.py.)"""
+    tests/unit/datasets/test_snapshot_mount.py.)"""
     env = aws_env
     source = lab.ec2.create_volume(Size=3, AvailabilityZone="us-east-1a")
     snapshot_id = lab.ec2.create_snapshot(VolumeId=source["VolumeId"])["SnapshotId"]
@@ -192,7 +192,7 @@ def test_a_cache_volume_is_reattached_to_the_replacement_then_deleted(
     (same type and zone first) gets the same volume; it is priced, found by gc if left behind,
     and deleted when the run ends. (The lab's hosts have no block devices, so the job there
     stages without it after its wait; the mount and the skip of shards already on the volume
-    are tested with a loop device in tests/datasets/test_cache_volume.py.)"""
+    are tested with a loop device in tests/unit/datasets/test_cache_volume.py.)"""
     env = aws_env
     lab.write_config(env.home, data_cache_volume=True)
     folder = make_image_folder(tmp_path / "pets", per_class=2, per_class_test=1, size=8).root

@@ -1,6 +1,6 @@
 """A job's output never speaks to the user's terminal: escape sequences and control characters
 in its last lines are stripped from the failure messages launch and status print (issue 18,
-class 6; the tab/newline names of the same class: tests/datasets/test_hostile_names.py)."""
+class 6; the tab/newline names of the same class: tests/unit/datasets/test_hostile_names.py)."""
 
 from __future__ import annotations
 
