@@ -307,7 +307,7 @@ class Watcher:
             return Ending(
                 NO_PROGRESS,
                 f"the job made no progress for {idle:.0f} s (its log, metrics, data staging "
-                f"and checkpoints unchanged; aws.no_progress_s is {cfg.no_progress_s:.0f})",
+                f"and checkpoints unchanged; run.no_progress_s is {cfg.no_progress_s:.0f})",
             )
         return None
 

@@ -32,14 +32,10 @@ def doctor(
     from spotrun.service.doctor import doctor as run_checks
 
     settings = load_settings()
-    if region:
-        settings = settings.model_copy(
-            update={"aws": settings.aws.model_copy(update={"region": region})}
-        )
     wanted: dict[str, object] = (
         {"instance_type": instance_type} if instance_type else {"gpus": gpus}
     )
-    checks = run_checks(settings, wanted)
+    checks = run_checks(settings, wanted, region)
     if as_json:
         sys.stdout.write(json.dumps([c.as_dict() for c in checks], indent=2) + "\n")
     else:

@@ -9,7 +9,7 @@ private address. spotrun's part is to say who the nodes are:
   and metrics), and it is the node spotrun syncs the run folder from;
 - processes per node: the instance's GPUs (one process on a CPU instance, with gloo);
 - the network settings for NCCL on AWS (EFA through libfabric where the type has it), which
-  `aws.cluster_env` in config.toml overrides key by key.
+  `run.cluster_env` in config.toml overrides key by key.
 """
 
 from __future__ import annotations

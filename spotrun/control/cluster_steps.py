@@ -9,7 +9,7 @@ judges the job's progress (the other nodes' files need not move).
 When a node is lost (notice, reclaim, silence), the survivors' torchrun processes stop too (the
 notice reaches every rank: the job agrees to stop at one step and rank 0 checkpoints). The run is
 interrupted as a single-node run is; the replacement is asked for in the cluster's zone and
-placement group, for `aws.cluster_replace_s`; after that the whole cluster moves: the survivors
+placement group, for `run.cluster_replace_s`; after that the whole cluster moves: the survivors
 are marked doomed like the lost node, and N instances are asked for wherever an offer fills.
 The healthy nodes are never relaunched while the cluster stays.
 """
@@ -90,11 +90,11 @@ class ClusterSteps:
             procs_per_node=max(
                 1, planned_gpus(run.plan, head.instance_type, run.spec.resources.gpus)
             ),
-            port=self.ledger.settings.aws.rendezvous_port,
+            port=self.ledger.settings.run.rendezvous_port,
             efa=planned is not None and planned.efa,
         )
         cluster.write_layout(run.run_dir, spec)
-        overrides = dict(self.ledger.settings.aws.cluster_env)
+        overrides = dict(self.ledger.settings.run.cluster_env)
         for rank, inst in enumerate(live):
             argv, env, wrap = self.jobs.node_job(run, inst, spec, rank)
             env.update(spec.env(rank, overrides))
@@ -174,7 +174,7 @@ class ClusterSteps:
     # ----------------------------------------------------------------- request
     def offers(self, run: RunRecord, offers: list[Offer]) -> tuple[list[Offer], bool]:
         """A cluster that lost nodes asks for them in its own zone and type (its placement
-        group) until aws.cluster_replace_s has passed; then the whole cluster moves. The
+        group) until run.cluster_replace_s has passed; then the whole cluster moves. The
         offers to try, and whether the cluster stays (then it asks again shortly)."""
         survivors = self.instances.live()
         if not survivors or len(survivors) >= run.spec.resources.nodes:
@@ -188,17 +188,17 @@ class ClusterSteps:
 
     def zone_bound_passed(self, run: RunRecord, survivors: list[Instance]) -> bool:
         """Whether the cluster's zone has had no room for a replacement for longer than
-        aws.cluster_replace_s (then the whole cluster moves)."""
+        run.cluster_replace_s (then the whole cluster moves)."""
         now = self.clock.monotonic()
         if self._lost_since is None:
             self._lost_since = now
-        bound = self.ledger.settings.aws.cluster_replace_s
+        bound = self.ledger.settings.run.cluster_replace_s
         return bool(survivors) and now - self._lost_since >= bound
 
     def move_whole(self, run: RunRecord, survivors: list[Instance], tried: str) -> None:
         """Give up the cluster's zone: the survivors go as the lost node did (their
         checkpoints are collected before they are terminated), N nodes are asked anew."""
-        bound = self.ledger.settings.aws.cluster_replace_s
+        bound = self.ledger.settings.run.cluster_replace_s
         zone = survivors[0].zone if survivors else "its zone"
         for inst in survivors:
             self.instances.mark_doomed(inst, "the cluster moves")

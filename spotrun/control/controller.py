@@ -184,7 +184,7 @@ class RunController:
             raise CapacityError("the run has no offers to request; launch it again")
         tried = []
         to_try = self.recovery.offers(run, offers)
-        staying = False  # a cluster keeps its zone while aws.cluster_replace_s lasts
+        staying = False  # a cluster keeps its zone while run.cluster_replace_s lasts
         if self.cluster is None:  # a replacement goes where the cache volume is, if it can
             to_try = prefer_cache_zone(self.ledger, run, to_try)
         else:
@@ -244,7 +244,7 @@ class RunController:
         live = self.instances.live()
         if not live:
             return self._move(RunState.INTERRUPTED, "the instance went away while provisioning")
-        ready = self.provider.wait_ready(live, self.ledger.settings.aws.ssh_timeout_s)
+        ready = self.provider.wait_ready(live, self.ledger.settings.run.ssh_timeout_s)
         for inst in ready:
             self.ledger.upsert_instance(to_record(inst))
         return self._move(RunState.BOOTSTRAPPING, "instance ready")

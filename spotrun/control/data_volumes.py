@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from spotrun.cloud.base import Instance, Provider
+from spotrun.cloud.by_name import s3_store
 from spotrun.cloud.capabilities import AttachesDataVolumes
 from spotrun.control.cache_zone import CACHE_ROLE
 from spotrun.core.config import Settings
@@ -83,15 +84,12 @@ def attach_snapshot_data(
 def attach_data_cache(
     provider: Provider, ledger: Ledger, run: RunRecord, instance: Instance
 ) -> dict[str, str]:
-    """With `[aws] data_cache_volume`: the run's cache volume for its s3:// data attached to
-    `instance` (the one an earlier instance in this zone staged onto, or a new one sized for
-    the data set); the job's environment for it ({} when the run has none)."""
+    """When the provider caches data (`[aws] data_cache_volume`): the run's cache volume for
+    its s3:// data attached to `instance` (the one an earlier instance in this zone staged
+    onto, or a new one sized for the data set); the job's environment for it ({} when the
+    run has none)."""
     data = run_data(run)
-    if (
-        data is None
-        or not isinstance(provider, AttachesDataVolumes)
-        or not ledger.settings.aws.data_cache_volume
-    ):
+    if data is None or not isinstance(provider, AttachesDataVolumes) or not provider.caches_data:
         return {}
     spec = parse_data(data)
     if not isinstance(spec, S3Data):
@@ -123,9 +121,7 @@ def cache_size_gb(disk_bytes: int) -> int:
 
 def data_set_disk_bytes(spec: S3Data) -> int:
     """What the data set takes on disk once staged (its manifest's count, or the listing's)."""
-    from spotrun.cloud.aws.datasets import S3Store  # why: boto3, for s3:// data on AWS only
-
-    store = S3Store(spec.bucket)
+    store = s3_store(spec.bucket)
     raw = store.read(spec.key(MANIFEST_NAME))
     if raw is not None:
         return read_manifest(raw, f"{spec.uri}/{MANIFEST_NAME}").disk_bytes
@@ -133,7 +129,7 @@ def data_set_disk_bytes(spec: S3Data) -> int:
 
 
 def _root_volume(run: RunRecord, settings: Settings) -> dict[str, Any]:
-    return {"size_gb": run.spec.resources.disk_gb or settings.aws.root_volume_gb, "type": "gp3"}
+    return {"size_gb": run.spec.resources.disk_gb or settings.run.root_volume_gb, "type": "gp3"}
 
 
 def _record_volume(

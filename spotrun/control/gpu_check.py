@@ -2,7 +2,7 @@
 the GPUs its type has.
 
 An instance with a broken driver, or a CUDA torch cannot use, would train on its CPU at a GPU's
-price (the trainer falls back to the CPU). `aws.gpu_mismatch` says what a mismatch does: "fail"
+price (the trainer falls back to the CPU). `run.gpu_mismatch` says what a mismatch does: "fail"
 the run (the default), "replace" the instance (MAX_GPU_REPLACEMENTS times at most, then fail),
 or "warn" (an event, and the job runs anyway). An instance type without GPUs is not asked.
 """
@@ -83,7 +83,7 @@ class GpuCheck:
         problem = mismatch(expected, instance.instance_type, probe(self.provider, instance))
         if problem is None:
             return
-        setting = self.ledger.settings.aws.gpu_mismatch
+        setting = self.ledger.settings.run.gpu_mismatch
         problem = f"{instance.id}: {problem}"
         if setting == "warn":
             self.ledger.add_event(run.id, GPU_EVENT, f"{problem}; running anyway (warn)")
@@ -99,6 +99,6 @@ class GpuCheck:
         if setting == "replace":
             problem += f"; {found} instance(s) replaced for the same reason already"
         raise GpuMismatchError(
-            f"{problem}; the job was not started (aws.gpu_mismatch = {setting!r})",
+            f"{problem}; the job was not started (run.gpu_mismatch = {setting!r})",
             replace=False,
         )

@@ -2,7 +2,7 @@
 
 The run becomes interrupted when the instance's agent reports a spot notice (notice.json,
 brought home by the sync), when EC2 reports the instance ended with a spot reason, or when a
-running instance stops answering for `aws.unreachable_s` (in a cluster, the silent nodes alone
+running instance stops answering for `run.unreachable_s` (in a cluster, the silent nodes alone
 are terminated and replaced). A replacement is requested at once: with a notice, while the
 noticed instance is still checkpointing, because the noticed instance is marked "doomed" in the
 ledger and no longer counts as the run's capacity. Before the job starts on the replacement,
@@ -12,7 +12,7 @@ the replacement, where the trainer resumes from it. A noticed instance in its fi
 checkpoint is stored is left for EC2 to terminate instead: AWS does not bill an instance it
 interrupts in its first hour, and bills one the user ends (`_leave_to_ec2`); spotrun ends it
 only if EC2 has not by the notice's time (reckoned on this controller's clock) plus
-aws.reclaim_margin_s (RunInstances.settle_left).
+run.reclaim_margin_s (RunInstances.settle_left).
 A GPU check that refused the instance (spotrun.control.gpu_check) interrupts the run too.
 """
 
@@ -26,6 +26,7 @@ from fractions import Fraction
 from functools import partial
 
 from spotrun.cloud.base import Instance, Offer, Provider
+from spotrun.cloud.capabilities import PacesPolls
 from spotrun.control.cluster import node_dirs
 from spotrun.control.gpu_check import GpuMismatchError
 from spotrun.control.notices import is_spot_reclaim, read_notice
@@ -115,14 +116,14 @@ class Recovery:
 
     def unanswered(self, run: RunRecord, exc: RemoteError) -> RunRecord:
         """The instance did not answer, or answered but its command failed: retry until
-        aws.unreachable_s, then replace it, saying which of the two it was."""
+        run.unreachable_s, then replace it, saying which of the two it was."""
         now = self.clock.monotonic()
         failing = isinstance(exc, RemoteCommandError)
         if self._unreachable_since is None:
             self._unreachable_since = now
             what = "a command on the instance failed" if failing else "instance not answering"
             self.ledger.add_event(run.id, "remote", f"{what}: {exc.message}")
-        limit = self.settings.aws.unreachable_s
+        limit = self.settings.run.unreachable_s
         if now - self._unreachable_since < limit:
             pause(self._retry_s, clock=self.clock)  # then the controller tries the step again
             return self.ledger.get_run(self.run_id)
@@ -140,7 +141,8 @@ class Recovery:
 
     @property
     def _retry_s(self) -> float:
-        return min(self.settings.aws.poll_s, 2.0)
+        pace = self.provider.poll_s if isinstance(self.provider, PacesPolls) else 2.0
+        return min(pace, 2.0)
 
     def answers(self, instance: Instance) -> bool:
         """Whether the instance runs a command over SSH now."""
@@ -151,7 +153,7 @@ class Recovery:
         return True
 
     def silent_nodes(self, nodes: list[Instance]) -> list[Instance]:
-        """Those of `nodes` that still do not answer after aws.unreachable_s."""
+        """Those of `nodes` that still do not answer after run.unreachable_s."""
         silent = list(nodes)
 
         def all_answer() -> bool:
@@ -160,7 +162,7 @@ class Recovery:
 
         poll_until(
             all_answer,
-            timeout_s=self.settings.aws.unreachable_s,
+            timeout_s=self.settings.run.unreachable_s,
             interval_s=self._retry_s,
             clock=self.clock,
         )
@@ -169,7 +171,7 @@ class Recovery:
     def drop_silent(self, silent: list[Instance], why: str | None = None) -> str:
         """Terminate instances that stopped answering (marked doomed, so that a replacement is
         asked for them alone); returns the reason to interrupt the run with."""
-        why = why or f"did not answer for {self.settings.aws.unreachable_s:.0f} s"
+        why = why or f"did not answer for {self.settings.run.unreachable_s:.0f} s"
         for inst in silent:
             self.instances.mark_doomed(inst, why)
         self.instances.terminate(silent, why)
@@ -275,7 +277,7 @@ class Recovery:
         hour: No charge". So an instance EC2 is about to terminate within its first hour is left
         to it, once its job has checkpointed and the checkpoint is stored and synced here (the
         run never waits for it); spotrun.control.run_instances.settle_left ends it if EC2 has
-        not by the notice's time plus aws.reclaim_margin_s.
+        not by the notice's time plus run.reclaim_margin_s.
         """
         notices = (read_notice(d) for d in node_dirs(run.run_dir))
         notice = next((n for n in notices if n is not None and n.instance_id == inst.id), None)
@@ -286,7 +288,7 @@ class Recovery:
         # On this controller's clock: when it first saw the notice, plus the seconds left that
         # the agent measured on the instance's (the notice's time is in another frame).
         reclaim_at = notice.reclaim_after(self.instances.doomed_at(inst.id) or time.time())
-        until = reclaim_at + self.settings.aws.reclaim_margin_s
+        until = reclaim_at + self.settings.run.reclaim_margin_s
         if inst.launched_at is None or until - inst.launched_at >= FREE_INTERRUPTION_S:
             return False  # past its first hour by then: EC2's end is billed too, ours is sooner
         self.instances.leave_to_ec2(inst, until)
@@ -296,7 +298,7 @@ class Recovery:
             "spot",
             f"{inst.id}'s checkpoint is stored: left for EC2 to reclaim at {at} (an interruption "
             "in the first hour is not billed; terminated by spotrun if EC2 has not by "
-            f"{self.settings.aws.reclaim_margin_s:.0f} s later)",
+            f"{self.settings.run.reclaim_margin_s:.0f} s later)",
         )
         return True
 

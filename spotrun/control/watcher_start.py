@@ -1,11 +1,11 @@
 """Starting the agent's watcher on an instance, with the run's caps it enforces alone.
 
-The watcher (spotrun.agent.watcher, assembled with the instance's S3 and EC2 parts by
-spotrun.cloud.aws.instance_watcher) runs beside the job: it reports spot notices, and ends the
-instance itself at the run's deadline (max-hours, or the budget cap at the offer's price) even
-when no controller is there. The deadline travels as seconds from now (`--deadline-in`), which
-the watcher counts on the instance's monotonic clock: the two machines' clocks may disagree by
-hours, a duration means the same on both.
+The watcher (spotrun.agent.watcher, assembled with the instance's own cloud parts: the
+module spotrun.cloud.by_name names for the run's cloud) runs beside the job: it reports spot
+notices, and ends the instance itself at the run's deadline (max-hours, or the budget cap at
+the offer's price) even when no controller is there. The deadline travels as seconds from now
+(`--deadline-in`), which the watcher counts on the instance's monotonic clock: the two
+machines' clocks may disagree by hours, a duration means the same on both.
 """
 
 from __future__ import annotations
@@ -15,14 +15,12 @@ import time
 from fractions import Fraction
 
 from spotrun.cloud.base import Instance, Provider
+from spotrun.cloud.by_name import instance_watcher
 from spotrun.core.rundir import WATCHER_LOG_FILE, WATCHER_PID_FILE
 from spotrun.cost import budget
 from spotrun.remote.detached import start_once
 from spotrun.remote.runner import Runner
 from spotrun.store.ledger import Ledger, RunRecord
-
-# What the instance runs: the watcher with the instance's own S3 uploads and self-termination.
-WATCHER_MODULE = "spotrun.cloud.aws.instance_watcher"
 
 
 def agent_deadline(
@@ -58,27 +56,29 @@ def start_watcher(
 
     judge_progress=False: this node's files are no sign of the job's progress (a cluster's
     other nodes; node 0 judges, and when it ends the job the others' jobs end too)."""
-    aws = ledger.settings.aws
+    watcher = instance_watcher(run.spec.cloud, ledger.settings)
+    if watcher is None:  # the run's cloud has no watcher for its instances
+        return
+    settings = ledger.settings.run
     remote_dir = provider.run_dir(head, run.id)
     argv = [
         *provider.spotrun_command(head)[:1],
         "-m",
-        WATCHER_MODULE,
+        watcher.module,
         "--run-dir",
         remote_dir,
         "--run-id",
         run.id,
         "--poll",
-        str(aws.notice_poll_s),
+        str(settings.notice_poll_s),
         "--no-progress",
-        str(aws.no_progress_s if judge_progress else 0.0),
+        str(settings.no_progress_s if judge_progress else 0.0),
         "--end-grace",
-        str(aws.end_grace_s),
+        str(settings.end_grace_s),
         "--region",
         head.region,
+        *watcher.args,
     ]
-    if aws.bucket:
-        argv += ["--bucket", aws.bucket]
     planned = run.plan.offer_of(head.instance_type, head.zone) if run.plan else None
     deadline = agent_deadline(ledger, run, planned.spot_usd_per_hour if planned else None)
     if deadline is not None:  # both on this machine's clock: their difference is a duration

@@ -13,7 +13,14 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S
 from spotrun.core.durations import MAX_HOURS, MAX_SECONDS
@@ -21,6 +28,8 @@ from spotrun.core.errors import UsageError
 from spotrun.core.home import CONFIG_FILE, LEDGER_FILE, RUNS_FOLDER, default_home
 from spotrun.core.jobspec import JobSpec
 from spotrun.core.rundir import HOME_VAR
+from spotrun.core.settings_run import MAX_DISK_GB as MAX_DISK_GB  # Resources and task files
+from spotrun.core.settings_run import RunSettings, move_old_run_keys, old_spelling
 from spotrun.core.suggest import unknown_key
 
 if sys.version_info >= (3, 11):
@@ -42,7 +51,6 @@ SpotPolicy = Literal["spot", "auto", "on-demand"]  # as SPOT_POLICIES (core.capa
 # Bounds on counts that drive work or money, so that a typo (gpus: 80000) is refused at launch.
 MAX_GPUS_PER_NODE = 64  # the largest instances have 8-16
 MAX_NODES = 1024
-MAX_DISK_GB = 65536  # EBS volumes end at 64 TiB
 
 
 class StrictModel(BaseModel):
@@ -66,16 +74,12 @@ class AwsSettings(StrictModel):
     ssh_address: Literal["public", "private"] = "public"
     ssh_user: str = "ubuntu"
     ssh_port: int = Field(22, ge=1, le=65535)
-    ssh_timeout_s: float = Field(
-        600.0, gt=0, le=MAX_SECONDS, description="boot + SSH banner wait, then terminate"
-    )
     ssh_cidr: str | None = Field(
         None, description="who may reach SSH; default this machine's own address as a /32"
     )
     caller_ip_url: str = Field(
         "https://checkip.amazonaws.com", description="answers this machine's public address"
     )
-    root_volume_gb: int = Field(200, ge=8, le=MAX_DISK_GB)
     data_cache_volume: bool = Field(
         False,
         description="stage s3:// data onto an EBS volume of the run's that a replacement "
@@ -136,54 +140,6 @@ class AwsSettings(StrictModel):
         le=MAX_SECONDS,
         description="how long a new instance may be unknown to EC2's describe calls "
         "(eventual consistency) before spotrun takes it as gone",
-    )
-    # Surviving spot (spotrun.control.recovery, spotrun.agent.watcher)
-    notice_poll_s: float = Field(
-        5.0, gt=0, le=5.0, description="how often the instance's agent asks IMDS for a notice"
-    )
-    unreachable_s: float = Field(
-        60.0, gt=0, le=MAX_SECONDS, description="a running instance silent this long is replaced"
-    )
-    end_grace_s: float = Field(
-        300.0,
-        gt=0,
-        le=MAX_SECONDS,
-        description="after its job ends, an instance no controller collected ends itself",
-    )
-    no_progress_s: float = Field(
-        3600.0,
-        ge=0,
-        le=MAX_SECONDS,
-        description="a job whose log, metrics, data staging and checkpoints have not moved this "
-        "long is stopped (it checkpoints) and its instance ended; 0 = never. A silent "
-        "controller never ends a job.",
-    )
-    reclaim_margin_s: float = Field(
-        60.0,
-        gt=0,
-        le=MAX_SECONDS,
-        description="a noticed instance left for EC2 to reclaim (its first hour is then not "
-        "billed) is terminated by spotrun if EC2 has not reclaimed it this long after the "
-        "notice's time",
-    )
-    gpu_mismatch: Literal["fail", "replace", "warn"] = Field(
-        "fail",
-        description="when torch on the instance sees other than its type's GPUs (a broken "
-        "driver or CUDA) before the job starts: fail the run, replace the instance (twice at "
-        "most), or warn and run anyway",
-    )
-    # Multi-node runs (--nodes; spotrun.control.cluster)
-    max_nodes: int = Field(16, ge=1, description="the most instances one run may have")
-    rendezvous_port: int = Field(29400, ge=1, le=65535, description="torchrun's c10d port")
-    cluster_env: dict[str, str] = Field(
-        default_factory=dict, description="multi-node job environment, over spotrun's NCCL/EFA"
-    )
-    cluster_replace_s: float = Field(
-        300.0,
-        gt=0,
-        le=MAX_SECONDS,
-        description="how long a lost node's replacement is sought in the cluster's zone "
-        "before the whole cluster moves",
     )
 
     def without_credentials(self) -> str | None:
@@ -277,7 +233,17 @@ class Settings(StrictModel):
         description="the first pause before a notification that could not be sent is tried "
         "again (doubling each time, at most an hour, for a day)",
     )
+    run: RunSettings = Field(
+        default_factory=RunSettings,
+        description="how runs are driven, on every cloud (these keys under [aws], their "
+        "older home, are still read)",
+    )
     aws: AwsSettings = Field(default_factory=AwsSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_run_keys(cls, data: object) -> object:
+        return move_old_run_keys(data) if isinstance(data, dict) else data
 
     @property
     def ledger_path(self) -> Path:
@@ -326,13 +292,18 @@ def load_settings(home: Path | None = None) -> Settings:
     if data.pop("heartbeat_timeout_s", None) is not None:  # gone: no timer ends a job now
         logging.getLogger(__name__).warning(
             "spotrun: %s: heartbeat_timeout_s no longer does anything (an instance keeps its "
-            "job running while no controller is there; see aws.no_progress_s); remove it",
+            "job running while no controller is there; see run.no_progress_s); remove it",
             config_path,
         )
     try:
-        return Settings(home=home, **data)
+        moved = move_old_run_keys(data)
+    except UsageError as exc:
+        raise UsageError(f"{config_path}: {exc.message}", hint=exc.hint) from exc
+    try:
+        return Settings(home=home, **moved)
     except ValidationError as exc:
-        raise UsageError(f"{config_path}: {describe_validation_error(exc, Settings)}") from exc
+        why = old_spelling(describe_validation_error(exc, Settings), data)
+        raise UsageError(f"{config_path}: {why}") from exc
 
 
 class Resources(StrictModel):

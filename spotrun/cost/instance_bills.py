@@ -28,7 +28,7 @@ def volumes_of(
         return ()
     listed = record.details.get("volumes")
     if listed is None:
-        size = run.spec.resources.disk_gb or settings.aws.root_volume_gb
+        size = run.spec.resources.disk_gb or settings.run.root_volume_gb
         return (cost.Volume(size_gb=size),)
     try:
         return tuple(_volume(v) for v in listed)

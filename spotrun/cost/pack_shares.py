@@ -72,7 +72,7 @@ def bill_share(
     ended = inst.terminated_at is not None
     start = amounts.whole_second(inst.launched_at)
     end = max(start, amounts.whole_second(inst.terminated_at if ended else now))  # type: ignore[arg-type]
-    disk = run.spec.resources.disk_gb or ledger.settings.aws.root_volume_gb
+    disk = run.spec.resources.disk_gb or ledger.settings.run.root_volume_gb
     market: cost.Market = "spot" if inst.market == "spot" else "on-demand"
     if inst.market == "local":
         market = "local"

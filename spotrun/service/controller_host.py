@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spotrun.cloud import controller_machines as machines
 from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost, SshTarget
@@ -43,6 +44,7 @@ from spotrun.service.ssh_probe import probe, wait_for_ssh
 from spotrun.store.sweeps import SweepStore
 
 __all__ = ["ControllerStatus", "controller_status", "controller_up", "controller_down"]
+CLOUD = "aws"  # the cloud `controller up --on aws` makes the controller's instance on
 
 # What the controller imports, by module, with the name pip installs it by.
 DEPENDENCIES: dict[str, str] = {
@@ -91,7 +93,7 @@ def controller_up(
     records.private_home(settings.home)  # before the host's key pin is written there
     if on == "aws":
         if idle_stop_s is None:
-            idle_stop_s = settings.aws.controller_idle_stop_s
+            idle_stop_s = machines.default_idle_stop_s(on, settings)
         return _up_on_aws(settings, python, remote_home, region, instance_type, idle_stop_s, log)
     return _up_on_ssh(settings, on, key_file, python or "python3", remote_home, log, {})
 
@@ -108,8 +110,6 @@ def _up_on_aws(
     """Start the controller's instance, then make it the controller as any ssh host, and
     tell it its idle stop; an instance that does not become one is terminated (nothing is
     left billing)."""
-    from spotrun.cloud.aws import controller_instance as ci  # boto3 (~0.2 s): only for `--on aws`
-
     known = records.load_record(settings.home)
     if known is not None:
         raise StateError(
@@ -122,33 +122,32 @@ def _up_on_aws(
             f"{len(local_live)} run(s) or sweep(s) are live under this machine's controller",
             hint="let them end (or stop them) before moving the controller to another host",
         )
-    region = region or settings.aws.region
+    region = region or machines.default_region(CLOUD, settings)
     log(f"starting the controller's on-demand instance in {region} ...")
-    made = ci.launch(settings, region, instance_type, settings.home / "ssh")
+    made = machines.launch(CLOUD, settings, region, instance_type, settings.home / "ssh")
     price = show_usd_per_hour(made.usd_per_hour) if made.usd_per_hour else "price unknown"
     log(f"{made.instance_id} ({made.instance_type}, {price}) runs at {made.address}")
-    aws = settings.aws
-    target = SshTarget(aws.ssh_user, made.address, aws.ssh_port)
+    target = SshTarget(made.ssh_user, made.address, made.ssh_port)
     extra: dict[str, Any] = {
-        "kind": "aws",
+        "kind": CLOUD,
         "instance_id": made.instance_id,
         "region": region,
         "instance_type": made.instance_type,
         "usd_per_hour": made.usd_per_hour,
         "resource_id": made.resource_id,
-        "disk_gb": ci.DISK_GB,
+        "disk_gb": made.disk_gb,
         "idle_stop_s": idle_stop_s,
     }
     try:
-        wait_for_ssh(settings.home, target, str(made.key_file), aws.ssh_timeout_s)
+        wait_for_ssh(settings.home, target, str(made.key_file), settings.run.ssh_timeout_s)
         result = _up_on_ssh(
-            settings, target.url(), made.key_file, python or aws.python, remote_home, log, extra
+            settings, target.url(), made.key_file, python or made.python, remote_home, log, extra
         )
         _tell_idle_stop(settings.home, result.record, log)
         return result
     except BaseException:
         log(f"terminating {made.instance_id}: it did not become the controller")
-        ci.terminate(settings, region, made.instance_id, made.resource_id)
+        machines.terminate(CLOUD, settings, region, made.instance_id, made.resource_id)
         raise
 
 
@@ -365,12 +364,8 @@ def controller_down(settings: Settings, *, force: bool, log: Log = _quiet) -> Do
     if record is None:
         return local_down(settings, force=force, log=log)
     if record.kind == "aws" and record.instance_id and record.region and record.resource_id:
-        from spotrun.cloud.aws import controller_instance as ci  # boto3: only for `--on aws`
-
-        if ci.describe(settings, record.region, record.instance_id).state in (
-            "stopping",
-            "stopped",
-        ):
+        state = machines.describe(record.kind, settings, record.region, record.instance_id).state
+        if state in ("stopping", "stopped"):
             # it stopped itself because nothing was live: nothing to stop there, no start
             log(f"{record.instance_id} is stopped (idle); terminating it ...")
             _terminate_instance(settings, record)
@@ -431,10 +426,10 @@ def _down_unreachable(
 def _terminate_instance(settings: Settings, record: records.ControllerHost) -> None:
     """Terminate the controller instance with its key pair and security group, and forget
     it; a group EC2 still holds is named with where to delete it."""
-    from spotrun.cloud.aws import controller_instance as ci  # boto3 (~0.2 s): only for `--on aws`
-
     assert record.instance_id and record.region and record.resource_id
-    left = ci.terminate(settings, record.region, record.instance_id, record.resource_id)
+    left = machines.terminate(
+        record.kind, settings, record.region, record.instance_id, record.resource_id
+    )
     records.forget_record(settings.home)
     if left:
         raise StateError(

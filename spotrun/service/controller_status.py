@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import spotrun
+from spotrun.cloud import controller_machines as machines
 from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost
@@ -127,13 +128,11 @@ def controller_status(settings: Settings) -> ControllerStatus:
 
 def _aws_status(settings: Settings, record: ControllerHost, status: ControllerStatus) -> bool:
     """The controller instance's state, running hours and cost; True when it is stopped."""
-    from spotrun.cloud.aws import controller_instance as ci  # boto3: only for `--on aws`
-
     assert record.instance_id and record.region
     status.instance_id = record.instance_id
     status.instance_type = record.instance_type
     status.idle_stop_s = record.idle_stop_s
-    ec2 = ci.describe(settings, record.region, record.instance_id)
+    ec2 = machines.describe(record.kind, settings, record.region, record.instance_id)
     status.instance_state = ec2.state
     stopped = ec2.state in ("stopping", "stopped")
     now = time.time()

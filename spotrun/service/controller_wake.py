@@ -15,6 +15,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
+from spotrun.cloud import controller_machines as machines
 from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost
@@ -39,24 +40,24 @@ def awake(settings: Settings, record: ControllerHost, *, log: Log) -> Controller
 def wake(settings: Settings, record: ControllerHost, *, log: Log) -> ControllerHost:
     """The record to reach the controller with: as it is while the instance runs at its
     recorded address; else, once a stopped instance is started again and answers SSH."""
-    from spotrun.cloud.aws import controller_instance as ci  # boto3 (~0.2 s): AWS controllers only
-
     assert record.instance_id and record.region
-    now = ci.describe(settings, record.region, record.instance_id)
+    now = machines.describe(record.kind, settings, record.region, record.instance_id)
     if now.state in ("shutting-down", "terminated"):
         raise StateError(
             f"the controller instance {record.instance_id} is {now.state}",
             hint="`spotrun controller down` forgets it; `spotrun controller up --on aws` "
             "starts a new one",
         )
-    timeout_s = max(settings.aws.ssh_timeout_s, MIN_WAKE_S)
+    timeout_s = max(settings.run.ssh_timeout_s, MIN_WAKE_S)
     if now.state in ("pending", "running"):
         if now.address is None or now.address == record.host:
             return record  # it runs there: the command's own ssh says what is wrong
         address, span = now.address, None  # started by someone else, at a new address
     else:
         log(f"controller instance {record.instance_id} was stopped (idle); starting it, ~1 min")
-        address = ci.start(settings, record.region, record.instance_id, timeout_s)
+        address = machines.start(
+            record.kind, settings, record.region, record.instance_id, timeout_s
+        )
         started = time.time()
         span = [now.since or started, started]
     new = dataclasses.replace(
@@ -73,10 +74,8 @@ def wake(settings: Settings, record: ControllerHost, *, log: Log) -> ControllerH
 
 def is_stopped(settings: Settings, record: ControllerHost) -> bool:
     """Whether the controller instance is stopping or stopped (EC2 asked)."""
-    from spotrun.cloud.aws import controller_instance as ci  # boto3 (~0.2 s): AWS controllers only
-
     assert record.instance_id and record.region
-    state = ci.describe(settings, record.region, record.instance_id).state
+    state = machines.describe(record.kind, settings, record.region, record.instance_id).state
     return state in ("stopping", "stopped")
 
 

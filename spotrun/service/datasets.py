@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spotrun.cloud.by_name import data_bucket, s3_store
 from spotrun.core.config import Settings
 from spotrun.core.errors import NotFoundError, UsageError
 from spotrun.datasets.download import Fetched, ProgressReport, fetch_known
@@ -38,15 +39,12 @@ def push_folder(
     images: StoredImages | None = None,
     keep_original: bool = False,
 ) -> PushResult:
-    # why: boto3 only when something goes to S3
-    from spotrun.cloud.aws.datasets import S3Store
-
     target = _s3(dest)
     if not target.prefix:
         raise UsageError(
             f"{dest} names a whole bucket", hint="push into a prefix: s3://BUCKET/NAME"
         )
-    store = S3Store(target.bucket, connections=max(10, parallel * 2))
+    store = s3_store(target.bucket, connections=max(10, parallel * 2))
     store.check_bucket()
     return push(
         store,
@@ -71,8 +69,7 @@ def push_text_file(
     log: Callable[[str], None],
 ) -> PushResult:
     """A UTF-8 text tokenised here and pushed as token files (spotrun.datasets.token_push)."""
-    # why: boto3, and numpy with the tokenizer, only for a text push
-    from spotrun.cloud.aws.datasets import S3Store
+    # why: numpy with the tokenizer, only for a text push
     from spotrun.datasets.token_push import PushTokenizer, push_text
 
     kinds: dict[str, PushTokenizer] = {"gpt2": "gpt2", "byte": "byte", "char": "char"}
@@ -87,7 +84,7 @@ def push_text_file(
         raise UsageError(
             f"{dest} names a whole bucket", hint="push into a prefix: s3://BUCKET/NAME"
         )
-    store = S3Store(target.bucket, connections=max(10, parallel * 2))
+    store = s3_store(target.bucket, connections=max(10, parallel * 2))
     store.check_bucket()
     return push_text(
         store,
@@ -123,11 +120,8 @@ class DataSetRow:
 
 def list_sets(where: str) -> list[DataSetRow]:
     """The pushed data sets at or under `where` (s3://bucket[/prefix])."""
-    # why: boto3 only when S3 is asked
-    from spotrun.cloud.aws.datasets import S3Store
-
     target = _s3(where)
-    store = S3Store(target.bucket)
+    store = s3_store(target.bucket)
     store.check_bucket()
     rows = []
     for info in store.list(target.list_prefix):
@@ -201,11 +195,12 @@ def data_push(
 def data_list(where: str | None, settings: Settings) -> list[dict[str, Any]]:
     """The data sets pushed at or under `where` (default: the configured aws.bucket)."""
     if where is None:
-        if not settings.aws.bucket:
+        bucket = data_bucket(settings)
+        if not bucket:
             raise UsageError(
                 "which bucket? give s3://BUCKET[/PREFIX]", hint="or set aws.bucket in config.toml"
             )
-        where = f"s3://{settings.aws.bucket}"
+        where = f"s3://{bucket}"
     return [row.to_dict() for row in list_sets(where)]
 
 
@@ -252,7 +247,7 @@ def aws_data_advice(data: str, cloud: str, settings: Settings) -> DataAdvice | N
     for candidate in NAMED_SETS.get(data, (data,)):
         if any((folder / f"{candidate}{suffix}").exists() for suffix in ("", *ARCHIVE_SUFFIXES)):
             return None
-    uri = f"s3://{settings.aws.bucket or 'BUCKET'}/{data}"
+    uri = f"s3://{data_bucket(settings) or 'BUCKET'}/{data}"
     source, options = PUSH_FORMS.get(data, (f"./{data}", ""))
     return DataAdvice(
         f"data set '{data}' is not in the data folder {folder}; on AWS it may live in S3",

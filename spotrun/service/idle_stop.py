@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from spotrun.cloud.aws import controller_instance as ci
+from spotrun.cloud import controller_machines as machines
 from spotrun.core.config import Settings, load_settings
 from spotrun.core.errors import SpotrunError
 from spotrun.core.locks import try_lock
@@ -27,6 +27,7 @@ from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepStore
 
 log = logging.getLogger(__name__)
+CLOUD = "aws"  # the cloud whose instance this watcher stops (`controller up --on aws`)
 
 MIN_POLL_S = 0.5
 MAX_POLL_S = 30.0
@@ -88,7 +89,7 @@ def watch(settings: Settings, wake: threading.Event) -> int:
             config.instance_id,
         )
         try:
-            ci.stop_self(settings, config.region, config.instance_id)
+            machines.stop_self(CLOUD, settings, config.region, config.instance_id)
         except SpotrunError as exc:
             error = f"could not stop {config.instance_id}: {exc.user_message()}"
             log.error("%s", error)

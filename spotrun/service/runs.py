@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from spotrun.cloud.by_name import find_orphans, launch_caveat, remove_orphans
 from spotrun.core.errors import NotFoundError, StateError, UsageError
 from spotrun.core.interrupts import interrupts_deferred
-from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.core.launch_request import LaunchRequest
+from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.cost.bills import run_cost
 from spotrun.cost.cost_report import (
     GROUPINGS,
@@ -66,8 +67,8 @@ __all__ = [
     "FollowFrom",
     "GcReport",
     "LaunchPlan",
-    "PriceTable",
     "LaunchRequest",
+    "PriceTable",
     "RunStatus",
     "Update",
     "attach_command",
@@ -150,7 +151,7 @@ def _hand_on(
     run = ledger.get_run(run_id)
     try:
         ledger.add_event(run.id, "plan", prepared.plan.reason)
-        lacking = ledger.settings.aws.without_credentials() if run.spec.cloud == "aws" else None
+        lacking = launch_caveat(run.spec.cloud, ledger.settings)
         if lacking:
             ledger.add_event(run.id, "plan", lacking)
     finally:  # a recorded run is driven whatever became of its notes
@@ -232,19 +233,16 @@ def _ended(ledger: Ledger, run_id: str) -> RunRecord | None:
 # ------------------------------------------------------------------------ gc
 @dataclass(frozen=True)
 class GcReport:
-    orphans: list[Any]  # spotrun.cloud.aws.gc.Orphan, in removal order
+    orphans: list[Any]  # the cloud's Orphan (spotrun.cloud.by_name), in removal order
     removed: dict[Any, str | None]  # orphan -> None when removed, else why not; {} = listed
 
 
 def gc(ledger: Ledger, *, remove: bool = False) -> GcReport:
     """What spotrun made on AWS that no live run owns (every configured region); with
     `remove`, remove it too."""
-    # why: boto3, and gc is AWS's alone
-    from spotrun.cloud.aws import gc as aws_gc
-
     live = {run.id for run in ledger.active_runs()}
-    orphans = aws_gc.find_orphans(ledger.settings, live)
-    removed = aws_gc.remove(ledger.settings, orphans) if remove and orphans else {}
+    orphans = find_orphans(ledger.settings, live)
+    removed = remove_orphans(ledger.settings, orphans) if remove and orphans else {}
     return GcReport(orphans, removed)
 
 

@@ -3,7 +3,7 @@
 The local cloud: a run whose supervisor is killed and not restarted trains to its end alone,
 and the next command's supervisor collects it. The lab (moto's EC2 and S3, an sshd host and
 IMDS per instance, the agent's watcher on the host): a job that stops making progress is
-ended by the instance's agent after aws.no_progress_s, its instance terminated, and the run
+ended by the instance's agent after run.no_progress_s, its instance terminated, and the run
 failed with the agent's reason. (The lab scenario of a run living through its controller's
 absence, a notice and the job's end meanwhile, is in test_spot_recovery.py.)
 """
@@ -82,7 +82,7 @@ def test_a_stalled_job_is_ended_by_its_agent(stall_env: Env, lab: Lab) -> None:
     events = _events(env, run_id)
     assert run.state.value == "failed", (run.message, events)
     assert run.message is not None and "the instance's agent ended the job" in run.message
-    assert "made no progress" in run.message and "aws.no_progress_s is 5" in run.message
+    assert "made no progress" in run.message and "run.no_progress_s is 5" in run.message
     (item,) = lab.instances(run_id)
     assert item["State"]["Name"] in ("shutting-down", "terminated")
     key = f"runs/{run_id}/instances/{item['InstanceId']}/self-terminated.json"

@@ -39,6 +39,10 @@ class ControllerInstance:
     usd_per_hour: float | None  # on-demand list price (the shipped table)
     address: str
     key_file: Path
+    ssh_user: str  # how spotrun reaches it (aws.ssh_user, aws.ssh_port)
+    ssh_port: int
+    python: str  # python on the instance (aws.python)
+    disk_gb: int = DISK_GB
 
 
 def cheapest_type(clients: AwsClients, region: str) -> tuple[str, float]:
@@ -120,7 +124,7 @@ def launch(
         network.delete_run_network(clients, region, resource_id)
         raise
     instance_id = str(item["InstanceId"])
-    address = _wait_address(clients, region, instance_id)
+    address = _wait_address(clients, region, instance_id, settings.run.ssh_timeout_s)
     return ControllerInstance(
         instance_id,
         resource_id,
@@ -129,12 +133,13 @@ def launch(
         price or None,
         address,
         network.key_path(keys_dir, resource_id),
+        aws.ssh_user,
+        aws.ssh_port,
+        aws.python,
     )
 
 
-def _wait_address(
-    clients: AwsClients, region: str, instance_id: str, timeout_s: float | None = None
-) -> str:
+def _wait_address(clients: AwsClients, region: str, instance_id: str, timeout_s: float) -> str:
     seen: list[str] = []
 
     def running() -> bool:
@@ -151,7 +156,7 @@ def _wait_address(
 
     wait_until(
         running,
-        timeout_s=timeout_s or clients.settings.ssh_timeout_s,
+        timeout_s=timeout_s,
         what=f"{instance_id} to run",
     )
     return seen[-1]

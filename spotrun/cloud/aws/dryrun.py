@@ -29,6 +29,7 @@ def dry_run(
     image: ec2i.Image,
     subnet: network.Subnet,
     owner: str,
+    disk_gb: int,
 ) -> list[str]:
     """The operations a launch needs that EC2 says are permitted; raises on the first refusal."""
     settings = clients.settings
@@ -42,7 +43,7 @@ def dry_run(
         subnet_id=subnet.id,
         security_group_id=None,
         key_name=None,
-        disk_gb=settings.root_volume_gb,
+        disk_gb=disk_gb,
         tags=network.run_tags("dry-run", owner, time.time()),
         token=f"spotrun-dry-run-{time.time_ns()}",
         public_address=settings.ssh_address == "public",

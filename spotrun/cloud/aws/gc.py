@@ -139,7 +139,7 @@ def remove(settings: Settings, orphans: list[Orphan]) -> dict[Orphan, str | None
             if kind == "instance":
                 try:
                     terminate_ids(
-                        clients, region, [o.id for o in here], wait_s=settings.aws.ssh_timeout_s
+                        clients, region, [o.id for o in here], wait_s=settings.run.ssh_timeout_s
                     )
                     left = {
                         i.id

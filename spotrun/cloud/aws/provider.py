@@ -146,7 +146,14 @@ class AwsProvider:
         """Ask EC2 (DryRun) whether these credentials may do what a launch does."""
         subnet = self.subnets(offer.region)[offer.zone]
         image = self.image(offer.region)
-        return dry_run(self.clients, offer, image, subnet, self.settings.owner)
+        return dry_run(
+            self.clients,
+            offer,
+            image,
+            subnet,
+            self.settings.owner,
+            self.settings.run.root_volume_gb,
+        )
 
     # ------------------------------------------------------ launch, ready
     def launch(self, request: InstanceRequest) -> list[Instance]:
@@ -247,11 +254,13 @@ class AwsProvider:
                     remote_dir = self.run_dir(inst, run_id)
                     self.store.flush(inst, self.ssh.runner(inst), self._python(inst), remote_dir)
         ids = [i.id for i in billable]
-        ec2i.terminate_ids(self.clients, region, ids, wait_s=self.aws.ssh_timeout_s)
+        ec2i.terminate_ids(self.clients, region, ids, wait_s=self.settings.run.ssh_timeout_s)
         self.ssh.close(ids)
         if self.records.has_placement_group(run_id):
             placement.delete_cluster_group(self.clients, region, run_id)
-        gone = volumes.delete_run_volumes(self.clients, region, run_id, self.aws.ssh_timeout_s)
+        gone = volumes.delete_run_volumes(
+            self.clients, region, run_id, self.settings.run.ssh_timeout_s
+        )
         if gone:
             log.info("run %s: deleted data volumes %s", run_id, ", ".join(gone))
         left = network.delete_run_network(self.clients, region, run_id)
@@ -269,7 +278,7 @@ class AwsProvider:
             here = [i for i in ids if i in mine]  # never anything the run does not own
             if not here:
                 continue
-            ec2i.terminate_ids(self.clients, region, here, wait_s=self.aws.ssh_timeout_s)
+            ec2i.terminate_ids(self.clients, region, here, wait_s=self.settings.run.ssh_timeout_s)
             self.ssh.close(here)
             ended += ec2i.describe_ids(self.clients, region, here)
         return ended
@@ -298,12 +307,17 @@ class AwsProvider:
             self._volume_tags(instance),
             instance.run_id,
         )
-        return volumes.attach(self.clients, region, made, instance.id, self.aws.ssh_timeout_s)
+        timeout_s = self.settings.run.ssh_timeout_s
+        return volumes.attach(self.clients, region, made, instance.id, timeout_s)
 
     def instance_storage(self, instance: Instance) -> TypeStorage | None:
         """What the instance's type offers for data (instance store, memory, EBS ceiling)."""
         region = instance.region or self.run_region(instance.run_id)
         return volumes.type_storage(self.clients, region, instance.instance_type)
+
+    @property
+    def caches_data(self) -> bool:
+        return self.aws.data_cache_volume
 
     def attach_cache_volume(self, instance: Instance, size_gb: int) -> volumes.CacheAttachment:
         """The run's cache volume for staged data in the instance's zone (the one an earlier
@@ -323,7 +337,7 @@ class AwsProvider:
             region,
             found.volume,
             instance.id,
-            self.aws.ssh_timeout_s,
+            self.settings.run.ssh_timeout_s,
             volumes.CACHE_DEVICE_NAME,
         )
         return replace(found, volume=attached)

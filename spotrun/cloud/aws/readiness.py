@@ -1,5 +1,5 @@
 """Waiting for a run's new instances: running in EC2, then an SSH banner, then a verified
-connection, all within one bound (aws.ssh_timeout_s). A spot reclaim while booting is seen in
+connection, all within one bound (run.ssh_timeout_s). A spot reclaim while booting is seen in
 seconds (EC2 is asked again every aws.poll_s), not after the bound; an instance that never
 answers has the run's instances terminated, so nothing is left billing."""
 
@@ -79,14 +79,14 @@ class Readiness:
                 self._give_up(
                     run_id,
                     f"{inst.id} did not answer SSH on {address}:{self.aws.ssh_port} within "
-                    f"{timeout_s:.0f} s (aws.ssh_timeout_s)",
+                    f"{timeout_s:.0f} s (run.ssh_timeout_s)",
                 )
             self.ssh.runner(inst).connect()  # pins (or checks) the host key now
         return ready
 
     def _booted(self, inst: Instance, address: str) -> bool:
         """Whether SSH answers on the instance; raises if EC2 took it back meanwhile (a spot
-        reclaim while booting is seen in seconds, not after aws.ssh_timeout_s)."""
+        reclaim while booting is seen in seconds, not after run.ssh_timeout_s)."""
         from spotrun.remote.ssh import banner_answers  # why: paramiko, only once a run boots
 
         if banner_answers(address, self.aws.ssh_port):

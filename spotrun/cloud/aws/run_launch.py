@@ -97,7 +97,7 @@ class RunLaunch:
             subnet_id=subnet.id,
             security_group_id=group_id,
             key_name=key_name,
-            disk_gb=request.disk_gb or self.aws.root_volume_gb,
+            disk_gb=request.disk_gb or self.settings.run.root_volume_gb,
             tags=tags,
             token=token,
             public_address=self.aws.ssh_address == "public",
@@ -135,7 +135,7 @@ class RunLaunch:
         if len(made) >= wanted and not ended:
             return
         live = [i.id for i in described if i.is_live]
-        ec2i.terminate_ids(self.clients, region, live, wait_s=self.aws.ssh_timeout_s)
+        ec2i.terminate_ids(self.clients, region, live, wait_s=self.settings.run.ssh_timeout_s)
         why = "; ".join(f"{i.id} ended at once: {i.state_reason or i.state}" for i in ended)
         offer = request.offer
         raise CapacityError(

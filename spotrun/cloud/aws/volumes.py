@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.cloud.aws.network import TAG_RUN
 from spotrun.cloud.aws.session import AwsClients
-from spotrun.core.config import AwsSettings
+from spotrun.core.config import Settings
 from spotrun.core.errors import CloudError, UsageError
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.datasets.placement import TypeStorage
@@ -155,8 +155,9 @@ def type_storage(clients: AwsClients, region: str, instance_type: str) -> TypeSt
     return TypeStorage.from_api(items[0]) if items else None
 
 
-def check_snapshot(snapshot_id: str, region: str, settings: AwsSettings) -> Snapshot:
-    return snapshot_in(AwsClients(settings), region, snapshot_id)
+def snapshot_of(snapshot_id: str, region: str | None, settings: Settings) -> Snapshot:
+    """The snapshot in `region` (default aws.region); NotFound-like errors name it."""
+    return snapshot_in(AwsClients(settings.aws), region or settings.aws.region, snapshot_id)
 
 
 @dataclass(frozen=True)

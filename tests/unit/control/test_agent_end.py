@@ -52,5 +52,5 @@ def test_the_old_heartbeat_key_is_named_and_ignored(
     (tmp_path / "config.toml").write_text("heartbeat_timeout_s = 60\n[aws]\nno_progress_s = 0\n")
     with caplog.at_level(logging.WARNING):
         settings = load_settings(tmp_path)
-    assert settings.aws.no_progress_s == 0.0
+    assert settings.run.no_progress_s == 0.0
     assert "heartbeat_timeout_s no longer does anything" in caplog.text
