@@ -11,6 +11,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from typer._completion_classes import completion_init  # typer has no public name for these
@@ -18,8 +19,16 @@ from typer._completion_shared import get_completion_script
 
 from spotrun.core.controller_record import record_path
 from spotrun.core.home import LEDGER_FILE, default_home
+from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import COMPLETE_VAR
 from spotrun.store.names import refs
+
+if TYPE_CHECKING:
+    from spotrun import recipes
+    from spotrun.service import forward
+else:  # every command imports this module; these load on a Tab press that needs them:
+    recipes = lazy_module("spotrun.recipes")  # pydantic and the recipes' checks (~0.3 s)
+    forward = lazy_module("spotrun.service.forward")  # the ssh machinery (~11 ms)
 
 TASK_FILE_SUFFIXES = (".yaml", ".yml")  # what `launch` reads as a task file
 
@@ -35,10 +44,7 @@ def complete_sweep(incomplete: str) -> list[tuple[str, str]]:
 
 def complete_recipe(incomplete: str) -> list[str]:
     """Recipe names (`spotrun launch dig<Tab>`)."""
-    # late: the recipes pull pydantic and their checks (~0.3 s), only on a Tab press
-    from spotrun.recipes import recipe_names
-
-    return [name for name in recipe_names() if name.startswith(incomplete)]
+    return [name for name in recipes.recipe_names() if name.startswith(incomplete)]
 
 
 def complete_launchable(incomplete: str) -> list[str]:
@@ -62,9 +68,7 @@ def complete_launchable(incomplete: str) -> list[str]:
 def _refs(table: str, incomplete: str) -> list[tuple[str, str]]:
     home = default_home().absolute()
     if record_path(home).exists():  # the runs live with the controller on another host
-        from spotrun.service.forward import remote_refs  # late: ssh machinery (~11 ms)
-
-        return remote_refs(home, table, incomplete)
+        return forward.remote_refs(home, table, incomplete)
     return refs(home / LEDGER_FILE, table, incomplete)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -15,7 +15,15 @@ from spotrun.cli.library import api
 from spotrun.cli.render import Table, err, money, out, print_csv, print_json
 from spotrun.core.errors import UsageError
 from spotrun.core.exitcodes import FAILURE
+from spotrun.core.lazy import lazy_module
 from spotrun.cost.amounts import format_usd
+
+if TYPE_CHECKING:
+    from spotrun.cost import plot as cost_plot
+    from spotrun.cost import reports
+else:  # pydantic and the ledger (~0.16 s) stay off `cost -h`
+    cost_plot = lazy_module("spotrun.cost.plot")
+    reports = lazy_module("spotrun.cost.reports")
 
 
 class GroupBy(str, Enum):
@@ -53,14 +61,10 @@ def cost(
       spotrun cost --sweep SWEEP --by instance-type
       spotrun cost --since 2026-12-01 --csv
     """
-    # late: reports pull pydantic and the ledger (~0.16 s); stay off the CLI's import
-    from spotrun.cost import reports
-    from spotrun.cost.plot import check_plot_path
-
     if as_json and as_csv:
         raise UsageError("--json and --csv each print the rows; choose one")
     if plot is not None:
-        check_plot_path(plot)
+        cost_plot.check_plot_path(plot)
     ledger = api.open_ledger()
     report = api.cost_report(
         ledger,
@@ -86,8 +90,6 @@ def cost(
 
 
 def _print_cost_table(report: api.CostReport, records: list[dict[str, Any]]) -> None:
-    from spotrun.cost import reports  # late: as in cost()
-
     if not records:
         out.print("no runs to report")
         return

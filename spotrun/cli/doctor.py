@@ -7,6 +7,9 @@ import sys
 
 import typer
 
+from spotrun.core.config import load_settings
+from spotrun.service.doctor import doctor as run_checks
+
 MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "skip"}
 
 
@@ -27,10 +30,6 @@ def doctor(
       spotrun doctor
       spotrun doctor --instance-type g5.xlarge --json
     """
-    # late: pydantic and the checks (~60 ms) stay off the CLI's import
-    from spotrun.core.config import load_settings
-    from spotrun.service.doctor import doctor as run_checks
-
     settings = load_settings()
     wanted: dict[str, object] = (
         {"instance_type": instance_type} if instance_type else {"gpus": gpus}

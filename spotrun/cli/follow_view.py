@@ -16,6 +16,7 @@ from spotrun.cli.lazy import real_console
 from spotrun.core.display_words import HEADLINE, show_metric, show_metrics
 from spotrun.core.durations import show_duration
 from spotrun.core.exitcodes import FAILURE, SUCCESS
+from spotrun.core.lazy import lazy_module
 from spotrun.core.money import show_usd
 from spotrun.core.rundir import RECIPE_FILE
 from spotrun.core.runstates import RunState
@@ -24,7 +25,12 @@ from spotrun.core.terminal_text import printable
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from spotrun.cost import bills
+    from spotrun.service import follow as follows
     from spotrun.service.follow import FollowFrom
+else:  # the bills and the ledger's tables (~30 ms) stay off ls, which imports this module
+    bills = lazy_module("spotrun.cost.bills")
+    follows = lazy_module("spotrun.service.follow")
 
 PLAIN_EVERY_S = 10.0  # piped: a progress line at most this often
 COST_EVERY_S = 5.0  # the cost so far is priced again at most this often
@@ -114,10 +120,6 @@ def follow_run(
     """Show the run until it ends; its exit code (0 only if it succeeded, 130 on Ctrl-C)."""
     shown: ProgressShown | None = None
     try:  # from the first line: a Ctrl-C at any moment says how the run goes on
-        # late: the bills and the ledger's tables (~30 ms) stay off ls, which imports this module
-        from spotrun.cost.bills import run_cost
-        from spotrun.service.follow import follow
-
         run = ledger.get_run(run_id)
         t0 = run.created_at
         shown = ProgressShown(out)
@@ -126,7 +128,7 @@ def follow_run(
         epochs: int | None = None
         # a resumed run's progress.json is its last job's until the new job reports
         stale_before = time.time() if start is not None else None
-        for update in follow(ledger, run_id, start=start, output=False if quiet else None):
+        for update in follows.follow(ledger, run_id, start=start, output=False if quiet else None):
             stamp = f"[{fmt_duration(max(0.0, update.at - t0)):>7}]"
             if update.kind == "state":
                 shown.line(f"{stamp} {update.state.value:<13} {printable(update.text)}")
@@ -150,7 +152,7 @@ def follow_run(
                     continue
                 if time.monotonic() - priced_at >= COST_EVERY_S:
                     priced_at = time.monotonic()
-                    found = run_cost(ledger, ledger.get_run(run_id))
+                    found = bills.run_cost(ledger, ledger.get_run(run_id))
                     cost = None if found is None else float(found)
                 shown.progress(progress_line(update.metrics, cost, time.time()))
             else:

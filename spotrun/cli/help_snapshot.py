@@ -15,6 +15,7 @@ import contextlib
 import io
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 SNAPSHOT = Path(__file__).with_name("root_help.txt")
@@ -31,16 +32,14 @@ def stored_help() -> str | None:
         return None
 
 
-def rendered_help() -> str:
-    """The root help page as typer renders it now, at 80 columns."""
-    from spotrun.cli.main import _run  # late: the full CLI (~50 ms) only to render the page
-
+def rendered_help(run_cli: Callable[[list[str]], int]) -> str:
+    """The root help page as typer renders it now, at 80 columns (`run_cli`: main.py's _run)."""
     page = io.StringIO()
     saved = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = str(MIN_COLUMNS)
     try:
         with contextlib.redirect_stdout(page):
-            _run(["--help"])
+            run_cli(["--help"])
     finally:
         if saved is None:
             del os.environ["COLUMNS"]
@@ -50,5 +49,7 @@ def rendered_help() -> str:
 
 
 if __name__ == "__main__":
-    SNAPSHOT.write_text(rendered_help())
+    from spotrun.cli.main import _run  # the full CLI (~50 ms) renders the page, never --help
+
+    SNAPSHOT.write_text(rendered_help(_run))
     print(f"wrote {SNAPSHOT}")

@@ -1,44 +1,22 @@
-"""Import on first use, so `spotrun --help` and `spotrun ls` load only what they need.
+"""Import on first use, so `spotrun --help` and `spotrun ls` load only what they need
+(spotrun/core/lazy.py is the mechanism; rich's consoles are made here).
 
 The command modules name the library (`api.launch(...)`) and a console (`out.print(...)`) at
 their top level as before; the module behind `api`, and rich behind `out`, are imported the
-first time a command body touches them. Type checkers see the real objects (see main.py's
+first time a command body touches them. Type checkers see the real objects (see library.py's
 `TYPE_CHECKING` block).
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-from types import ModuleType
 from typing import Any
 
+from spotrun.core.lazy import LazyModule, lazy_module
+
+__all__ = ["LazyModule", "lazy_module", "real_console", "stderr_console", "stdout_console"]
+
 PIPED_WIDTH = 200  # the stdout console's width when piped: tables are not folded at 80
-
-
-class LazyModule:
-    """Stands for module `name`, importing it at the first attribute read.
-
-    `light` names attributes to take from a lighter module that the heavy one re-exports
-    them from (the same objects), so a command that needs only those never loads `name`."""
-
-    def __init__(self, name: str, light: dict[str, str] | None = None) -> None:
-        self._name = name
-        self._light = light or {}
-        self._module: ModuleType | None = None
-
-    def _load(self) -> ModuleType:
-        if self._module is None:
-            self._module = importlib.import_module(self._name)
-        return self._module
-
-    def __getattr__(self, attr: str) -> Any:
-        if self._module is None and attr in self._light:
-            return getattr(importlib.import_module(self._light[attr]), attr)
-        return getattr(self._load(), attr)
-
-    def __repr__(self) -> str:
-        return f"<lazy module {self._name}>"
 
 
 class LazyConsole:
@@ -68,11 +46,6 @@ def real_console(console: Any) -> Any:
     """The rich Console itself behind a LazyConsole (rich's Live drives it as a context manager
     and by identity, which a proxy cannot stand in for)."""
     return console._load() if isinstance(console, LazyConsole) else console
-
-
-def lazy_module(name: str, light: dict[str, str] | None = None) -> Any:
-    """`api = lazy_module("spotrun.service.runs")`: the module, imported when first used."""
-    return LazyModule(name, light)
 
 
 def stdout_console() -> Any:

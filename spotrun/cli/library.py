@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from spotrun.cli.lazy import lazy_module
 
 if TYPE_CHECKING:
+    from spotrun.core import config
     from spotrun.core.config import Settings
     from spotrun.drive import supervisor
     from spotrun.service import datasets
@@ -23,11 +24,10 @@ else:
     supervisor = lazy_module("spotrun.drive.supervisor")
     # data push and data ls: the packer (PIL) without the run machinery, and never for the rest
     datasets = lazy_module("spotrun.service.datasets")
+    config = lazy_module("spotrun.core.config")  # pydantic (~60 ms): only what reads settings
 
 __all__ = ["api", "datasets", "load_settings", "supervisor"]
 
 
 def load_settings() -> Settings:
-    from spotrun.core.config import load_settings as load  # late: pydantic (~60 ms)
-
-    return load()
+    return config.load_settings()

@@ -1,8 +1,9 @@
 """The `spotrun` command: the app, its commands in help's order, and the one way it exits.
 
 Each command group lives in its own module here (launch, prices, run_commands, gc, cost,
-recipes, data, training, sweep, remote, resume, ...); this module only registers them, in the
-order `spotrun --help` lists them. No cloud SDKs here.
+recipes, data, training, sweep, remote, resume, ...); this module names them, in the order
+`spotrun --help` lists them, and imports none: a command's module is imported when it runs
+(LazyCommand, spotrun/cli/typer_app.py). No cloud SDKs here.
 """
 
 from __future__ import annotations
@@ -12,27 +13,11 @@ import sys
 import typer
 
 from spotrun import __version__
-from spotrun.cli import remote as remote_cli
-from spotrun.cli import resume as resume_cli
 from spotrun.cli.common import HELP_OPTIONS, interrupted_early, leave, print_error
-from spotrun.cli.complete import completion, prepare_completion
-from spotrun.cli.cost import GroupBy, cost
-from spotrun.cli.data import data_app, data_ls, data_push
-from spotrun.cli.doctor import doctor as doctor_command
-from spotrun.cli.gc import gc_command
-from spotrun.cli.launch import OwnJobFlags, launch
-from spotrun.cli.library import api, supervisor
-from spotrun.cli.notify import notify_app
-from spotrun.cli.plot import plot as plot_command
-from spotrun.cli.prices import prices
-from spotrun.cli.recipes import methods, recipes_app, recipes_list, recipes_show
-from spotrun.cli.render import err, out
-from spotrun.cli.run_commands import attach, exec_, list_runs, logs, status, stop
-from spotrun.cli.ssh import ssh as ssh_command
-from spotrun.cli.sweep import sweep_app
-from spotrun.cli.training import sample, train
-from spotrun.cli.typer_app import SpotrunTyper
-from spotrun.cli.ui import ui as ui_command
+from spotrun.cli.complete import prepare_completion
+from spotrun.cli.forwarding import forward_if_remote
+from spotrun.cli.render import err
+from spotrun.cli.typer_app import LazyCommand, LazyGroup, SpotrunTyper
 from spotrun.core.errors import SpotrunError
 from spotrun.core.exitcodes import SUCCESS
 
@@ -41,36 +26,153 @@ try:  # typer >= 0.20 carries its own copy of click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-# what `from spotrun.cli.main import ...` has always found here
-__all__ = [
-    "GroupBy",
-    "OwnJobFlags",
-    "api",
-    "app",
-    "attach",
-    "cost",
-    "data_app",
-    "data_ls",
-    "data_push",
-    "err",
-    "exec_",
-    "gc_command",
-    "launch",
-    "list_runs",
-    "logs",
-    "main",
-    "methods",
-    "out",
-    "prices",
-    "recipes_app",
-    "recipes_list",
-    "recipes_show",
-    "sample",
-    "status",
-    "stop",
-    "supervisor",
-    "train",
-]
+# The order here is the order of `spotrun --help`: keep it when adding one. Each command's
+# module is imported only when that command runs or shows its help (spotrun/cli/typer_app.py).
+COMMANDS = (
+    LazyCommand(
+        "completion",
+        "spotrun.cli.complete:completion",
+        "Print the Tab-completion script for your shell: commands, options, choices, and run "
+        "and sweep names from the ledger.",
+    ),
+    LazyCommand(
+        "doctor",
+        "spotrun.cli.doctor:doctor",
+        "Check, before anything is created, what a first AWS launch needs.",
+    ),
+    LazyCommand(
+        "plot",
+        "spotrun.cli.plot:plot",
+        "Overlay runs' training curves (a metric against step, training time or cost).",
+    ),
+    LazyCommand(
+        "ssh",
+        "spotrun.cli.ssh:ssh",
+        "Open a shell on a running run's instance (the local cloud: in the run's folder).",
+    ),
+    LazyCommand(
+        "ui",
+        "spotrun.cli.ui:ui",
+        "A live web dashboard of runs, sweeps and costs, on this machine (Ctrl-C ends it).",
+    ),
+    LazyCommand(
+        "resume",
+        "spotrun.cli.resume:resume",
+        "Continue a stopped or failed run from its newest checkpoint, on new capacity.",
+    ),
+    LazyCommand(
+        "rm",
+        "spotrun.cli.resume:rm",
+        "Forget an ended run: its ledger rows (cost included), its run folder, and on AWS its "
+        "stored files in S3 and its SSH keys.",
+    ),
+    LazyCommand(
+        "pull",
+        "spotrun.cli.remote:pull",
+        "Bring a run's folder (metrics, logs, checkpoints, outputs) from the controller host to "
+        "this machine; run it again and only what changed moves.",
+    ),
+    LazyCommand(
+        "launch",
+        "spotrun.cli.launch:launch",
+        "Launch a recipe, a task file or your own command (--cmd) on the cheapest capacity "
+        "that fits, and follow it to the end.",
+    ),
+    LazyCommand(
+        "prices",
+        "spotrun.cli.prices:prices",
+        "The spot offers a launch chooses from, cheapest first, beside on-demand prices "
+        "(without AWS credentials: the GPU types of spotrun's shipped, dated catalog).",
+    ),
+    LazyCommand(
+        "ls",
+        "spotrun.cli.run_commands:list_runs",
+        "List runs: live ones and the most recent finished ones.",
+    ),
+    LazyCommand(
+        "status",
+        "spotrun.cli.run_commands:status",
+        "Show one run: state history, instances, events, metrics, cost (no run: the runs).",
+    ),
+    LazyCommand(
+        "logs",
+        "spotrun.cli.run_commands:logs",
+        "Print the job's output (what its tmux session shows).",
+    ),
+    LazyCommand(
+        "attach",
+        "spotrun.cli.run_commands:attach",
+        "Put this terminal into the run's live tmux session (detach with Ctrl-b d).",
+    ),
+    LazyCommand(
+        "exec",
+        "spotrun.cli.run_commands:exec_",
+        "Run another command on a live run's instance, in a new window of its tmux session.",
+    ),
+    LazyCommand(
+        "stop",
+        "spotrun.cli.run_commands:stop",
+        "Stop runs: each job checkpoints, results are synced, instances terminated.",
+    ),
+    LazyCommand(
+        "gc",
+        "spotrun.cli.gc:gc_command",
+        "List (and with --yes remove) spotrun-tagged AWS resources that no live run owns.",
+    ),
+    LazyCommand(
+        "cost",
+        "spotrun.cli.cost:cost",
+        "What runs cost, as AWS bills it: instance-hours, spot and on-demand USD, saving.",
+    ),
+    LazyCommand(
+        "methods",
+        "spotrun.cli.recipes:methods",
+        "The speed-up methods a recipe can switch on (--set methods.NAME={}), in the order they "
+        "apply, with their options and conflicts (spotrun/train/methods/README.md explains "
+        "each).",
+    ),
+    LazyCommand(
+        "train",
+        "spotrun.cli.training:train",
+        "Train in the foreground (what runs inside a run's tmux session); resumes in RUN_DIR.",
+    ),
+    LazyCommand(
+        "sample",
+        "spotrun.cli.training:sample",
+        "Text from a language-model run's newest checkpoint.",
+    ),
+    LazyCommand(
+        "recipes",
+        "spotrun.cli.recipes:recipes_app",
+        "List recipes, or show one in full.",
+    ),
+    LazyCommand(
+        "sweep",
+        "spotrun.cli.sweep:sweep_app",
+        "Many trials of a recipe in parallel, early stopping, a leaderboard with cost.",
+    ),
+    LazyCommand(
+        "data",
+        "spotrun.cli.data:data_app",
+        "Data sets: get a known public one into the data folder; push a folder to S3 as tar "
+        "shards, list what was pushed.",
+    ),
+    LazyCommand(
+        "notify",
+        "spotrun.cli.notify:notify_app",
+        "Notifications: send a test message to a target; list what was sent and tried.",
+    ),
+    LazyCommand(
+        "controller",
+        "spotrun.cli.remote:controller_app",
+        "Where this home's controller lives: this machine, or an always-on host of yours.",
+    ),
+)
+
+
+class _Root(LazyGroup):
+    lazy_commands = COMMANDS
+
 
 app = SpotrunTyper(
     name="spotrun",
@@ -81,6 +183,7 @@ app = SpotrunTyper(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings=HELP_OPTIONS,  # every subcommand inherits -h from here
+    cls=_Root,
 )
 
 
@@ -111,36 +214,6 @@ def _root(
     """
 
 
-# The order here is the order of `spotrun --help` (typer lists commands as registered, then
-# the groups): keep it when adding one.
-app.add_typer(recipes_app, name="recipes")  # spotrun/cli/recipes.py
-app.add_typer(sweep_app, name="sweep")  # spotrun/cli/sweep.py
-app.add_typer(data_app, name="data")  # spotrun/cli/data.py
-app.add_typer(notify_app, name="notify")  # spotrun/cli/notify.py
-app.command("completion")(completion)  # spotrun/cli/complete.py
-app.command("doctor")(doctor_command)  # spotrun/cli/doctor.py
-app.command("plot")(plot_command)  # spotrun/cli/plot.py
-app.command("ssh")(ssh_command)  # spotrun/cli/ssh.py
-app.command("ui")(ui_command)  # spotrun/cli/ui.py
-app.command("resume")(resume_cli.resume)  # spotrun/cli/resume.py
-app.command("rm")(resume_cli.rm)
-app.add_typer(remote_cli.controller_app, name="controller")  # spotrun/cli/remote.py
-app.command("pull")(remote_cli.pull)
-app.command()(launch)  # spotrun/cli/launch.py
-app.command()(prices)  # spotrun/cli/prices.py
-app.command("ls")(list_runs)  # spotrun/cli/run_commands.py
-app.command()(status)
-app.command()(logs)
-app.command()(attach)
-app.command("exec")(exec_)
-app.command()(stop)
-app.command("gc")(gc_command)  # spotrun/cli/gc.py
-app.command()(cost)  # spotrun/cli/cost.py
-app.command()(methods)  # spotrun/cli/recipes.py
-app.command()(train)  # spotrun/cli/training.py
-app.command()(sample)
-
-
 # ---------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> None:
     code = _run(argv)
@@ -152,8 +225,8 @@ def main(argv: list[str] | None = None) -> None:
 def _run(argv: list[str] | None) -> int:
     prepare_completion()
     try:
-        # a controller on another host carries out the run commands (spotrun/cli/remote.py)
-        forwarded = remote_cli.forward_if_remote(sys.argv[1:] if argv is None else argv, app)
+        # a controller on another host carries out the run commands (spotrun/cli/forwarding.py)
+        forwarded = forward_if_remote(sys.argv[1:] if argv is None else argv, app)
         if forwarded is not None:
             return forwarded
         code = app(args=argv, prog_name="spotrun", standalone_mode=False)

@@ -9,6 +9,10 @@ from pathlib import Path
 
 import typer
 
+from spotrun.cli.render import err
+from spotrun.service import curves
+from spotrun.service.lookup import open_ledger
+
 
 class XAxis(str, Enum):
     """What a curve is drawn against (help lists the choices)."""
@@ -37,13 +41,6 @@ def plot(
       spotrun plot run-a run-b --metric test_loss --x time -o loss.png
       spotrun plot my-sweep --x cost
     """
-    from rich.console import Console  # late: rich (~13 ms) off the CLI's import
-
-    # late: pydantic and the ledger (~0.15 s) stay off the CLI's import
-    from spotrun.service import curves
-    from spotrun.service.runs import open_ledger
-
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     if not as_json:
         curves.check_png_path(output)  # before any work: a bad path is refused at once
     ledger = open_ledger()

@@ -10,6 +10,9 @@ from spotrun.cli.complete import complete_recipe
 from spotrun.cli.library import api
 from spotrun.cli.render import Table, out, print_json
 from spotrun.cli.typer_app import SpotrunTyper
+from spotrun.recipes import get_recipe
+from spotrun.recipes.describe import describe_recipe
+from spotrun.train.methods.catalog import describe_catalog
 
 recipes_app = SpotrunTyper(help="List recipes, or show one in full.", rich_markup_mode=None)
 
@@ -48,10 +51,6 @@ def recipes_show(
     Examples:
       spotrun recipes show digits-fast
     """
-    # late: the recipes' pydantic models (~75 ms) stay off the CLI's import
-    from spotrun.recipes import get_recipe
-    from spotrun.recipes.describe import describe_recipe
-
     recipe = get_recipe(name, data_here=False)  # showing a recipe needs no data
     if as_json:
         print_json(recipe.model_dump(mode="json"))
@@ -69,8 +68,6 @@ def methods(as_json: bool = typer.Option(False, "--json")) -> None:
       spotrun methods
       spotrun launch cifar10-fast --set methods.label_smoothing={}
     """
-    from spotrun.train.methods.catalog import describe_catalog  # late: pydantic (~70 ms)
-
     rows = describe_catalog()
     if as_json:
         print_json(rows)

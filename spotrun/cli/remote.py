@@ -1,5 +1,5 @@
-"""`spotrun controller up|status|down` and `spotrun pull RUN`; run commands forwarded to the
-controller's host when it lives on another machine (spotrun.service.forward)."""
+"""`spotrun controller up|status|down` and `spotrun pull RUN` (run commands forwarded to the
+controller's host: spotrun/cli/forwarding.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ from spotrun.cli.common import print_error
 from spotrun.cli.complete import complete_run
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.typer_app import SpotrunTyper
-from spotrun.core.controller_record import load_record
+from spotrun.core.config import Settings, load_settings
 from spotrun.core.durations import format_duration, parse_duration
 from spotrun.core.errors import UsageError
-from spotrun.core.home import IDLE_STOP_FILE, default_home
+from spotrun.core.home import default_home
 from spotrun.core.money import show_usd, show_usd_per_hour
 from spotrun.core.rundir import HOME_VAR
+from spotrun.service import idle_marks
+from spotrun.service.controller_host import controller_down, controller_status, controller_up
+from spotrun.service.pull import PullPlan, pull_run
 
 out = stdout_console()
 err = stderr_console()
@@ -33,10 +36,7 @@ controller_app = SpotrunTyper(
 )
 
 
-def _settings() -> Any:
-    # late: config's pydantic models (~60 ms) stay off the commands that need no settings
-    from spotrun.core.config import load_settings
-
+def _settings() -> Settings:
     return load_settings()
 
 
@@ -84,9 +84,6 @@ def up(
       spotrun controller up --on ssh://10.0.0.5:2222 --key ~/.ssh/box --python /opt/py/bin/python3
       spotrun controller up --on aws --region eu-west-1 --idle-stop 2h
     """
-    # late: the controller machinery and pydantic (~90 ms) stay off every other command
-    from spotrun.service.controller_host import controller_up
-
     idle_stop_s = None
     if idle_stop is not None:
         if on != "aws":
@@ -140,8 +137,6 @@ def status(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> Non
       spotrun controller status
       spotrun controller status --json
     """
-    from spotrun.service.controller_host import controller_status  # late: as in up()
-
     st = controller_status(_settings())
     if as_json:
         sys.stdout.write(json.dumps(st.to_dict(), indent=2) + "\n")
@@ -210,9 +205,6 @@ def idle_stop_command(
 ) -> None:
     """On the controller instance (run there by `controller up --on aws`): stop this instance
     after AFTER seconds with nothing live and no command; the watcher that does it runs."""
-    # late: core.locks (~1 ms), on a controller instance only
-    from spotrun.service import idle_marks
-
     home = default_home()
     idle_marks.write_config(home, idle_marks.IdleConfig(instance_id, region, after))
     pid = idle_marks.ensure_watcher(home) if after > 0 else None
@@ -233,8 +225,6 @@ def down(
       spotrun controller down
       spotrun controller down --force
     """
-    from spotrun.service.controller_host import controller_down  # late: as in up()
-
     result = controller_down(_settings(), force=force, log=_note)
     if as_json:
         sys.stdout.write(
@@ -269,7 +259,6 @@ def pull(
       spotrun pull RUN
       spotrun pull RUN --to ./results
     """
-    from spotrun.service.pull import PullPlan, pull_run  # late: pydantic+ledger (~80 ms)
 
     def plan(p: PullPlan) -> None:
         err.print(f"{p.files} files, {p.bytes / 1e6:.1f} MB in the run folder there", markup=False)
@@ -286,129 +275,3 @@ def pull(
         f"({pulled.bytes / 1e6:.1f} MB) brought, {pulled.unchanged} unchanged, in {pulled.folder}",
         markup=False,
     )
-
-
-def forward_if_remote(args: list[str], app: Any) -> int | None:
-    """Run `spotrun ARGS` on the controller host when this home has one; None otherwise."""
-    if not args:
-        return None
-    home = default_home()
-    record = load_record(home)  # one stat when there is none
-    if record is None:
-        if (home / IDLE_STOP_FILE).exists():  # on a controller instance: a use; its watcher
-            from spotrun.service.idle_marks import note_command  # late: as in idle-stop
-
-            note_command(home, args)
-        return None
-    # late: the ssh forwarding (~11 ms) only when the controller lives on another host
-    from spotrun.service import forward
-
-    if args[0] not in forward.FORWARDED and args[0] not in forward.NOT_CARRIED:
-        return None
-    why = forward.refusal(args)
-    if why is not None:
-        raise UsageError(f"{why} (the controller lives on {record.where})")
-    if not forward.wants_forwarding(args):
-        return None  # help: the same here
-    if record.kind == "aws":
-        record = _awake(home, record)
-    if args[0] == "launch":
-        args = forward.stage_launch(
-            home,
-            record,
-            args,
-            _valued_options(app, "launch"),
-            workdir_max_mb=_settings().workdir_max_mb,
-            log=_note,
-        )
-    starts_jobs = args[0] == "launch" or (
-        args[0] == "sweep" and (len(args) < 2 or args[1] == "run" or args[1] not in _SWEEP_OTHERS)
-    )
-    if starts_jobs:
-        command = args[0] if args[0] == "launch" else "sweep run"
-        args = forward.stage_job_env(home, record, args, _valued_options(app, command), log=_note)
-    code = forward.forward(home, record, args)
-    if code == 255 and record.kind == "aws" and _stopped_meanwhile(record):
-        # it stopped itself (idle) as this command came: a question is asked again, once
-        if args[0] not in _ASKED_AGAIN:
-            print_error(
-                f"the controller instance {record.instance_id} stopped (idle) as this command "
-                "came; run it again (it is started then)"
-            )
-            return code
-        from spotrun.service.controller_wake import wake  # late: as in _awake()
-
-        record = wake(_settings(), record, log=_note)
-        code = forward.forward(home, record, args)
-    if args[0] == "cost" and code == 0 and not {"--json", "--csv"} & set(args):
-        _controller_cost_line(record)
-    if code == 255:
-        print_error(
-            f"ssh to the controller host {record.where} failed (above); "
-            "`spotrun controller status` says whether it answers"
-        )
-    return code
-
-
-# Commands that only read: asked again when the instance stopped under them.
-_ASKED_AGAIN = frozenset({"ls", "status", "cost"})
-
-
-def _stopped_meanwhile(record: Any) -> bool:
-    from spotrun.service.controller_wake import is_stopped  # late: as in _awake()
-
-    return is_stopped(_settings(), record)
-
-
-def _awake(home: Path, record: Any) -> Any:
-    """The controller instance's record once it answers: when the shared connection cannot
-    be made, EC2 is asked, and a stopped instance is started (one line on stderr)."""
-    # late: loaded with service.forward already; ~3 ms off every command of a local controller
-    from spotrun.remote.controller_host import ensure_shared_connection
-
-    if ensure_shared_connection(home, record):
-        return record  # it answers: no AWS call (nor boto3's import) on a command's way
-    # late: pydantic and the bills (~65 ms), for a controller --on aws only
-    from spotrun.service.controller_wake import wake
-
-    return wake(_settings(), record, log=_note)
-
-
-def _controller_cost_line(record: Any) -> None:
-    """`spotrun cost` under `--on aws`: the controller instance's own bill, which no run's
-    rows hold: its running hours at the on-demand list price (none while it was stopped) and
-    its root volume for all the time since `controller up`."""
-    if record.kind != "aws":
-        return
-    from spotrun.service.controller_wake import bill_of  # late: as in _awake()
-
-    bill = bill_of(record)
-    hours = bill.running_s / 3600
-    compute = show_usd(bill.compute_usd) if bill.compute_usd is not None else "$?"
-    storage = show_usd(bill.storage_usd) if bill.storage_usd is not None else "$?"
-    stopped = f", stopped {bill.stopped_s / 3600:.3f} h" if bill.stopped_s >= 1 else ""
-    out.print(
-        f"controller instance {record.instance_id} ({record.instance_type}, on demand): "
-        f"{hours:.3f} h running{stopped}, {compute} + EBS {bill.disk_gb} GB gp3 {storage} "
-        "so far (not in the rows above)",
-        markup=False,
-    )
-
-
-# `spotrun sweep` subcommands other than `run` (a bare `spotrun sweep RECIPE` runs one)
-_SWEEP_OTHERS = frozenset({"ls", "status", "leaderboard", "stop", "-h", "--help"})
-
-
-def _valued_options(app: Any, name: str) -> set[str]:
-    """The options of command `name` ("launch", "sweep run") that take a value (from click's
-    own definition; typer may carry its own copy of click, so the objects are read by their
-    attributes)."""
-    sub = typer.main.get_command(app)
-    for word in name.split():
-        sub = sub.commands[word]  # type: ignore[attr-defined]
-    return {
-        opt
-        for param in sub.params
-        if param.param_type_name == "option" and not getattr(param, "is_flag", False)
-        for opt in param.opts
-    }

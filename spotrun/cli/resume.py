@@ -14,6 +14,9 @@ from spotrun.cli.complete import complete_run
 from spotrun.cli.follow_view import follow_run
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cost.amounts import format_usd
+from spotrun.service.lookup import open_ledger
+from spotrun.service.resume import forget
+from spotrun.service.resume import resume as resume_run
 
 RUN_HELP = "run name or a unique prefix of its id"
 
@@ -49,12 +52,8 @@ def resume(
       spotrun resume long --max-cost 5 --max-hours 2 -d
       spotrun resume long --set epochs=30    # train a recipe run further
     """
-    # late: the service layer (pydantic, ledger, run control: ~0.15 s) stays off the CLI's import
-    from spotrun.service import runs as api
-    from spotrun.service.resume import resume as resume_run
-
     out, err = _consoles()
-    ledger = api.open_ledger()
+    ledger = open_ledger()
     resumed = resume_run(ledger, run, max_cost_usd=max_cost, max_hours=max_hours, overrides=set_)
     r = resumed.run
     where = f"from {resumed.checkpoint}" if resumed.checkpoint else "with no checkpoint here"
@@ -89,10 +88,6 @@ def rm(run: str = typer.Argument(..., help=RUN_HELP, autocompletion=complete_run
     Examples:
       spotrun rm long
     """
-    # late: as in resume()
-    from spotrun.service import runs as api
-    from spotrun.service.resume import forget
-
     out, _ = _consoles()
-    gone = forget(api.open_ledger(), run)
+    gone = forget(open_ledger(), run)
     out.print(f"removed {gone.name} ({gone.id}) and {gone.run_dir}", markup=False)

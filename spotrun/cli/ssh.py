@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import typer
+
+from spotrun.cli.library import api
+from spotrun.cli.render import err
+from spotrun.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from spotrun.service import shell as shells
+else:  # pydantic and the run records (~0.15 s): `ls` and `status` import this module too
+    shells = lazy_module("spotrun.service.shell")
 
 
 def ssh(
@@ -26,18 +36,12 @@ def ssh(
       spotrun ssh my-run nvidia-smi
       spotrun ssh my-run --node 1 "df -h"
     """
-    from rich.console import Console  # late: rich (~13 ms) off the CLI's import
-
-    # late: pydantic and the ledger (~0.15 s) stay off the CLI's import
-    from spotrun.service.runs import open_ledger
-    from spotrun.service.shell import shell_command
-
     words = " ".join(command) if command else None
-    shell = shell_command(
-        open_ledger(), run, node=node, command=words, tty=words is None and sys.stdin.isatty()
+    shell = shells.shell_command(
+        api.open_ledger(), run, node=node, command=words, tty=words is None and sys.stdin.isatty()
     )
     if shell.note:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(shell.note, markup=False)
+        err.print(shell.note, markup=False)
     if shell.cwd is not None:
         os.chdir(shell.cwd)
     sys.stdout.flush()
@@ -50,8 +54,4 @@ def require_terminal(run: str) -> None:
     """`attach` without a terminal: say where the session is instead of tmux's raw error."""
     if sys.stdin.isatty():
         return
-    # late: as in ssh()
-    from spotrun.service.runs import open_ledger
-    from spotrun.service.shell import no_terminal
-
-    raise no_terminal(open_ledger(), run)
+    raise shells.no_terminal(api.open_ledger(), run)

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from spotrun.cli.complete import complete_sweep
 from spotrun.cli.lazy import stdout_console
+from spotrun.cli.library import api
+from spotrun.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from spotrun.service import resume as resumes
+else:  # the service layer (pydantic, run control: ~0.15 s) stays off `sweep run -h`
+    resumes = lazy_module("spotrun.service.resume")
 
 
 def forget_sweep_command(
@@ -22,11 +31,7 @@ def forget_sweep_command(
     Examples:
       spotrun sweep rm SWEEP
     """
-    # late: the service layer (pydantic, ledger, run control: ~0.15 s) stays off the CLI's import
-    from spotrun.service import runs as api
-    from spotrun.service.resume import forget_sweep
-
-    gone, trials = forget_sweep(api.open_ledger(), sweep)
+    gone, trials = resumes.forget_sweep(api.open_ledger(), sweep)
     stdout_console().print(
         f"removed sweep {gone.name} ({gone.id}), its {trials} trial run(s) and {gone.sweep_dir}",
         markup=False,

@@ -9,8 +9,12 @@ import webbrowser
 import typer
 
 from spotrun.cli.render import err
+from spotrun.core.config import load_settings
+from spotrun.core.controller_record import load_record
 from spotrun.core.errors import UsageError
 from spotrun.core.home import default_home
+from spotrun.service.lookup import open_ledger
+from spotrun.ui import server, tunnel
 
 
 def ui(
@@ -35,12 +39,6 @@ def ui(
       spotrun ui
       spotrun ui --port 8765 --no-browser
     """
-    # late: starlette and uvicorn (~0.2 s) load only for the dashboard, never for --help or ls
-    from spotrun.core.config import load_settings
-    from spotrun.core.controller_record import load_record
-    from spotrun.service.lookup import open_ledger
-    from spotrun.ui import server, tunnel
-
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be 0 to 65535, got {port}")
     warning = server.check_host(host, expose=expose)
