@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from spotrun.cli.complete import complete_run
 from spotrun.cli.library import api
 from spotrun.core.exitcodes import SUCCESS
+from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import CHECKPOINTS_DIR, METRICS_FILE, RECIPE_FILE
+
+if TYPE_CHECKING:
+    from spotrun import recipes
+    from spotrun.train import build
+else:  # torch and the training code (~1 s): only when training here, not for `train -h`
+    recipes = lazy_module("spotrun.recipes")
+    build = lazy_module("spotrun.train.build")
 
 
 def train(
@@ -30,19 +39,15 @@ def train(
       spotrun train digits-fast --run-dir /tmp/run
       spotrun train digits-fast --run-dir /tmp/run --set epochs=2
     """
-    # late: torch and the training code (~1 s) only when training here
-    from spotrun.recipes import get_recipe
-    from spotrun.train.build import exit_checkpointed, train_recipe
-
-    resolved = get_recipe(recipe, set_)
-    result = train_recipe(resolved, run_dir)
+    resolved = recipes.get_recipe(recipe, set_)
+    result = build.train_recipe(resolved, run_dir)
     if result.interrupted:
         if os.environ.get("RANK", "0") == "0":  # under torchrun, one line for the whole job
             print(
                 f"checkpointed at step {result.step}; run the same command again to resume",
                 flush=True,
             )
-        exit_checkpointed()
+        build.exit_checkpointed()
     raise typer.Exit(SUCCESS)
 
 
