@@ -29,7 +29,12 @@ from spotrun.core.home import CONFIG_FILE, LEDGER_FILE, RUNS_FOLDER, default_hom
 from spotrun.core.jobspec import JobSpec
 from spotrun.core.rundir import HOME_VAR
 from spotrun.core.settings_run import MAX_DISK_GB as MAX_DISK_GB  # Resources and task files
-from spotrun.core.settings_run import RunSettings, move_old_run_keys, old_spelling
+from spotrun.core.settings_run import (
+    MOVED_FROM_AWS,
+    RunSettings,
+    move_old_run_keys,
+    old_spelling,
+)
 from spotrun.core.suggest import unknown_key
 
 if sys.version_info >= (3, 11):
@@ -153,6 +158,12 @@ class AwsSettings(StrictModel):
             f"{stored}end itself when the controller is away, or read s3:// data; a "
             "replacement resumes only from what was synced here"
         )
+
+
+def aws_table(table: dict[str, object]) -> AwsSettings:
+    """AwsSettings from an [aws] table as a config file may spell it: the keys that moved to
+    [run] (core.settings_run) are left to Settings, which reads them there."""
+    return AwsSettings.model_validate({k: v for k, v in table.items() if k not in MOVED_FROM_AWS})
 
 
 class Settings(StrictModel):

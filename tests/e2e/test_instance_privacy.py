@@ -16,7 +16,7 @@ from spotlab import Lab
 from spotlab.lab import REGION
 from spotrun.cloud.aws import network
 from spotrun.cloud.aws.session import AwsClients
-from spotrun.core.config import AwsSettings
+from spotrun.core.config import aws_table
 from tests.conftest import Env
 from tests.helpers import wait_for
 
@@ -69,7 +69,7 @@ def test_a_reused_security_group_follows_the_callers_address(lab: Lab) -> None:
     run_id = "sg-moves"
     tags = network.run_tags(run_id, "tester", time.time() + 3600)
     with lab.environ():
-        before = AwsClients(AwsSettings(**lab.settings(ssh_cidr="127.0.0.1/32")))
+        before = AwsClients(aws_table(lab.settings(ssh_cidr="127.0.0.1/32")))
         subnet = next(iter(network.launch_subnets(before, REGION).values()))
         group_id = network.ensure_security_group(before, REGION, subnet, run_id, tags)
         port = before.settings.ssh_port
@@ -84,7 +84,7 @@ def test_a_reused_security_group_follows_the_callers_address(lab: Lab) -> None:
                 }
             ],
         )
-        after = AwsClients(AwsSettings(**lab.settings(ssh_cidr="127.0.0.2/32")))
+        after = AwsClients(aws_table(lab.settings(ssh_cidr="127.0.0.2/32")))
         again = network.ensure_security_group(after, REGION, subnet, run_id, tags)
         assert again == group_id
         assert _ssh_sources(lab, group_id) == {

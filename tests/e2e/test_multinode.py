@@ -199,7 +199,7 @@ def test_the_quota_check_counts_the_vcpus_already_in_use(lab: Lab) -> None:
     from spotrun.cloud.aws.quotas import check_cluster_quota
     from spotrun.cloud.aws.session import AwsClients
     from spotrun.cloud.base import Offer
-    from spotrun.core.config import AwsSettings
+    from spotrun.core.config import aws_table
     from spotrun.core.errors import UsageError
 
     lab.front.quotas.values["L-34B43A08"] = 6.0
@@ -219,7 +219,7 @@ def test_the_quota_check_counts_the_vcpus_already_in_use(lab: Lab) -> None:
         run("m6i.large", 2)  # on-demand: another quota
         run("g4dn.xlarge", 1, spot)  # spot, but the G and VT quota
         with lab.environ():
-            clients = AwsClients(AwsSettings(**lab.settings()))
+            clients = AwsClients(aws_table(lab.settings()))
             check_cluster_quota(clients, offer, 2)  # 2 in use + 4 = 6: fits
             run("m6i.large", 1, spot)  # another standard family, the same quota
             with pytest.raises(UsageError) as refused:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from spotrun.core.config import AwsSettings, Settings
+from spotrun.core.settings_run import RunSettings
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -36,6 +37,7 @@ def test_cli_page_holds_what_help_prints() -> None:
 
 def test_config_page_names_every_setting() -> None:
     page = (REPO / "docs" / "reference" / "config.md").read_text()
-    keys = [k for k in Settings.model_fields if k not in ("home", "aws")]
+    keys = [k for k in Settings.model_fields if k not in ("home", "aws", "run")]
     keys += [f"aws.{k}" for k in AwsSettings.model_fields]
+    keys += [f"run.{k}" for k in RunSettings.model_fields]
     assert [k for k in keys if f"| `{k}` |" not in page] == []
