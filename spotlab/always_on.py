@@ -42,7 +42,7 @@ def start_always_on_host(lab: Lab, authorized_key: str, root: Path) -> Host:
     assert lab.network is not None
     a, b = lab.network.cidr.split(".")[1:3]
     address = f"127.{a}.{int(b) + 3}.10"
-    env = dict(lab.env())
+    env = dict(lab.config.env())
     # the lab's paths of this machine mean nothing there: the host's own (absent) files
     env["AWS_CONFIG_FILE"] = "/root/.aws/config"
     env["AWS_SHARED_CREDENTIALS_FILE"] = "/root/.aws/credentials"

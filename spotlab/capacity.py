@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from spotlab.front import Fault
+from spotlab.ec2faults import Fault
 
 LivePerPool = Callable[[str, str], int]  # (type, zone) -> live spot instances there now
 Pool = tuple[str, str]  # (instance type, zone)

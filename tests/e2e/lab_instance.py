@@ -23,6 +23,6 @@ def one_instance(home: Path, lab: Lab, run_id: str) -> Iterator[tuple[Runner, Ho
     (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
     (instance,) = provider.wait_ready(provider.launch(InstanceRequest(run_id, offer)), 20)
     try:
-        yield provider.runner(instance), lab.host(instance.id)
+        yield provider.runner(instance), lab.hosts.of(instance.id)
     finally:
         provider.terminate(run_id)

@@ -42,7 +42,7 @@ def test_price_jump_stops_the_run_before_the_cap(aws_env: Env, lab: Lab) -> None
     _with_budget_settings(env)
     start = time.time() - 3600
     for zone in ZONES:
-        lab.set_spot_prices("c6i.large", zone, [(start, 0.03)])
+        lab.prices.set_spot("c6i.large", zone, [(start, 0.03)])
     run_id = env.cli(
         "launch",
         "digits-fast",
@@ -73,7 +73,7 @@ def test_price_jump_stops_the_run_before_the_cap(aws_env: Env, lab: Lab) -> None
     assert state() == "running"
     jump = time.time() + 1
     for zone in ZONES:
-        lab.set_spot_prices("c6i.large", zone, [(start, 0.03), (jump, JUMP_USD_PER_H)])
+        lab.prices.set_spot("c6i.large", zone, [(start, 0.03), (jump, JUMP_USD_PER_H)])
     wait_for(lambda: state() == "stopped", timeout=240, what="the budget stop")
 
     status = env.cli("status", run_id, "--json", check=True).stdout

@@ -64,7 +64,7 @@ def _scenario(env: Env, lab: Lab) -> None:
     assert item["IamInstanceProfile"]["Arn"].endswith(CONTROLLER_PROFILE)
     # the cheapest type of the shipped table with 2 vCPUs and 2 GiB, at its list price
     assert record.instance_type == item["InstanceType"] and (record.usd_per_hour or 0) > 0
-    host = lab.host(instance_id)
+    host = lab.hosts.of(instance_id)
     # none of this machine's credentials went there: only config.toml
     copied = host.path("/root/.spotrun/config.toml").read_text()
     assert FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"] not in copied
@@ -100,7 +100,7 @@ def _scenario(env: Env, lab: Lab) -> None:
 
     # The instance's machine dies while EC2 says it runs: `down` says so and what to do;
     # --force terminates it anyway (a controller instance must never be left billing).
-    lab.hosts[instance_id].stop()
+    lab.hosts.live[instance_id].stop()
     refused = env.cli("controller", "down", timeout=600)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "does not answer" in refused.stderr and "--force" in refused.stderr, refused.stderr

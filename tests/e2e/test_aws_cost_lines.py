@@ -39,7 +39,7 @@ def _cost_lines(env: Env, lab: Lab) -> None:
     assert ledger.cost_lines(gamma.id) == []
 
     # EC2 refuses the price history, as to a user whose policy lacks the action.
-    fault = lab.fail("DescribeSpotPriceHistory", "UnauthorizedOperation", times=None)
+    fault = lab.faults.ec2("DescribeSpotPriceHistory", "UnauthorizedOperation", times=None)
     CostLines(ledger, provider).record(alpha)
     events = [e.message for e in ledger.events(alpha.id) if e.kind == "cost"]
     assert len(events) == 1 and "DescribeSpotPriceHistory" in events[0], events
@@ -50,8 +50,8 @@ def _cost_lines(env: Env, lab: Lab) -> None:
 
     # EC2 answers again, with the histories and the on-demand price of the runs' type.
     lab.front.faults.clear()
-    lab.set_spot_prices(costlab.TYPE, "us-east-1a", [(at, float(p)) for at, p in costlab.HISTORY_A])
-    lab.set_on_demand_price(costlab.TYPE, float(costlab.ON_DEMAND))
+    lab.prices.set_spot(costlab.TYPE, "us-east-1a", [(at, float(p)) for at, p in costlab.HISTORY_A])
+    lab.prices.set_on_demand(costlab.TYPE, float(costlab.ON_DEMAND))
     CostLines(ledger, AwsProvider(settings)).record(alpha)
     assert ledger.run_cost_exact(alpha.id) == costlab.EXPECTED["alpha"].total
     compute = ledger.cost_lines(alpha.id)[0]

@@ -79,7 +79,7 @@ def test_push_a_folder_then_a_run_stages_it_on_the_instance_and_trains(
     # Staged on the host's own disk (its root volume: the lab's hosts have no instance store),
     # byte for byte the folder that was pushed.
     (item,) = lab.instances(run_id)
-    host = lab.host(item["InstanceId"])
+    host = lab.hosts.of(item["InstanceId"])
     staged = host.path(f"/root/.spotrun/spotrun-data/{lab.bucket}/sets/pets")
     assert _files(staged) == _files(folder)
     assert not (env.home / "spotrun-data").exists()  # nothing was staged on this machine
@@ -194,7 +194,7 @@ def test_a_cache_volume_is_reattached_to_the_replacement_then_deleted(
     stages without it after its wait; the mount and the skip of shards already on the volume
     are tested with a loop device in tests/unit/datasets/test_cache_volume.py.)"""
     env = aws_env
-    lab.write_config(env.home, data_cache_volume=True)
+    lab.config.write_config(env.home, data_cache_volume=True)
     folder = make_image_folder(tmp_path / "pets", per_class=2, per_class_test=1, size=8).root
     uri = f"s3://{lab.bucket}/sets/cached"
     env.cli("data", "push", str(folder), uri, "--shard-size", "1MB", check=True)
@@ -225,9 +225,9 @@ def test_a_cache_volume_is_reattached_to_the_replacement_then_deleted(
     # The same type has no capacity left in the volume's zone: another type there comes
     # before the same type in another zone (where the volume could not follow).
     zone = volume["AvailabilityZone"]
-    lab.fail("RunInstances", "InsufficientInstanceCapacity", zone=zone,
+    lab.faults.ec2("RunInstances", "InsufficientInstanceCapacity", zone=zone,
              instance_type=first["InstanceType"])  # fmt: skip
-    lab.interrupt(first["InstanceId"], notice_s=1.0)
+    lab.interruptions.interrupt(first["InstanceId"], notice_s=1.0)
     again = wait_for(
         lambda: cache_volume(not_on=first["InstanceId"]),
         timeout=120,
@@ -243,8 +243,8 @@ def test_a_cache_volume_is_reattached_to_the_replacement_then_deleted(
 
     # No capacity at all in that zone now: the next replacement goes to another one, on a
     # fresh volume (the old one is deleted: it could attach to nothing there).
-    lab.fail("RunInstances", "InsufficientInstanceCapacity", zone=zone, times=None)
-    lab.interrupt(second["InstanceId"], notice_s=1.0)
+    lab.faults.ec2("RunInstances", "InsufficientInstanceCapacity", zone=zone, times=None)
+    lab.interruptions.interrupt(second["InstanceId"], notice_s=1.0)
     fresh = wait_for(
         lambda: cache_volume(not_on=second["InstanceId"]),
         timeout=120,

@@ -52,7 +52,7 @@ def test_the_data_sets_region_wins_over_a_slightly_cheaper_one(
     uri, per_hour = _push(aws_env, lab, tmp_path)
     saving = 0.0002
     assert per_hour > 2 * saving  # the data set is big enough to outweigh the saving
-    lab.set_spot_prices("c6i.large", OTHER_ZONES[0], [(time.time() - 86400, EAST_PRICE - saving)])
+    lab.prices.set_spot("c6i.large", OTHER_ZONES[0], [(time.time() - 86400, EAST_PRICE - saving)])
     said = _dry_run(aws_env, uri)
     assert "first of 5 fitting offer(s): c6i.large in us-east-1c" in said, said
     assert f"in {REGION} where its data set {uri} lives" in said, said
@@ -73,7 +73,7 @@ def test_a_much_cheaper_region_wins_anyway_with_the_transfer_in_its_line(
     uri, per_hour = _push(aws_env, lab, tmp_path)
     cheap = 0.0200
     assert per_hour < (EAST_PRICE - cheap) / 2  # the saving outweighs moving the data set
-    lab.set_spot_prices("c6i.large", OTHER_ZONES[0], [(time.time() - 86400, cheap)])
+    lab.prices.set_spot("c6i.large", OTHER_ZONES[0], [(time.time() - 86400, cheap)])
     said = _dry_run(aws_env, uri)
     assert f"cheapest of 5 fitting offer(s): c6i.large in {OTHER_ZONES[0]}" in said, said
     assert f"chose c6i.large in {OTHER_ZONES[0]}: {show_usd_per_hour(cheap)}, expected $" in said

@@ -50,7 +50,7 @@ def _nothing_left(lab: Lab, run_id: str) -> None:
 @pytest.mark.parametrize("code", CAPACITY_CODES)
 def test_capacity_error_moves_on_to_the_next_offer(aws_env: Env, lab: Lab, code: str) -> None:
     cheapest = "us-east-1c"  # c6i.large is cheapest there in the lab's default market
-    fault = lab.fail("RunInstances", code, zone=cheapest)
+    fault = lab.faults.ec2("RunInstances", code, zone=cheapest)
     ledger, run, provider = _request_step(aws_env)
     assert run.state is RunState.PROVISIONING
     assert fault.hits == 1  # not retried by botocore: the next offer is tried at once
@@ -70,7 +70,7 @@ def test_a_spot_pool_that_runs_out_sends_the_next_run_to_the_next_offer(
     with EC2's InsufficientInstanceCapacity, naming type and zone, and gets the next cheapest
     offer; once the first has ended, a third fits there again."""
     cheapest = "us-east-1c"
-    lab.set_spot_capacity("c6i.large", cheapest, 1)
+    lab.capacity.set_spot("c6i.large", cheapest, 1)
     placed = []
     for _ in range(2):
         ledger, run, provider = _request_step(aws_env)
@@ -81,7 +81,7 @@ def test_a_spot_pool_that_runs_out_sends_the_next_run_to_the_next_offer(
     refusal = next(e for e in events if e.startswith(f"c6i.large in {cheapest}: "))
     assert "InsufficientInstanceCapacity" in refusal, refusal
     assert f"c6i.large capacity in the Availability Zone you requested ({cheapest})" in refusal
-    assert lab.spot_pools.refused == [("c6i.large", cheapest)]
+    assert lab.capacity.spot_pools.refused == [("c6i.large", cheapest)]
     provider.terminate(placed[0][0])
     ledger, run, provider = _request_step(aws_env)
     (instance,) = provider.describe(run.id)
@@ -120,7 +120,7 @@ def test_an_instance_stopped_without_a_notice_is_lost_capacity_and_terminated(
 
 
 def test_all_offers_failing_lists_what_was_tried(aws_env: Env, lab: Lab) -> None:
-    fault = lab.fail("RunInstances", "InsufficientInstanceCapacity", times=None)
+    fault = lab.faults.ec2("RunInstances", "InsufficientInstanceCapacity", times=None)
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (run,) = aws_env.runs()
@@ -138,7 +138,7 @@ def test_a_spot_quota_too_small_names_the_quota_and_the_request(aws_env: Env, la
     """The Standard spot quota at 0 vCPUs (Service Quotas not readable): EC2's own answer,
     MaxSpotInstanceCountExceeded, fails the run with the quota, its code and the request that
     raises it to the c6i.large's 2 vCPUs; every offer is under that quota, so it is asked once."""
-    lab.set_vcpu_quota("L-34B43A08", 0, readable=False)
+    lab.capacity.set_vcpu_quota("L-34B43A08", 0, readable=False)
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (run,) = aws_env.runs()
@@ -149,12 +149,12 @@ def test_a_spot_quota_too_small_names_the_quota_and_the_request(aws_env: Env, la
         "--quota-code L-34B43A08 --desired-value 2 --region us-east-1",
     ):
         assert name in run["message"] and name in proc.stdout
-    assert lab.vcpu_quotas.refused == [("c6i.large", "L-34B43A08")]
+    assert lab.capacity.vcpu_quotas.refused == [("c6i.large", "L-34B43A08")]
     _nothing_left(lab, run["id"])
 
 
 def test_permission_errors_name_what_to_grant(aws_env: Env, lab: Lab) -> None:
-    fault = lab.fail("RunInstances", "UnauthorizedOperation", times=None)
+    fault = lab.faults.ec2("RunInstances", "UnauthorizedOperation", times=None)
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (run,) = aws_env.runs()
@@ -166,7 +166,7 @@ def test_permission_errors_name_what_to_grant(aws_env: Env, lab: Lab) -> None:
 
 
 def test_request_limit_exceeded_is_left_to_botocore_retries(aws_env: Env, lab: Lab) -> None:
-    fault = lab.fail("RunInstances", "RequestLimitExceeded", times=2)
+    fault = lab.faults.ec2("RunInstances", "RequestLimitExceeded", times=2)
     ledger, run, provider = _request_step(aws_env)
     assert run.state is RunState.PROVISIONING
     assert fault.hits == 2 and lab.front.actions.count("RunInstances") == 3
@@ -192,7 +192,7 @@ def test_dry_run_checks_permissions_and_launches_nothing(aws_env: Env, lab: Lab)
     assert _key_pairs(lab) == keys_before
     assert not (aws_env.home / "ssh").exists()  # no key was made either
 
-    lab.fail("RunInstances", "UnauthorizedOperation")
+    lab.faults.ec2("RunInstances", "UnauthorizedOperation")
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws", "--dry-run")
     assert_one_line_error(proc, 1, "UnauthorizedOperation", "ec2:RunInstances")
     assert aws_env.runs() == [] and lab.instances() == []
@@ -211,7 +211,7 @@ def test_ssh_never_answering_terminates_the_instance(
     (item,) = silent.instances(run["id"])
     assert item["State"]["Name"] == "terminated"
     assert f"terminated {item['InstanceId']}" in run["message"]
-    assert not silent.host(item["InstanceId"]).alive
+    assert not silent.hosts.of(item["InstanceId"]).alive
 
 
 def test_a_changed_host_key_is_refused(aws_env: Env, lab: Lab) -> None:
@@ -225,7 +225,7 @@ def test_a_changed_host_key_is_refused(aws_env: Env, lab: Lab) -> None:
     user_ssh = [*[a for a in attach[:-1] if a != "-t"], "-o", "BatchMode=yes", "true"]
     assert subprocess.run(user_ssh, capture_output=True, timeout=30).returncode == 0
 
-    lab.replace_host_key(instance.id)  # another machine now answers on the instance's address
+    lab.hosts.replace_key(instance.id)  # another machine now answers on the instance's address
     fresh = AwsProvider(settings)  # a new process: no connection left over
     with pytest.raises(RemoteError, match="not the key pinned when spotrun first connected"):
         fresh.runner(instance).run("echo second")

@@ -72,7 +72,7 @@ def test_bad_input_is_refused_before_anything_exists(
     """Validation against the real (lab) APIs, in this process; the CLI cases below show the
     same errors reach the user as one line with exit code 2."""
     if settings:
-        lab.write_config(aws_env.home, **settings)
+        lab.config.write_config(aws_env.home, **settings)
     with pytest.raises(UsageError) as caught:
         api.prepare_launch(
             load_settings(aws_env.home), "digits-fast", api.LaunchRequest(cloud="aws", **resources)
@@ -101,7 +101,7 @@ def test_bad_input_on_the_command_line(aws_env: Env, lab: Lab) -> None:
     assert_one_line_error(
         proc, 2, "unknown AWS region 'us-east-9'", "did you mean us-east-2, us-east-1"
     )
-    lab.write_config(aws_env.home, image_id="ami-0123456789abcdef0")
+    lab.config.write_config(aws_env.home, image_id="ami-0123456789abcdef0")
     proc = aws_env.cli("launch", "digits-fast", "--cloud", "aws")
     assert_one_line_error(proc, 2, "image ami-0123456789abcdef0", "does not exist")
     _nothing_made(aws_env, lab)
@@ -118,7 +118,7 @@ def test_no_credentials_launches_nothing(aws_env: Env, lab: Lab) -> None:
 
 
 def test_prices_table(aws_env: Env, lab: Lab) -> None:
-    lab.set_on_demand_price("g5.xlarge", 1.0)  # the Pricing API answers for this one type
+    lab.prices.set_on_demand("g5.xlarge", 1.0)  # the Pricing API answers for this one type
     proc = aws_env.cli("prices", "--min-gpus", "1", "--json", check=True)
     offers = json.loads(proc.stdout)
     prices = [o["spot_usd_per_hour"] for o in offers]
@@ -166,7 +166,7 @@ def test_prices_fall_back_to_the_shipped_table(aws_env: Env, lab: Lab) -> None:
 def test_public_addresses_are_asked_for_when_configured(aws_env: Env, lab: Lab) -> None:
     """ssh_address = "public": the instance gets a public address and spotrun would use it.
     (Nothing connects to it: the lab's network rule keeps all traffic on loopback.)"""
-    lab.write_config(aws_env.home, ssh_address="public")
+    lab.config.write_config(aws_env.home, ssh_address="public")
     provider = AwsProvider(load_settings(aws_env.home))
     (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1b"))
     (instance,) = provider.launch(InstanceRequest("public000001", offer))

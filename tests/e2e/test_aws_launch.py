@@ -45,7 +45,7 @@ def _tags(item: dict[str, Any]) -> dict[str, str]:
 
 def _host_tmux(lab: Lab, instance_id: str, *args: str) -> subprocess.CompletedProcess[str]:
     """tmux of the host itself, through its server's socket in the host's own /tmp."""
-    socket = lab.host(instance_id).path("/tmp/tmux-0/default")
+    socket = lab.hosts.of(instance_id).path("/tmp/tmux-0/default")
     return subprocess.run(["tmux", "-S", str(socket), *args], capture_output=True, text=True)
 
 
@@ -83,8 +83,8 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     (rule,) = group["IpPermissions"]
     assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == (
         "tcp",
-        lab.ssh_port,
-        lab.ssh_port,
+        lab.hosts.ssh_port,
+        lab.hosts.ssh_port,
     )
     assert [r["CidrIp"] for r in rule["IpRanges"]] == ["127.0.0.1/32"]
     (volume,) = lab.ec2.describe_volumes(
@@ -99,7 +99,7 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
 
     # The job runs in tmux on the host (its own tmux server), not on this machine.
     session = f"spotrun-{run_id}"
-    host = lab.host(instance_id)
+    host = lab.hosts.of(instance_id)
     if _state(env, run_id) == "running":
         assert (
             session in _host_tmux(lab, instance_id, "list-sessions", "-F", "#{session_name}").stdout
@@ -185,7 +185,7 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
 def _crash_after_ec2_made_it(env: Env, lab: Lab) -> str:
     """Launch; EC2 makes the instance and its answer is held (the supervisor has not heard of
     it) while the supervisor is SIGKILLed; then any command restarts the supervisor."""
-    held = lab.hold("RunInstances", forwarded=True)
+    held = lab.faults.hold("RunInstances", forwarded=True)
     run_id = env.cli(
         "launch", "digits-fast", "--cloud", "aws", "-d", "--set", "epochs=1", check=True
     ).stdout.strip()
@@ -251,7 +251,7 @@ def test_without_an_instance_profile_the_run_trains_and_says_what_its_instance_c
     iam/ folder then). The run trains and syncs over SSH; its instance stores nothing in S3,
     makes no AWS call at all, and the launch says so instead of leaving it to be found."""
     env = aws_env
-    lab.write_config(env.home, instance_profile=None)
+    lab.config.write_config(env.home, instance_profile=None)
     launched = env.cli("launch", "digits-fast", "--cloud", "aws", "--set", "epochs=1", timeout=600)
     assert launched.returncode == 0, launched.stderr
     (run,) = env.runs()
@@ -334,4 +334,4 @@ def test_attach_follow_logs_and_stop_on_aws(aws_env: Env, lab: Lab) -> None:
     assert "stop requested by SIGTERM" in (run_dir / "job.log").read_text()
     (item,) = lab.instances(run_id)
     assert item["State"]["Name"] == "terminated"
-    assert not lab.host(instance_id).alive
+    assert not lab.hosts.of(instance_id).alive

@@ -24,7 +24,7 @@ BOTH = f"{REGION},{OTHER_REGION}"
 
 def test_regions_plan_offers_from_both_and_launch_in_the_cheaper(aws_env: Env, lab: Lab) -> None:
     # the other region's first zone is the cheapest c6i.large anywhere (constant for a day)
-    lab.set_spot_prices("c6i.large", OTHER_ZONES[0], [(time.time() - 86400, 0.0200)])
+    lab.prices.set_spot("c6i.large", OTHER_ZONES[0], [(time.time() - 86400, 0.0200)])
     launched = aws_env.cli(
         "launch", "digits-fast", "--cloud", "aws", "--regions", BOTH,
         "--instance-type", "c6i.large", "--set", "epochs=1", timeout=600,

@@ -17,8 +17,8 @@ from tests.conftest import Env
 def test_spot_price_history_is_the_window_with_the_price_in_force(aws_env: Env, lab: Lab) -> None:
     t0 = 1_700_000_000.0
     points = [(t0 + 60.0 * i, round(0.40 + 0.0001 * (i % 50), 4)) for i in range(1500)]
-    lab.set_spot_prices("g5.xlarge", "us-east-1a", points)
-    lab.set_spot_prices("g5.xlarge", "us-east-1b", [(t0, 9.99)])  # another zone: not asked
+    lab.prices.set_spot("g5.xlarge", "us-east-1a", points)
+    lab.prices.set_spot("g5.xlarge", "us-east-1b", [(t0, 9.99)])  # another zone: not asked
     provider = AwsProvider(load_settings(aws_env.home))
     assert isinstance(provider, PriceSource)
 
@@ -39,7 +39,7 @@ def test_spot_price_history_is_the_window_with_the_price_in_force(aws_env: Env, 
 def test_on_demand_price_from_the_pricing_api_else_the_shipped_table(
     aws_env: Env, lab: Lab
 ) -> None:
-    lab.set_on_demand_price("g5.xlarge", 1.1)
+    lab.prices.set_on_demand("g5.xlarge", 1.1)
     asked = AwsProvider(load_settings(aws_env.home))
     assert asked.on_demand_price("us-east-1", "g5.xlarge") == 1.1
     assert asked.on_demand_source == "the AWS Pricing API"
@@ -69,7 +69,7 @@ def test_lifetimes_come_from_ec2(aws_env: Env, lab: Lab) -> None:
     assert ended.launched_at is not None and ended.launched_at <= ended.ended_at <= time.time() + 1
     assert "User initiated" in (ended.state_reason or "")
 
-    lab.reclaim(taken.id)  # EC2 takes the spot instance back
+    lab.interruptions.reclaim(taken.id)  # EC2 takes the spot instance back
     (gone,) = provider.describe("life00000002")
     assert gone.state == "terminated" and gone.ended_at is not None
     assert "Spot instance termination" in (gone.state_reason or "")

@@ -53,7 +53,9 @@ def weather_env(env: Env, lab: Lab) -> Iterator[Env]:
 
 def _dry_then(lab: Lab, clock: TestClock, back_at: float = 100.0) -> None:
     """Every spot pool empty until `back_at` on the clock, then back (no limit)."""
-    lab.spot_pools.schedule = CapacitySchedule({None: [(0.0, 0), (back_at, None)]}, clock=clock)
+    lab.capacity.spot_pools.schedule = CapacitySchedule(
+        {None: [(0.0, 0), (back_at, None)]}, clock=clock
+    )
 
 
 def _run(env: Env, run_id: str) -> dict[str, Any]:
@@ -114,8 +116,8 @@ def test_a_first_launch_waits_for_capacity_shows_it_and_starts_when_it_returns(
     listed = weather_env.cli("ls", check=True).stdout
     assert re.search(r"waiting for capacity: .*next ask in \d+ s", listed), listed
     # it asks again: more refusals come while it waits
-    asked = len(lab.spot_pools.refused)
-    wait_for(lambda: len(lab.spot_pools.refused) > asked, timeout=60, what="a second ask")
+    asked = len(lab.capacity.spot_pools.refused)
+    wait_for(lambda: len(lab.capacity.spot_pools.refused) > asked, timeout=60, what="a second ask")
     assert lab.instances(run_id) == []
     clock.now = 100.0  # capacity is back
     wait_for(lambda: _reached(weather_env, run_id, "succeeded"), timeout=180, what="the end")
@@ -163,7 +165,7 @@ def test_a_replacement_waits_through_a_dry_spell_and_resumes(weather_env: Env, l
     the schedule brings capacity back; the run ends well on its second instance."""
     clock = TestClock()
     # capacity now; dry from 10 on the clock; back at 100
-    lab.spot_pools.schedule = CapacitySchedule(
+    lab.capacity.spot_pools.schedule = CapacitySchedule(
         {None: [(0.0, None), (10.0, 0), (100.0, None)]}, clock=clock
     )
     proc = weather_env.cli(
@@ -175,7 +177,7 @@ def test_a_replacement_waits_through_a_dry_spell_and_resumes(weather_env: Env, l
     wait_for(lambda: _reached(weather_env, run_id, "running"), timeout=120, what="running")
     (first,) = lab.instances(run_id)
     clock.now = 10.0  # the pools dry up, then EC2 takes the instance back
-    lab.interrupt(first["InstanceId"])
+    lab.interruptions.interrupt(first["InstanceId"])
     note = wait_for(lambda: _waiting(weather_env, run_id), timeout=90, what="the wait shown")
     assert NOTE.fullmatch(note), note
     clock.now = 100.0
@@ -211,7 +213,7 @@ def test_auto_takes_on_demand_after_the_wait_and_spot_again_at_the_next_replacem
     )
     assert row["market"] == "on-demand", row
     clock.now = 100.0  # spot is back; the on-demand instance is lost
-    lab.reclaim(first["InstanceId"])
+    lab.interruptions.reclaim(first["InstanceId"])
     wait_for(lambda: len(lab.instances(run_id)) == 2, timeout=120, what="a replacement")
     second = next(i for i in lab.instances(run_id) if i["InstanceId"] != first["InstanceId"])
     assert second.get("InstanceLifecycle") == "spot", second

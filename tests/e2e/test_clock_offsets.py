@@ -121,7 +121,7 @@ def _wait(env: Env, run_id: str, predicate: Any, timeout: float, what: str) -> A
 
 
 def _host_file(lab: Lab, instance_id: str, run_id: str, name: str) -> Path:
-    return lab.host(instance_id).path(f"/root/.spotrun/runs/{run_id}/{name}")
+    return lab.hosts.of(instance_id).path(f"/root/.spotrun/runs/{run_id}/{name}")
 
 
 def test_a_laptop_clock_two_hours_behind_leaves_the_job_its_max_hours(
@@ -137,7 +137,7 @@ def test_a_laptop_clock_two_hours_behind_leaves_the_job_its_max_hours(
     ).stdout.strip()
     _wait(env, run_id, lambda: lab.instances(run_id), 60, "the run's instance")
     instance_id = lab.instances(run_id)[0]["InstanceId"]
-    lab.wait_for_host(instance_id)
+    lab.hosts.wait_for(instance_id)
     job_log = _host_file(lab, instance_id, run_id, "job.log")
     wait_for(lambda: job_log.exists() and "started" in job_log.read_text(), 90, "the job")
     watcher_log = _host_file(lab, instance_id, run_id, "watcher.log")
@@ -148,9 +148,9 @@ def test_a_laptop_clock_two_hours_behind_leaves_the_job_its_max_hours(
     )
     # Each of the watcher's rounds asks IMDS for a notice, then judges the deadline: a dozen
     # more requests are several rounds in which the job was not ended.
-    seen = lab.imds(instance_id).requests
+    seen = lab.hosts.imds(instance_id).requests
     wait_for(
-        lambda: lab.imds(instance_id).requests >= seen + 12,
+        lambda: lab.hosts.imds(instance_id).requests >= seen + 12,
         60,
         f"the watcher's rounds (its log: {watcher_log.read_text()[-800:]})",
     )
@@ -175,16 +175,16 @@ def test_a_big_checkpoint_is_stored_within_the_notices_own_time(
     resumes from the big checkpoint. Before, the agent waited a fixed 100 s, past the
     instance's end, and its notice.json never reached the store."""
     env = fast_env
-    lab.host_clock_offset_s = -TWO_HOURS_S  # the notice's time is in the instance's frame
+    lab.hosts.clock_offset_s = -TWO_HOURS_S  # the notice's time is in the instance's frame
     task = _task(tmp_path, 1, BIG_JOB)
     run_id = env.cli("launch", str(task), "--cloud", "aws", "-d", check=True).stdout.strip()
     _wait(env, run_id, lambda: lab.instances(run_id), 60, "the run's instance")
     first = lab.instances(run_id)[0]["InstanceId"]
-    lab.wait_for_host(first)
+    lab.hosts.wait_for(first)
     job_log = _host_file(lab, first, run_id, "job.log")
     _wait(env, run_id, lambda: job_log.exists() and "started" in job_log.read_text(), 90, "job")
 
-    lab.interrupt(first, notice_s=60.0)
+    lab.interruptions.interrupt(first, notice_s=60.0)
     _wait(
         env,
         run_id,
@@ -213,13 +213,13 @@ def test_an_instance_clock_two_hours_behind_still_ends_the_job_at_max_hours(
     its instance at the cap. Before, it compared the laptop's "created + 72 s" with its own
     clock, 2 h short of it, and the instance ran on (and billed) for two hours more."""
     env = fast_env
-    lab.host_clock_offset_s = -TWO_HOURS_S
+    lab.hosts.clock_offset_s = -TWO_HOURS_S
     run_id = env.cli(
         "launch", str(_task(tmp_path, 0.02)), "--cloud", "aws", "-d", check=True
     ).stdout.strip()
     _wait(env, run_id, lambda: lab.instances(run_id), 60, "the run's instance")
     instance_id = lab.instances(run_id)[0]["InstanceId"]
-    lab.wait_for_host(instance_id)
+    lab.hosts.wait_for(instance_id)
     job_log = _host_file(lab, instance_id, run_id, "job.log")
     _wait(env, run_id, lambda: job_log.exists() and "started" in job_log.read_text(), 90, "job")
     ended = _host_file(lab, instance_id, run_id, "self-terminated.json")
@@ -250,11 +250,11 @@ def test_the_controller_waits_out_a_notice_longer_than_its_old_fixed_wait(
     run_id = env.cli("launch", str(task), "--cloud", "aws", "-d", check=True).stdout.strip()
     _wait(env, run_id, lambda: lab.instances(run_id), 60, "the run's instance")
     first = lab.instances(run_id)[0]["InstanceId"]
-    lab.wait_for_host(first)
+    lab.hosts.wait_for(first)
     job_log = _host_file(lab, first, run_id, "job.log")
     _wait(env, run_id, lambda: job_log.exists() and "started" in job_log.read_text(), 90, "job")
 
-    lab.interrupt(first, notice_s=150.0)
+    lab.interruptions.interrupt(first, notice_s=150.0)
     _wait(
         env,
         run_id,

@@ -47,7 +47,7 @@ def _scenario(env: Env, lab: Lab) -> None:
     record = load_record(env.home)
     assert record is not None and record.instance_id and record.idle_stop_s == IDLE_S
     instance_id = record.instance_id
-    host = lab.host(instance_id)
+    host = lab.hosts.of(instance_id)
     copied = host.path("/root/.spotrun/config.toml").read_text()
 
     # nothing live, no command: it stops itself (its own role's StopInstances) and its
@@ -67,7 +67,7 @@ def _scenario(env: Env, lab: Lab) -> None:
     assert after is not None and len(after.stopped_spans) == 1, after
     stopped_at, started_at = after.stopped_spans[0]
     assert stopped_at < started_at <= time.time()
-    booted = lab.host(instance_id)
+    booted = lab.hosts.of(instance_id)
     assert booted.alive and booted.host_key_public == host.host_key_public  # the same machine
     assert booted.path("/root/.spotrun/config.toml").read_text() == copied  # its volume kept
 

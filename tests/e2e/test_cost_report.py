@@ -29,8 +29,8 @@ pytestmark = pytest.mark.slow
 def priced(env: Env, lab: Lab) -> Iterator[Env]:
     """The runs in the ledger, their price histories and on-demand price in the lab."""
     for zone, history in (("us-east-1a", costlab.HISTORY_A), ("us-east-1b", costlab.HISTORY_B)):
-        lab.set_spot_prices(costlab.TYPE, zone, [(at, float(p)) for at, p in history])
-    lab.set_on_demand_price(costlab.TYPE, float(costlab.ON_DEMAND))
+        lab.prices.set_spot(costlab.TYPE, zone, [(at, float(p)) for at, p in history])
+    lab.prices.set_on_demand(costlab.TYPE, float(costlab.ON_DEMAND))
     # root_volume_gb: the volume the runs are billed for (their records list none)
     with use_lab(env, lab, root_volume_gb=costlab.ROOT_GB):
         costlab.build(env.home)

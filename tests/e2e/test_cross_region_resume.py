@@ -47,9 +47,9 @@ def test_a_replacement_in_another_region_resumes_and_bills_the_transfer(
     assert lab.region_of(first) == REGION  # the home region is the cheaper one
     scenario.wait_epoch(2)
     for zone in ZONES:  # the home region's pools run dry
-        lab.set_spot_capacity("c6i.large", zone, 0)
+        lab.capacity.set_spot("c6i.large", zone, 0)
     # a notice: the job checkpoints and the instance stores it in S3 before EC2 takes it back
-    lab.interrupt(first)
+    lab.interruptions.interrupt(first)
     second = scenario.live_instance(other_than=first)
     assert lab.region_of(second) == OTHER_REGION
     resumed_epoch = scenario.wait_host_resumed(second)

@@ -114,7 +114,7 @@ def test_doctor_passes_as_the_readme_user_and_creates_nothing(aws_env: Env, lab:
 
 
 def test_doctor_without_profile_or_bucket_warns(aws_env: Env, lab: Lab) -> None:
-    lab.write_config(aws_env.home, instance_profile=None, bucket=None)
+    lab.config.write_config(aws_env.home, instance_profile=None, bucket=None)
     code, checks = _doctor(aws_env)
     assert code == 0
     assert checks["instance profile"]["status"] == "warn"
@@ -134,8 +134,8 @@ def test_doctor_shows_the_vcpu_quotas_per_family_and_region(aws_env: Env, lab: L
     """Spot G and VT at 0 (the cheapest 1-GPU offer, a g4dn.xlarge, needs 4), P4/P3/P2 spot at
     64, on-demand quotas unreadable: one row per family group on offer, in the region, with
     its spot and on-demand quota and value; the check fails with the exact request."""
-    lab.set_vcpu_quota("L-3819A6DF", 0)
-    lab.set_vcpu_quota("L-7212CCBC", 64)
+    lab.capacity.set_vcpu_quota("L-3819A6DF", 0)
+    lab.capacity.set_vcpu_quota("L-7212CCBC", 64)
     code, checks = _doctor(aws_env)
     assert code == 1
     quota = checks["vCPU quota"]
@@ -156,7 +156,9 @@ def _as_user_without(lab: Lab, env: Env, action: str) -> None:
     key = "AKIADOCTOR" + format(sorted(_policy_actions()).index(action), "010d")
     lab.front.iam.add(
         key,
-        Identity("arn:aws:iam::123456789012:user/lacking", (_without(lab.user_policy, action),)),
+        Identity(
+            "arn:aws:iam::123456789012:user/lacking", (_without(lab.iam.user_policy, action),)
+        ),
     )
     env.vars["AWS_ACCESS_KEY_ID"] = key
 

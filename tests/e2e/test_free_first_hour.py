@@ -98,8 +98,8 @@ def _running_attempt(env: Env, lab: Lab, run_id: str, attempt: int) -> str:
 def _announce(lab: Lab, instance_id: str, acts_in_s: float) -> None:
     """EC2's interruption notice, in the instance's metadata (its time in the instance's own
     frame, as the lab's clock offset puts it), with no reclaim scheduled."""
-    document = notice_document("terminate", lab.imds(instance_id).now() + acts_in_s)
-    lab.imds(instance_id).announce("meta-data/spot/instance-action", document)
+    document = notice_document("terminate", lab.hosts.imds(instance_id).now() + acts_in_s)
+    lab.hosts.imds(instance_id).announce("meta-data/spot/instance-action", document)
 
 
 def _finish(env: Env, run_id: str) -> None:
@@ -153,7 +153,7 @@ def test_interrupted_in_first_hour_is_left_to_ec2_and_free_a_stop_is_billed(
         # Meanwhile the run's commands reach the replacement, not the instance left to EC2.
         reached = env.cli("exec", interrupted, "--cmd", "echo reached")
         assert reached.returncode == 0 and "reached" in reached.stdout, reached.stderr
-        lab.reclaim(first)
+        lab.interruptions.reclaim(first)
         _event(env, interrupted, f"EC2 reclaimed {first}")
         _finish(env, interrupted)
 
@@ -209,17 +209,17 @@ def test_an_instance_clock_hours_off_still_leaves_it_to_ec2_within_the_notice(
         task = _task(tmp_path)
         firsts: dict[str, str] = {}
         for offset_s in (-7200.0, 7200.0):
-            lab.host_clock_offset_s = offset_s  # the hosts booted from now on
+            lab.hosts.clock_offset_s = offset_s  # the hosts booted from now on
             run_id = _launch(env, task)
             firsts[run_id] = _running_attempt(env, lab, run_id, 1)
-        lab.host_clock_offset_s = 0.0
+        lab.hosts.clock_offset_s = 0.0
         for first in firsts.values():
             _announce(lab, first, acts_in_s=600.0)
         for run_id, first in firsts.items():
             _event(env, run_id, f"{first}'s checkpoint is stored: left for EC2")
             (item,) = [i for i in lab.instances(run_id) if i["InstanceId"] == first]
             assert item["State"]["Name"] == "running", _events(env, run_id)
-            lab.reclaim(first)
+            lab.interruptions.reclaim(first)
             _event(env, run_id, f"EC2 reclaimed {first}")
             assert SPOT_RECLAIM in _end_reason(env, run_id, first)
             assert not [e for e in _events(env, run_id) if "EC2 did not reclaim" in e]

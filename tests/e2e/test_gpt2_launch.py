@@ -86,7 +86,7 @@ def test_lab_push_gpt2_tokens_then_a_run_stages_and_trains_on_them(
     assert status["state"] == "succeeded", (status["message"], events)
     assert status["metrics"]["epoch"] == 2 and status["metrics"]["test_loss"] < 11.5
     (item,) = lab.instances(run_id)
-    host = lab.host(item["InstanceId"])
+    host = lab.hosts.of(item["InstanceId"])
     staged = host.path(f"/root/.spotrun/spotrun-data/{lab.bucket}/text/verse")
     assert (staged / "train" / "tokens.json").is_file() and (
         staged / "val" / "tokens.json"

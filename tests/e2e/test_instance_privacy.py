@@ -39,7 +39,7 @@ def test_the_run_folder_is_private_and_metadata_answers_one_hop(aws_env: Env, la
     assert launch.returncode == 0, launch.stderr
     run_id = launch.stdout.strip()
     instance = wait_for(lambda: lab.instances(run_id, states=("running",)), 180, "an instance")
-    host = lab.wait_for_host(instance[0]["InstanceId"], timeout_s=60)
+    host = lab.hosts.wait_for(instance[0]["InstanceId"], timeout_s=60)
     wait_for(lambda: host.path("/tmp/job-started").exists(), 180, "the job to start")
     run_dir = host.path(f"/root/.spotrun/runs/{run_id}")
     assert _mode(run_dir) == 0o700
@@ -68,8 +68,8 @@ def _ssh_sources(lab: Lab, group_id: str) -> dict[str, str]:
 def test_a_reused_security_group_follows_the_callers_address(lab: Lab) -> None:
     run_id = "sg-moves"
     tags = network.run_tags(run_id, "tester", time.time() + 3600)
-    with lab.environ():
-        before = AwsClients(aws_table(lab.settings(ssh_cidr="127.0.0.1/32")))
+    with lab.config.environ():
+        before = AwsClients(aws_table(lab.config.settings(ssh_cidr="127.0.0.1/32")))
         subnet = next(iter(network.launch_subnets(before, REGION).values()))
         group_id = network.ensure_security_group(before, REGION, subnet, run_id, tags)
         port = before.settings.ssh_port
@@ -84,7 +84,7 @@ def test_a_reused_security_group_follows_the_callers_address(lab: Lab) -> None:
                 }
             ],
         )
-        after = AwsClients(aws_table(lab.settings(ssh_cidr="127.0.0.2/32")))
+        after = AwsClients(aws_table(lab.config.settings(ssh_cidr="127.0.0.2/32")))
         again = network.ensure_security_group(after, REGION, subnet, run_id, tags)
         assert again == group_id
         assert _ssh_sources(lab, group_id) == {

@@ -42,7 +42,7 @@ def test_lab_a_read_only_ledger_wedges_no_controller(
         run_id = env.cli("launch", "--cmd", JOB, "--cloud", "aws", "-d", check=True).stdout.strip()
         wait_for(lambda: _status(env, run_id)["state"] == "running", 180, "running")
         (item,) = lab.instances(run_id)
-        host = lab.wait_for_host(item["InstanceId"], 60)
+        host = lab.hosts.wait_for(item["InstanceId"], 60)
         log = host.path(f"/root/.spotrun/runs/{run_id}/job.log")
         wait_for(lambda: log.exists() and "started" in log.read_text(), 120, "the job")
 

@@ -34,8 +34,8 @@ SPOT = 0.066  # USD/h: a minute of it is $0.0011
 @pytest.fixture
 def tiny(env: Env, lab: Lab) -> Iterator[Env]:
     """A run that ran one billed minute on a spot g5.xlarge at $0.066/h, and ended."""
-    lab.set_spot_prices(TYPE, "us-east-1a", [(T0 - 86400, SPOT)])
-    lab.set_on_demand_price(TYPE, 1.006)
+    lab.prices.set_spot(TYPE, "us-east-1a", [(T0 - 86400, SPOT)])
+    lab.prices.set_on_demand(TYPE, 1.006)
     with use_lab(env, lab, root_volume_gb=8):
         clock = Clock(T0)
         ledger = Ledger(load_settings(env.home), clock=clock)

@@ -75,7 +75,7 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
     """Spot capacity for only one c6i.large in the cheapest zone: EC2 starts both nodes there
     and ends one at once (a partial fill); spotrun terminates the other at once and takes the
     next zone, where the two nodes train together."""
-    lab.limit_spot_capacity("c6i.large", "us-east-1c", 1)
+    lab.capacity.limit_fill("c6i.large", "us-east-1c", 1)
     with use_lab(env, lab, **CLUSTER):
         run_id = env.cli(
             "launch", "digits-fast", "--nodes", "2", "--cloud", "aws", "-d", *_set_args(),
@@ -139,7 +139,7 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
     ordered = sorted(items, key=lambda i: i["PrivateIpAddress"])
     assert [n["id"] for n in layout["nodes"]] == [i["InstanceId"] for i in ordered]
     for node in layout["nodes"]:
-        host_dir = lab.host(node["id"]).path(f"/root/.spotrun/runs/{run_id}")
+        host_dir = lab.hosts.of(node["id"]).path(f"/root/.spotrun/runs/{run_id}")
         log = (host_dir / "job.log").read_text()
         assert "torch.distributed.run" in (host_dir / "job.json").read_text()
         if node["rank"] == 1:
@@ -155,7 +155,7 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
     both = env.cli("logs", run_id, "--node", "all", check=True).stdout.splitlines()
     assert any(line.startswith("[node 0] training digits-fast") for line in both), both
     for node in layout["nodes"]:
-        on_host = lab.host(node["id"]).path(f"/root/.spotrun/runs/{run_id}/job.log")
+        on_host = lab.hosts.of(node["id"]).path(f"/root/.spotrun/runs/{run_id}/job.log")
         mine = [line for line in both if line.startswith(f"[node {node['rank']}] ")]
         assert [
             f"[node {node['rank']}] {line}" for line in on_host.read_text().splitlines()
@@ -218,8 +218,8 @@ def test_the_quota_check_counts_the_vcpus_already_in_use(lab: Lab) -> None:
         run("c6i.large", 1, spot)
         run("m6i.large", 2)  # on-demand: another quota
         run("g4dn.xlarge", 1, spot)  # spot, but the G and VT quota
-        with lab.environ():
-            clients = AwsClients(aws_table(lab.settings()))
+        with lab.config.environ():
+            clients = AwsClients(aws_table(lab.config.settings()))
             check_cluster_quota(clients, offer, 2)  # 2 in use + 4 = 6: fits
             run("m6i.large", 1, spot)  # another standard family, the same quota
             with pytest.raises(UsageError) as refused:
@@ -235,7 +235,7 @@ def test_a_vcpu_quota_too_small_for_the_cluster_launches_nothing(aws_env: Env, l
     """EC2 refuses the whole request (MinCount = N) with MaxSpotInstanceCountExceeded, the
     lab's Standard spot quota of 4 vCPUs (unreadable here) being short of 3 x 2: the run fails
     naming the quota and asking for the 6 vCPUs."""
-    lab.set_vcpu_quota("L-34B43A08", 4, readable=False)
+    lab.capacity.set_vcpu_quota("L-34B43A08", 4, readable=False)
     run_id = aws_env.cli(
         "launch",
         "digits-fast",
@@ -276,22 +276,22 @@ def test_lost_nodes_are_replaced_in_their_zone_and_then_the_whole_cluster_moves(
         home = env.home / "runs" / run_id
         node0, node1 = wait_for(lambda: _layout(home), timeout=180, what="the cluster to start")
         zone = lab.instances(run_id)[0]["Placement"]["AvailabilityZone"]
-        on_node0 = lab.host(node0).path(f"/root/.spotrun/runs/{run_id}")
+        on_node0 = lab.hosts.of(node0).path(f"/root/.spotrun/runs/{run_id}")
         wait_for(lambda: _epoch(on_node0 / "metrics.jsonl") >= 2, timeout=240, what="epoch 2")
         attached = _attach_check(env, run_id, node=1)  # `attach --node 1` reaches node 1's tmux
-        lab.interrupt(node1, notice_s=8.0)
+        lab.interruptions.interrupt(node1, notice_s=8.0)
         first = _repaired(home, on_node0, node0, node1, resumes=1)
-        lab.host(first).stop()  # the machine hangs: SSH and all on it gone, EC2 says running
+        lab.hosts.of(first).stop()  # the machine hangs: SSH and all on it gone, EC2 says running
         second = _repaired(home, on_node0, node0, first, resumes=2)
-        lab.fail("RunInstances", "InsufficientInstanceCapacity", times=None, zone=zone)
-        lab.interrupt(second, notice_s=8.0)
+        lab.faults.ec2("RunInstances", "InsufficientInstanceCapacity", times=None, zone=zone)
+        lab.interruptions.interrupt(second, notice_s=8.0)
         wait_for(
             lambda: _state(env, run_id) in ("succeeded", "failed"),
             timeout=400,
             what="the moved run to end",
         )
         status = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
-    assert attached == lab.host(node1).address, attached
+    assert attached == lab.hosts.of(node1).address, attached
     events = [f"{e['kind']}: {e['message']}" for e in status["events"]]
     if status["state"] != "succeeded":  # what the nodes said, to see why
         events.append(env.cli("logs", run_id, "--node", "all").stdout[-4000:])

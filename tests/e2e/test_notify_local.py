@@ -209,7 +209,7 @@ def test_lab_run_tells_its_wait_its_interruption_its_recovery_and_its_end(
             "capacity_ask_first_s = 1.0\ncapacity_ask_max_s = 2.0\n" + config.read_text()
         )
         for zone in ZONES:  # dry at first: the run waits for capacity
-            lab.set_spot_capacity("c6i.large", zone, 0)
+            lab.capacity.set_spot("c6i.large", zone, 0)
         args = ["launch", "digits-fast", "--cloud", "aws", "--instance-type", "c6i.large", "-d"]
         args += ["--wait-for-capacity", "30m", "--notify", f"webhook:{receiver.url('/lab')}"]
         for item in spotlab.OVERRIDES:
@@ -222,10 +222,10 @@ def test_lab_run_tells_its_wait_its_interruption_its_recovery_and_its_end(
 
         wait_for(lambda: "waiting" in events(), 120, "the wait told")
         for zone in ZONES:
-            lab.set_spot_capacity("c6i.large", zone, None)
+            lab.capacity.set_spot("c6i.large", zone, None)
         first = scenario.live_instance()
         scenario.wait_epoch(2)
-        lab.interrupt(first)  # a spot notice, then EC2 takes the instance back
+        lab.interruptions.interrupt(first)  # a spot notice, then EC2 takes the instance back
         scenario.live_instance(other_than=first)
         wait_for(lambda: scenario.state() in ("succeeded", "failed"), 600, "the run's end")
         assert scenario.state() == "succeeded", scenario.events()

@@ -40,7 +40,7 @@ def test_one_controller_and_a_hung_host_delays_no_other_run(env: Env, lab: Lab) 
         for run_id in ids:
             wait_for(lambda r=run_id: _run(env, r).state.value == "running", 180, "running")
             (item,) = lab.instances(run_id)
-            host = lab.wait_for_host(item["InstanceId"], 60)
+            host = lab.hosts.wait_for(item["InstanceId"], 60)
             log = host.path(f"/root/.spotrun/runs/{run_id}/job.log")
             wait_for(lambda p=log: p.exists() and "started" in p.read_text(), 120, "the job")
             hosts[run_id] = host

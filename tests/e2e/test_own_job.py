@@ -185,7 +185,7 @@ def test_task_in_the_lab_outputs_checkpoint_restart_exec_and_sigterm(
     # same command on a fresh instance, its setup run there, its checkpoint put back first.
     # 15 s of notice (EC2 gives 120): at load the agent needs a few seconds to see it, stop
     # the script and store what it saved before EC2 takes the instance.
-    lab.interrupt(item["InstanceId"], notice_s=15.0)
+    lab.interruptions.interrupt(item["InstanceId"], notice_s=15.0)
     wait_for(lambda: _results(env, main, "attempt-3.json"), timeout=90, what="the replacement")
     third = _results(env, main, "attempt-3.json")
     assert third is not None and third["setup_ran"] is True

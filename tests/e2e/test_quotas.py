@@ -34,10 +34,10 @@ def test_the_labs_run_instances_enforces_the_vcpu_quotas(make_lab: Callable[...,
     on-demand G type meets its own quota (0) with VcpuLimitExceeded; once the g4dn.xlarge has
     ended, the g5.xlarge fits. Nothing is made by a refused call."""
     lab = make_lab(iam=False, bucket=False)
-    lab.set_vcpu_quota(G_SPOT, 4, readable=False)
-    lab.set_vcpu_quota(G_ON_DEMAND, 0, readable=False)
+    lab.capacity.set_vcpu_quota(G_SPOT, 4, readable=False)
+    lab.capacity.set_vcpu_quota(G_ON_DEMAND, 0, readable=False)
     assert lab.network is not None
-    with lab.environ():
+    with lab.config.environ():
         ec2 = boto3.client("ec2", region_name=REGION)
     subnet = lab.network.subnets["us-east-1a"]
     made: list[str] = []
@@ -75,7 +75,7 @@ def test_the_labs_run_instances_enforces_the_vcpu_quotas(make_lab: Callable[...,
     finally:
         if made:
             lab.client("ec2").terminate_instances(InstanceIds=made)
-    assert lab.vcpu_quotas.refused == [("g5.xlarge", G_SPOT), ("g4dn.xlarge", G_ON_DEMAND)]
+    assert lab.capacity.vcpu_quotas.refused == [("g5.xlarge", G_SPOT), ("g4dn.xlarge", G_ON_DEMAND)]
 
 
 def test_a_new_accounts_gpu_launch_fails_naming_the_quota_and_the_request(
@@ -86,8 +86,8 @@ def test_a_new_accounts_gpu_launch_fails_naming_the_quota_and_the_request(
     cheap enough to be in the plan), not one per offer; the run fails with one line naming the
     cheapest offer's quota, its code and the exact request for the 4 vCPUs of a g4dn.xlarge,
     and nothing is left running."""
-    lab.new_account()
-    lab.set_spot_prices("p4d.24xlarge", "us-east-1a", [(time.time() - 3600, 0.5)])
+    lab.capacity.new_account()
+    lab.prices.set_spot("p4d.24xlarge", "us-east-1a", [(time.time() - 3600, 0.5)])
     proc = aws_env.cli("launch", "digits-fast", "--gpus", "1", "--cloud", "aws")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (run,) = aws_env.runs()
@@ -98,7 +98,7 @@ def test_a_new_accounts_gpu_launch_fails_naming_the_quota_and_the_request(
         assert said in message and said in proc.stdout + proc.stderr
     assert "also refused by the quota(s) All P4, P3 and P2 Spot Instance Requests" in message
     assert "no offer could be filled" not in message
-    assert lab.vcpu_quotas.refused == [("g4dn.xlarge", G_SPOT), ("p4d.24xlarge", P_SPOT)]
+    assert lab.capacity.vcpu_quotas.refused == [("g4dn.xlarge", G_SPOT), ("p4d.24xlarge", P_SPOT)]
     _nothing_left(lab, run["id"])
 
 
@@ -116,8 +116,8 @@ def test_readable_quotas_leave_over_quota_offers_out_of_the_plan(aws_env: Env, l
         "EC2 decides at the request" in said
     ), said
 
-    lab.set_vcpu_quota(G_SPOT, 0)
-    lab.set_vcpu_quota(P_SPOT, 640)
+    lab.capacity.set_vcpu_quota(G_SPOT, 0)
+    lab.capacity.set_vcpu_quota(P_SPOT, 640)
     proc = aws_env.cli("launch", "digits-fast", "--gpus", "1", "--cloud", "aws", "--dry-run")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     said = " ".join(proc.stdout.split())
@@ -128,7 +128,7 @@ def test_readable_quotas_leave_over_quota_offers_out_of_the_plan(aws_env: Env, l
     )
     assert "'All G and VT Spot Instance Requests' (L-3819A6DF) in us-east-1 is 0 vCPUs" in said
 
-    lab.new_account(readable=True)
+    lab.capacity.new_account(readable=True)
     proc = aws_env.cli("launch", "digits-fast", "--gpus", "1", "--cloud", "aws")
     assert_one_line_error(
         proc, 1, "All G and VT Spot Instance Requests' (L-3819A6DF)", _increase(G_SPOT, 4)

@@ -78,7 +78,9 @@ def _host_row(host: Host, query: str, *args: str) -> tuple[object, ...] | None:
 def _host_metrics_epoch(host: Host, lab: Lab, run_id: str, instance_id: str) -> int:
     try:
         lines = (
-            lab.host(instance_id).path(f"/root/.spotrun/runs/{run_id}/metrics.jsonl").read_text()
+            lab.hosts.of(instance_id)
+            .path(f"/root/.spotrun/runs/{run_id}/metrics.jsonl")
+            .read_text()
         ).splitlines()
     except (KeyError, FileNotFoundError):
         return 0
@@ -89,7 +91,7 @@ def _host_metrics_epoch(host: Host, lab: Lab, run_id: str, instance_id: str) -> 
 def laptop(env: Env, lab: Lab, tmp_path: Path) -> Iterator[tuple[Env, Host, Path]]:
     """The laptop (no AWS variables, the lab's config) and the always-on host."""
     env.vars = {k: v for k, v in env.vars.items() if not k.startswith("AWS_")}
-    lab.write_config(env.home, **spotlab.FAST)
+    lab.config.write_config(env.home, **spotlab.FAST)
     key = tmp_path / "laptop_key"
     host = start_always_on_host(lab, user_key(key), lab.root / "always-on")
     try:
@@ -141,7 +143,8 @@ def test_a_run_and_a_sweep_finish_on_the_controller_host_while_the_laptop_is_awa
 
     first = wait_for(one_instance, 180, "the run's instance")
     wait_for(lambda: _host_metrics_epoch(host, lab, run_id, first) >= 1, 240, "a first epoch")
-    lab.interrupt(first, notice_s=spotlab.NOTICE_S)  # a spot notice, EC2 reclaims it after
+    # a spot notice, EC2 reclaims it after
+    lab.interruptions.interrupt(first, notice_s=spotlab.NOTICE_S)
     wait_for(
         lambda: (
             _host_row(host, "SELECT state FROM runs WHERE id = ?", run_id)

@@ -80,7 +80,7 @@ def test_lab_pushed_char_tokens_train_shakespeare_fast_there_and_sample_here(
     assert status["metrics"]["epoch"] == 2 and "test_loss_per_char" in status["metrics"]
     (item,) = lab.instances(run_id)
     assert item["State"]["Name"] == "terminated"
-    staged = lab.host(item["InstanceId"]).path(
+    staged = lab.hosts.of(item["InstanceId"]).path(
         f"/root/.spotrun/spotrun-data/{lab.bucket}/text/shakespeare"
     )
     assert json.loads((staged / "train" / "tokens.json").read_text())["vocab"] == "".join(

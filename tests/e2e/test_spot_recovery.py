@@ -123,7 +123,7 @@ def test_rebalance_then_notices_that_stop_and_hibernate(
     # job's included (taken while it trained on the first two instances) ...
     assert len(scenario.host_environments) == 2, scenario.host_environments.keys()
     for instance_id, environments in scenario.host_environments.items():
-        assert not lab.host(instance_id).path("/root/.aws").exists()
+        assert not lab.hosts.of(instance_id).path("/root/.aws").exists()
         job = [e for e in environments if e.get("SPOTRUN_RUN_ID") == scenario.run_id]
         assert job, f"the job's environment on {instance_id} was not seen"
         for variables in environments:

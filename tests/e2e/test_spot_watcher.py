@@ -39,7 +39,7 @@ def _instance(lab: Lab, env: Env) -> str:
     provider = AwsProvider(load_settings(env.home))
     offer = provider.offers(Resources())[0]
     (inst,) = provider.launch(InstanceRequest("w4tcher00001", offer))
-    lab.wait_for_host(inst.id)
+    lab.hosts.wait_for(inst.id)
     return inst.id
 
 
@@ -61,7 +61,7 @@ def _watcher(lab: Lab, instance_id: str, run_dir: Path, **options: object) -> Wa
     config = WatchConfig(
         run_dir=run_dir,
         run_id="w4tcher00001",
-        metadata_url=lab.imds(instance_id).url,
+        metadata_url=lab.hosts.imds(instance_id).url,
         poll_s=0.2,
         **options,  # type: ignore[arg-type]
     )
@@ -75,7 +75,7 @@ def _stored(lab: Lab) -> set[str]:
 
 def test_imds_client_needs_its_token_and_reads_values(aws_env: Env, lab: Lab) -> None:
     instance_id = _instance(lab, aws_env)
-    imds = Imds(lab.imds(instance_id).url)
+    imds = Imds(lab.hosts.imds(instance_id).url)
     assert imds.get("meta-data/instance-id") == instance_id
     assert imds.get("meta-data/spot/instance-action") is None  # 404: no notice
     with pytest.raises(MetadataError):
@@ -88,7 +88,7 @@ def test_notice_checkpoints_the_job_and_stores_it(aws_env: Env, lab: Lab, tmp_pa
     job = _job(run_dir)
     watcher = _watcher(lab, instance_id, run_dir)
     assert watcher.step() and not (run_dir / "notice.json").exists()  # nothing yet
-    lab.interrupt(instance_id, notice_s=30.0)
+    lab.interruptions.interrupt(instance_id, notice_s=30.0)
     assert watcher.step()  # the notice: checkpoint, upload; EC2 ends the instance later
     assert job.wait(timeout=10) == 75
     notice = json.loads((run_dir / "notice.json").read_text())

@@ -80,7 +80,7 @@ def test_ssh_config_spotrun_ssh_and_attach_without_terminal_on_aws(aws_env: Env,
     )
     assert f"HostName {item['PrivateIpAddress']}\n" in text
     assert "StrictHostKeyChecking yes" in text and "UserKnownHostsFile" in text
-    assert "User root" in text and f"Port {lab.ssh_port}" in text
+    assert "User root" in text and f"Port {lab.hosts.ssh_port}" in text
 
     # The user's own OpenSSH reaches the instance with it: the host's own tmux has the job.
     reached = _openssh(config, "spotrun-far", "true")

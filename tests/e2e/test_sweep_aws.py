@@ -49,7 +49,7 @@ def test_four_one_gpu_trials_share_one_four_gpu_instance(aws_env: Env, lab: Lab)
     env = aws_env
     since = time.time() - 6 * 3600
     for zone in ZONES:  # $0.15 per GPU-hour: below a one-GPU g4dn.xlarge ($0.21+)
-        lab.set_spot_prices("g5.12xlarge", zone, [(since, 0.60)])
+        lab.prices.set_spot("g5.12xlarge", zone, [(since, 0.60)])
     proc = env.cli(
         "sweep",
         "digits-fast",
@@ -110,7 +110,7 @@ def test_one_trial_interrupted_the_others_go_on_and_the_budget_ends_the_sweep(
     path = env.home / "config.toml"
     path.write_text("budget_stop_margin_s = 30\n" + path.read_text())  # before [aws]
     for zone in ZONES:
-        lab.set_spot_prices("c6i.large", zone, [(since, 5.0)])
+        lab.prices.set_spot("c6i.large", zone, [(since, 5.0)])
     sweep_id = env.cli(
         "sweep",
         "digits-fast",
@@ -135,7 +135,7 @@ def test_one_trial_interrupted_the_others_go_on_and_the_budget_ends_the_sweep(
     )
     first, second = sorted(_runs(env, sweep_id))
     (victim,) = lab.instances(first, states=("running",))
-    lab.reclaim(victim["InstanceId"])  # EC2 takes one trial's instance back
+    lab.interruptions.reclaim(victim["InstanceId"])  # EC2 takes one trial's instance back
     wait_for(
         lambda: _runs(env, sweep_id)[first] != "running",
         timeout=60,
@@ -143,7 +143,7 @@ def test_one_trial_interrupted_the_others_go_on_and_the_budget_ends_the_sweep(
     )
     assert _runs(env, sweep_id)[second] == "running"  # the other trial goes on
     (other,) = lab.instances(second, states=("running",))
-    assert lab.host(other["InstanceId"]).alive
+    assert lab.hosts.of(other["InstanceId"]).alive
     # The interrupted trial is recovered on a replacement instance (issue 7's recovery).
     wait_for(
         lambda: _runs(env, sweep_id)[first] == "running",

@@ -39,7 +39,7 @@ def test_pbt_copies_a_checkpoint_across_instances_and_survives_a_restart(
     env = aws_env
     since = time.time() - 6 * 3600
     for zone in ZONES:
-        lab.set_spot_prices("c6i.large", zone, [(since, 0.5)])
+        lab.prices.set_spot("c6i.large", zone, [(since, 0.5)])
     sweep_id = env.cli(
         "sweep",
         "digits-fast",

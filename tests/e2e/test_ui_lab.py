@@ -77,7 +77,7 @@ def test_an_interruption_marker_appears_on_the_curve(
     wait_seen(browser, "svg#curves polyline.curve", "the run's first evaluation", timeout=240)
     assert seen(browser, "svg#curves line.mark-interruption") == []  # none before the notice
     (instance,) = [i["InstanceId"] for i in lab.instances(run_id, states=("running",))]
-    lab.interrupt(instance, notice_s=spotlab.NOTICE_S)
+    lab.interruptions.interrupt(instance, notice_s=spotlab.NOTICE_S)
     marks = wait_seen(
         browser, "svg#curves line.mark-interruption", "the interruption marker", timeout=120
     )

@@ -183,7 +183,7 @@ def test_a_launch_whose_group_and_key_pair_are_unknown_for_3_s_still_launches(
         (described,) = lab.ec2.describe_security_groups(GroupIds=[group["GroupId"]])[
             "SecurityGroups"
         ]
-        assert [p["FromPort"] for p in described["IpPermissions"]] == [lab.ssh_port]
+        assert [p["FromPort"] for p in described["IpPermissions"]] == [lab.hosts.ssh_port]
         ended = provider.terminate("labgroup0001")
         assert {i.state for i in ended} == {"terminated"}
 
@@ -200,7 +200,7 @@ def test_a_teardown_meeting_shutting_down_ends_the_run_and_its_network(
         (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
         (instance,) = provider.launch(InstanceRequest("labending001", offer, count=1))
         wait_for(lambda: provider.describe("labending001")[0].state == "running", 30, "running")
-        lab.reclaim(instance.id)  # EC2 takes it back: shutting-down first
+        lab.interruptions.reclaim(instance.id)  # EC2 takes it back: shutting-down first
 
         (seen,) = provider.describe("labending001")
         assert seen.state == "shutting-down" and not seen.is_live and not seen.is_stopped

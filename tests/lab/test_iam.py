@@ -52,7 +52,7 @@ def _code(call: Any) -> tuple[str, int]:
 
 
 def _role_credentials(lab: Lab, instance_id: str) -> dict[str, str] | None:
-    url = lab.imds(instance_id).url
+    url = lab.hosts.imds(instance_id).url
     put = urllib.request.Request(
         f"{url}/latest/api/token",
         method="PUT",
@@ -128,12 +128,12 @@ def test_an_instance_role_ends_only_itself_and_writes_only_runs(aws_env: Env, la
     assert len(lab.front.iam.denied) == 3
     lab.front.iam.denied.clear()
     ec2.terminate_instances(InstanceIds=[a.id])  # itself: allowed
-    wait_for(lambda: not lab.host(a.id).alive, timeout=20, what="the instance to end itself")
+    wait_for(lambda: not lab.hosts.of(a.id).alive, timeout=20, what="the instance to end itself")
     provider.terminate("iamroles0001")
 
 
 def test_no_profile_no_credentials_and_passrole_is_checked(aws_env: Env, lab: Lab) -> None:
-    lab.write_config(aws_env.home, instance_profile=None)
+    lab.config.write_config(aws_env.home, instance_profile=None)
     provider = AwsProvider(load_settings(aws_env.home))
     (offer,) = provider.offers(Resources(instance_type="c6i.large", zone="us-east-1a"))
     (bare,) = provider.wait_ready(provider.launch(InstanceRequest("iamnoprof001", offer)), 20)
@@ -179,19 +179,19 @@ def test_a_controller_role_stops_only_itself_and_the_user_starts_only_controller
 
     a, b, run = made("controller"), made("controller"), made(None)
     for instance_id in (a, b, run):
-        lab.wait_for_host(instance_id)
+        lab.hosts.wait_for(instance_id)
     role = wait_for(lambda: _role_credentials(lab, a), timeout=20, what="a's role session")
     ec2 = _client(lab, "ec2", role["AccessKeyId"], role["SecretAccessKey"], role["Token"])
     assert _code(lambda: ec2.stop_instances(InstanceIds=[b]))[0] == "UnauthorizedOperation"
     assert _code(lambda: ec2.stop_instances(InstanceIds=[run]))[0] == "UnauthorizedOperation"
     ec2.stop_instances(InstanceIds=[a])  # itself, tagged controller: allowed
-    wait_for(lambda: not lab.host(a).alive, timeout=20, what="a's host to go down")
+    wait_for(lambda: not lab.hosts.of(a).alive, timeout=20, what="a's host to go down")
     lab.ec2.stop_instances(InstanceIds=[run])
     assert _code(lambda: user.start_instances(InstanceIds=[run]))[0] == "UnauthorizedOperation"
     assert len(lab.front.iam.denied) == 3
     lab.front.iam.denied.clear()
     user.start_instances(InstanceIds=[a])  # a controller instance: the user may start it
-    wait_for(lambda: lab.host(a).alive, timeout=20, what="a's host to boot again")
+    wait_for(lambda: lab.hosts.of(a).alive, timeout=20, what="a's host to boot again")
     user.terminate_instances(InstanceIds=[a, b, run])
 
 

@@ -56,10 +56,10 @@ def test_hosts_follow_instances_isolated_with_imdsv2(aws_env: Env, lab: Lab) -> 
     assert "on-a" not in run_b.run("tmux list-sessions 2>&1").stdout
     assert "on-a" in run_a.run("tmux list-sessions").stdout
     assert run_a.run("ps -p 1 -o comm=").stdout.strip() == "sshd"  # its own PID namespace
-    assert lab.host(a.id).path("/tmp/mark").read_text() == "only-a\n"
+    assert lab.hosts.of(a.id).path("/tmp/mark").read_text() == "only-a\n"
 
     # IMDSv2: a token first, every read with it.
-    url = lab.imds(a.id).url
+    url = lab.hosts.imds(a.id).url
     assert _imds(url, "meta-data/instance-id", None)[0] == 401
     token = _token(url)
     assert _imds(url, "meta-data/instance-id", token) == (200, a.id)
@@ -72,10 +72,10 @@ def test_hosts_follow_instances_isolated_with_imdsv2(aws_env: Env, lab: Lab) -> 
     assert on_host.stdout == a.id
 
     # Interruption: the notice now, then EC2 terminates it and everything on the host dies.
-    lab.interrupt(a.id, notice_s=0.5)
+    lab.interruptions.interrupt(a.id, notice_s=0.5)
     notice = json.loads(_imds(url, "meta-data/spot/instance-action", token)[1])
     assert notice["action"] == "terminate"
-    host_a = lab.host(a.id)
+    host_a = lab.hosts.of(a.id)
     wait_for(lambda: not host_a.alive, timeout=10, what="the interrupted host to die")
     (item,) = [i for i in lab.instances("labhosts0001") if i["InstanceId"] == a.id]
     assert item["State"]["Name"] == "terminated"
@@ -85,17 +85,17 @@ def test_hosts_follow_instances_isolated_with_imdsv2(aws_env: Env, lab: Lab) -> 
         subprocess.run(["tmux", "-S", str(socket), "list-sessions"], capture_output=True).returncode
         != 0
     )
-    assert lab.host(b.id).alive
+    assert lab.hosts.of(b.id).alive
 
     # spotrun asks for one-time requests that EC2 ends by terminating (the lab's default
     # action); a request asking to stop (or hibernate) is stopped instead, with the notice
     # two minutes ahead in the lab's time, and its volumes kept.
     assert lab.front.spot_requests[a.id] == SpotRequest("one-time", "terminate")
     lab.time_scale = 1 / 60  # EC2's 120 s notice lasts 2 s here
-    host_b, url_b = lab.host(b.id), lab.imds(b.id).url
+    host_b, url_b = lab.hosts.of(b.id), lab.hosts.imds(b.id).url
     token_b = _token(url_b)
     before = time.time()
-    lab.interrupt(b.id, action="stop")
+    lab.interruptions.interrupt(b.id, action="stop")
     notice = json.loads(_imds(url_b, "meta-data/spot/instance-action", token_b)[1])
     when = datetime.strptime(notice["time"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     assert notice["action"] == "stop"
@@ -126,7 +126,7 @@ def test_faults_are_real_ec2_errors_for_every_process(lab: Lab) -> None:
         config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
     )
     # (DescribeRegions: an action the user's policy allows, so the fault and not IAM answers)
-    fault = lab.fail("DescribeRegions", "RequestLimitExceeded", times=1)
+    fault = lab.faults.ec2("DescribeRegions", "RequestLimitExceeded", times=1)
     with pytest.raises(ClientError) as caught:
         client.describe_regions()
     assert caught.value.response["Error"]["Code"] == "RequestLimitExceeded"

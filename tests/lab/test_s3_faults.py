@@ -32,9 +32,9 @@ def test_an_upload_burst_under_s3_slowdown_and_internal_errors_stores_everything
     (run_dir / CHECKPOINTS_DIR / "ckpt-000000010.pt").write_bytes(checkpoint)
     (run_dir / METRICS_FILE).write_text('{"step": 10, "loss": 0.5}\n')
     (run_dir / EXIT_FILE).write_text('{"exit_code": 0}\n')  # the job has ended
-    slow_parts = lab.fail_s3("UploadPart", "SlowDown", times=3)
-    broken_complete = lab.fail_s3("CompleteMultipartUpload", "InternalError", times=2)
-    long_burst = lab.fail_s3("PutObject", "SlowDown", times=9)
+    slow_parts = lab.faults.s3("UploadPart", "SlowDown", times=3)
+    broken_complete = lab.faults.s3("CompleteMultipartUpload", "InternalError", times=2)
+    long_burst = lab.faults.s3("PutObject", "SlowDown", times=9)
     since = time.time() - 5  # the uploader was asked for before the job ended
 
     uploader = subprocess.run(
@@ -56,7 +56,7 @@ def test_an_upload_burst_under_s3_slowdown_and_internal_errors_stores_everything
             "--since",
             str(since),
         ],
-        env={**os.environ, **lab.env()},
+        env={**os.environ, **lab.config.env()},
         capture_output=True,
         text=True,
         timeout=300 * WAIT_SCALE,
