@@ -18,12 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotrun.core.home import RUNS_FOLDER
+from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import EXIT_FILE, JOB_FILE, RECIPE_FILE
 from spotrun.core.runstates import RunState
 from spotrun.store.connection import LedgerDatabase
 
 if TYPE_CHECKING:
+    from spotrun.core import config, jobspec
     from spotrun.core.config import LaunchSpec
+else:  # the launch models import pydantic (~100 ms); `ls` pays it only when it adopts a run
+    config = lazy_module("spotrun.core.config")
+    jobspec = lazy_module("spotrun.core.jobspec")
 
 # `spotrun rm` removes the run's rows first, its folder after: a mark in between, so that the
 # folder is not adopted back meanwhile (store.runs_admin.forget_run)
@@ -52,20 +57,16 @@ def _json(path: Path) -> dict[str, Any]:
 
 def _spec(run_dir: Path, job: dict[str, Any]) -> LaunchSpec:
     """What the folder says was launched: a recipe's name, or the command the job ran."""
-    # why: the launch models import pydantic (~100 ms); `ls` pays it only when it adopts a run
-    from spotrun.core.config import LaunchSpec
-    from spotrun.core.jobspec import JobSpec
-
     # A local run's job ran in this very folder; an instance's in its own home's copy.
     where = str(job.get("cwd") or job.get("checkpoint_dir") or "")
     cloud = "local" if where.startswith(str(run_dir)) else "aws"
     name = _json(run_dir / RECIPE_FILE).get("name")
     if isinstance(name, str) and name:
-        return LaunchSpec(recipe=name, cloud=cloud)
+        return config.LaunchSpec(recipe=name, cloud=cloud)
     argv = job.get("argv")
     if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
-        return LaunchSpec(recipe="cmd", cloud=cloud, job=JobSpec(argv=argv))
-    return LaunchSpec(recipe="cmd", cloud=cloud)
+        return config.LaunchSpec(recipe="cmd", cloud=cloud, job=jobspec.JobSpec(argv=argv))
+    return config.LaunchSpec(recipe="cmd", cloud=cloud)
 
 
 def _ended(run_dir: Path) -> tuple[RunState, str]:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spotrun.core.lazy import lazy_module
 from spotrun.store.costs import CostLineTable
 from spotrun.store.events import EventTable
 from spotrun.store.instances import InstanceTable
@@ -31,7 +32,10 @@ from spotrun.store.runs import RunTables
 from spotrun.store.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
+    from spotrun.core import config
     from spotrun.core.config import Settings
+else:  # the settings models import pydantic (~100 ms); only what needs settings pays it
+    config = lazy_module("spotrun.core.config")
 
 # What other modules import from here (the ledger's records live in store.run_records).
 __all__ = [
@@ -68,10 +72,7 @@ class Ledger(RunTables, InstanceTable, EventTable, CostLineTable):
     @property
     def settings(self) -> Settings:
         if self._settings is None:
-            # why: the settings models import pydantic (~100 ms); only what needs settings pays it
-            from spotrun.core.config import load_settings
-
-            self._settings = load_settings(self.home)
+            self._settings = config.load_settings(self.home)
         return self._settings
 
     def __enter__(self) -> Ledger:

@@ -14,10 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud.base import Plan
+from spotrun.core.lazy import lazy_module
 from spotrun.core.runstates import TERMINAL, RunState
 
 if TYPE_CHECKING:
+    from spotrun.core import config
     from spotrun.core.config import LaunchSpec
+else:  # the settings models import pydantic (~100 ms); listing runs never needs them
+    config = lazy_module("spotrun.core.config")
 
 
 @dataclass(frozen=True)
@@ -41,10 +45,7 @@ class RunRecord:
 
     @cached_property
     def spec(self) -> LaunchSpec:
-        # why: the settings models import pydantic (~100 ms); listing runs never needs them
-        from spotrun.core.config import LaunchSpec
-
-        return LaunchSpec.model_validate_json(self.spec_json)
+        return config.LaunchSpec.model_validate_json(self.spec_json)
 
     @property
     def is_terminal(self) -> bool:

@@ -17,11 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud.base import Offer
 from spotrun.core.errors import NotFoundError, StateError
+from spotrun.core.lazy import lazy_module
 from spotrun.store.ledger import Ledger
 from spotrun.store.name_reuse import free_sweep_name, name_note
 
 if TYPE_CHECKING:
+    from spotrun.core import sweepspec
     from spotrun.core.sweepspec import SweepSpec
+else:  # the spec models import pydantic (~100 ms); `spotrun ls` never needs them
+    sweepspec = lazy_module("spotrun.core.sweepspec")
 
 
 SWEEPS_FOLDER = "sweeps"  # under SPOTRUN_HOME: one folder per sweep, named by its id
@@ -65,10 +69,7 @@ class SweepRecord:
 
     @cached_property
     def spec(self) -> SweepSpec:
-        # why: the spec models import pydantic (~100 ms); `spotrun ls` never needs them
-        from spotrun.core.sweepspec import SweepSpec
-
-        return SweepSpec.model_validate_json(self.spec_json)
+        return sweepspec.SweepSpec.model_validate_json(self.spec_json)
 
     @property
     def is_over(self) -> bool:

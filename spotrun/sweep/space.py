@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import itertools
 import types
-from typing import Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from spotrun.core.errors import UsageError
+from spotrun.core.lazy import lazy_module
 from spotrun.core.sweepspec import MODEL_SEARCHES, Range, SweepSpec
 from spotrun.recipes import get_recipe
 from spotrun.recipes.base import Recipe
 from spotrun.recipes.overrides import _annotation_at
 from spotrun.sweep.pbt import check_pbt
+
+if TYPE_CHECKING:
+    from spotrun.sweep import draws
+else:  # optuna is heavy to import (~0.3 s); only a sweep that draws pays for it
+    draws = lazy_module("spotrun.sweep.draws")
 
 MAX_TRIALS = 1000  # a bigger grid is almost surely a typo; say so before recording anything
 
@@ -93,10 +99,7 @@ def _model_trials(spec: SweepSpec) -> list[dict[str, str]]:
 
 
 def _draw(spec: SweepSpec) -> list[dict[str, str]]:
-    # why: optuna is heavy to import; only a sweep that draws pays for it
-    from spotrun.sweep.draws import draw_at_random
-
-    return draw_at_random(spec)
+    return draws.draw_at_random(spec)
 
 
 def overrides_of(spec: SweepSpec, params: dict[str, str]) -> list[str]:

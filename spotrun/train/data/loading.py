@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from spotrun.core.config import load_settings
+from spotrun.core.lazy import lazy_module
 from spotrun.datasets.prepare import local_data, stage_s3_streaming
 from spotrun.datasets.spec import is_remote, parse_s3
 from spotrun.train.data import BatchSource, TrainingBatches
@@ -18,6 +19,10 @@ from spotrun.train.data.text import text_data
 
 if TYPE_CHECKING:
     from spotrun.recipes.base import Recipe
+    from spotrun.train.data import images, streamed
+else:  # PIL (~50 ms): only image data sets decode with it
+    images = lazy_module("spotrun.train.data.images")
+    streamed = lazy_module("spotrun.train.data.streamed")
 
 
 def load_data(
@@ -50,23 +55,17 @@ def load_data(
         test = TensorBatches(test_x, test_y, 512, shuffle=False, rank=rank, world_size=world_size)
         return train, test
 
-    # PIL (~50 ms): only image data sets decode with it
-    from spotrun.train.data.images import cifar_data, image_folder_data
-
     settings = load_settings()
     data = recipe.data
     where = Placement(rank, world_size, torch.device(device or "cpu"))
     if recipe.stream_data and data.startswith("s3://"):
         # training starts on the first shards while the rest arrive (every rank)
-        from spotrun.train.data.images import decode_workers  # PIL, as above
-        from spotrun.train.data.streamed import fed_sources  # PIL, as above
-
         feed = stage_s3_streaming(parse_s3(data), settings.home)
-        return fed_sources(recipe, feed, decode_workers(recipe), where)
+        return streamed.fed_sources(recipe, feed, images.decode_workers(recipe), where)
     if is_remote(data):  # s3:// or snapshot:: staged onto this machine first
         data = local_data(data, settings.home)
     location = resolve_data(data, settings.data_path)
     if location.kind == "cifar-batches":
         assert location.path is not None
-        return cifar_data(recipe, location.path, where)
-    return image_folder_data(recipe, location, settings.cache_dir, where)
+        return images.cifar_data(recipe, location.path, where)
+    return images.image_folder_data(recipe, location, settings.cache_dir, where)
