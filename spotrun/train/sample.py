@@ -30,6 +30,12 @@ from spotrun.train.models.gpt import GPT
 # What bytes or GPT-2 tokens decode to while they end inside a multi-byte character.
 INCOMPLETE = "\ufffd"
 
+# Below this many parameters a token's matrix products are too small to share out: torch's
+# worker threads then cost more in hand-offs than they save, and far more when other processes
+# hold the other cores (shakespeare-fast's 0.8M: 200 characters in 2.8 s on one thread, 5.1 s
+# on two, beside two busy processes). A bigger model keeps torch's own thread count.
+ONE_THREAD_BELOW_PARAMS = 10_000_000
+
 
 def load_run_recipe(run_dir: Path) -> Recipe:
     path = run_dir / RECIPE_FILE
@@ -79,6 +85,12 @@ def load_model(run_dir: Path, recipe: Recipe) -> GPT:
     return model.eval()
 
 
+def sampling_threads(model: GPT) -> int:
+    """How many threads torch samples `model` with (ONE_THREAD_BELOW_PARAMS)."""
+    params = sum(p.numel() for p in model.parameters())
+    return 1 if params < ONE_THREAD_BELOW_PARAMS else torch.get_num_threads()
+
+
 def sample_stream(
     run_dir: Path,
     *,
@@ -96,28 +108,33 @@ def sample_stream(
     start = prompt or "\n"
     ids: list[int] = tokenizer.encode(start).tolist()
     model = load_model(run_dir, recipe)
-    shown = tokenizer.decode(ids)
-    if prompt:
-        yield shown
-    told = len(shown)
-    generator = torch.Generator().manual_seed(seed)
-    for token in model.stream(
-        torch.tensor([ids]),
-        tokens,
-        temperature=temperature,
-        top_k=top_k,
-        vocab=tokenizer.vocab_size,
-        generator=generator,
-        cache=cache,
-    ):
-        ids.append(int(token))
-        text = tokenizer.decode(ids)
-        if not text.endswith(INCOMPLETE):
-            yield text[told:]
-            told = len(text)
-    rest = tokenizer.decode(ids)[told:]
-    if rest:
-        yield rest
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(sampling_threads(model))
+    try:
+        shown = tokenizer.decode(ids)
+        if prompt:
+            yield shown
+        told = len(shown)
+        generator = torch.Generator().manual_seed(seed)
+        for token in model.stream(
+            torch.tensor([ids]),
+            tokens,
+            temperature=temperature,
+            top_k=top_k,
+            vocab=tokenizer.vocab_size,
+            generator=generator,
+            cache=cache,
+        ):
+            ids.append(int(token))
+            text = tokenizer.decode(ids)
+            if not text.endswith(INCOMPLETE):
+                yield text[told:]
+                told = len(text)
+        rest = tokenizer.decode(ids)[told:]
+        if rest:
+            yield rest
+    finally:  # a library caller's own torch keeps its thread count
+        torch.set_num_threads(threads_before)
 
 
 def sample_text(
