@@ -73,7 +73,8 @@ def sample(
     from spotrun.train.sample import sample_stream  # torch: imported only when sampling
 
     folder = Path(run)
-    run_dir = folder if folder.is_dir() else api.run_status(api.open_ledger(), run).run.run_dir
+    # the ledger's light read: a run's full status would import the launch machinery (~0.4 s)
+    run_dir = folder if folder.is_dir() else api.open_ledger().resolve(run).run_dir
     pieces = sample_stream(
         run_dir, prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed
     )
