@@ -10,7 +10,6 @@ command module imports what it needs at its top without slowing the other comman
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -69,7 +68,14 @@ class LazyCommand:
 
     def load(self) -> Command:
         module_name, _, attribute = self.target.partition(":")
-        found = getattr(importlib.import_module(module_name), attribute)
+        # through builtins.__import__, as `from module import attribute` goes: an import hook
+        # (tests/e2e/test_launch_interrupt_early.py's Ctrl-C at this moment) sees it
+        try:
+            found = getattr(__import__(module_name, fromlist=[attribute]), attribute)
+        except KeyboardInterrupt as interrupt:
+            # typer ends a Ctrl-C inside a command silently (exit 130); this one came before
+            # the command's body began, and main.py's _run says what it left: nothing
+            raise typer.Abort() from interrupt
         if isinstance(found, typer.Typer):
             return typer.main.get_group_from_info(
                 TyperInfo(found, name=self.name),
