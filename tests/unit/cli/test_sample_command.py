@@ -8,11 +8,11 @@ import json
 import subprocess
 import sys
 
+from spotlab.harness import REPO, Env
 from spotrun.core.config import load_settings
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger
 from spotrun.train.build import train_recipe
-from tests.conftest import REPO, Env
 from tests.unit.train.test_sample_loading import TINY, VERSE
 
 # The CLI as a user runs it (spotrun/cli/entry.py's way in, then the full CLI); its last line:
