@@ -4,9 +4,10 @@
 typer, click and the command modules alone cost ~50 ms of CPU. So a plain `--help`/`-h` is
 printed from its stored page (spotrun/cli/help_snapshot.py) and a plain `ls [-a|--all]
 [--json]` runs `ls`'s own body (spotrun/cli/run_list.py) with the same error handling as
-spotrun/cli/main.py. Anything else, and both of these when this home's controller lives on
-another host or this is a controller instance (remote.json, idle-stop.json), goes through
-spotrun/cli/main.py as before.
+spotrun/cli/main.py; a plain `sample RUN [options]` runs sample's body the same way
+(spotrun/cli/sample_quick.py), its first character sooner. Anything else, and all of these
+when this home's controller lives on another host or this is a controller instance
+(remote.json, idle-stop.json), goes through spotrun/cli/main.py as before.
 """
 
 from __future__ import annotations
@@ -60,8 +61,13 @@ def quick_answer(args: list[str]) -> int | None:
 
     is_help = args in (["--help"], ["-h"])
     is_ls = bool(args) and args[0] == "ls" and set(args[1:]) <= LS_FLAGS
-    if not (is_help or is_ls) or os.environ.get(COMPLETE_VAR) or _home_is_special():
+    is_sample = args[:1] == ["sample"]
+    if not (is_help or is_ls or is_sample) or os.environ.get(COMPLETE_VAR) or _home_is_special():
         return None
+    if is_sample:
+        from spotrun.cli.sample_quick import quick_sample  # late: sample only, its plain forms
+
+        return quick_sample(args[1:])
     if is_help:
         from spotrun.cli.help_snapshot import stored_help  # late: --help only (~6 ms)
 

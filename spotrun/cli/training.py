@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 import typer
 
 from spotrun.cli.complete import complete_run
-from spotrun.cli.library import api
+from spotrun.cli.sample_quick import SampleWords, show_sample
 from spotrun.core.exitcodes import SUCCESS
 from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import CHECKPOINTS_DIR, METRICS_FILE, RECIPE_FILE
+
+SAMPLE = SampleWords(run="")  # sample's defaults, shared with its plain forms
 
 if TYPE_CHECKING:
     from spotrun import recipes
@@ -57,11 +59,15 @@ def sample(
         help="run name, a unique prefix of its id, or a run folder",
         autocompletion=complete_run,
     ),
-    prompt: str = typer.Option("", "--prompt", help="text to continue (default: a new line)"),
-    tokens: int = typer.Option(200, "--tokens", min=1, help="tokens to generate"),
-    temperature: float = typer.Option(0.8, "--temperature", min=0.0),
-    top_k: int | None = typer.Option(None, "--top-k", min=1, help="sample among the k likeliest"),
-    seed: int = typer.Option(0, "--seed", help="the sampling seed"),
+    prompt: str = typer.Option(
+        SAMPLE.prompt, "--prompt", help="text to continue (default: a new line)"
+    ),
+    tokens: int = typer.Option(SAMPLE.tokens, "--tokens", min=1, help="tokens to generate"),
+    temperature: float = typer.Option(SAMPLE.temperature, "--temperature", min=0.0),
+    top_k: int | None = typer.Option(
+        SAMPLE.top_k, "--top-k", min=1, help="sample among the k likeliest"
+    ),
+    seed: int = typer.Option(SAMPLE.seed, "--seed", help="the sampling seed"),
 ) -> None:
     """Text from a language-model run's newest checkpoint.
 
@@ -70,14 +76,5 @@ def sample(
       spotrun sample RUN
       spotrun sample RUN --prompt "ROMEO:" --tokens 400
     """
-    from spotrun.train.sample import sample_stream  # torch: imported only when sampling
-
-    folder = Path(run)
-    # the ledger's light read: a run's full status would import the launch machinery (~0.4 s)
-    run_dir = folder if folder.is_dir() else api.open_ledger().resolve(run).run_dir
-    pieces = sample_stream(
-        run_dir, prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed
-    )
-    for piece in pieces:  # each character as it is sampled
-        print(piece, end="", flush=True)
-    print(flush=True)
+    # its plain forms skip typer (spotrun/cli/sample_quick.py); this is the same body
+    show_sample(SampleWords(run, prompt, tokens, temperature, top_k, seed))
