@@ -39,24 +39,6 @@ class Cloud(str, Enum):
     aws = "aws"
 
 
-def job_environment(env_flags: list[str], env_files: list[str] | None = None) -> dict[str, str]:
-    """A job's own environment: the trackers' variables of this shell, then each --env-file,
-    then --env. Says which names it carries from the shell (names only: values such as
-    WANDB_API_KEY are never printed)."""
-    # late: --help and ls import this module; own_command pulls pydantic (~0.1 s)
-    from spotrun.core.tracker_env import tracker_env
-    from spotrun.jobs.own_command import parse_envs, read_env_file
-
-    carried = tracker_env(os.environ)
-    if carried:
-        sys.stderr.write(f"carrying {', '.join(carried)} into the job's environment\n")
-        sys.stderr.flush()
-    from_files: dict[str, str] = {}
-    for path in env_files or []:
-        from_files.update(read_env_file(path))
-    return {**carried, **from_files, **parse_envs(env_flags)}
-
-
 def interrupted_early(args: list[str]) -> int:
     """Ctrl-C before a command's own body began (interpreter start-up, imports, parsing):
     nothing it would make exists yet. A launch says so, as it does at every later moment."""

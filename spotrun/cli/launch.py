@@ -5,13 +5,14 @@ Registered on the app in spotrun/cli/main.py, as every command module here is.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from spotrun.cli.common import Cloud, job_environment
+from spotrun.cli.common import Cloud
 from spotrun.cli.complete import complete_launchable
 from spotrun.cli.follow_view import detached_note, follow_run
 from spotrun.cli.lazy import lazy_module
@@ -22,13 +23,31 @@ from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S, SPOT_POLICIES
 from spotrun.core.durations import parse_duration
 from spotrun.core.errors import UsageError
 from spotrun.core.interrupts import caused_by_interrupt
+from spotrun.core.tracker_env import tracker_env
 from spotrun.store.name_reuse import NAME_EVENT
 
 if TYPE_CHECKING:
     from spotrun.core import launch_request as requests
+    from spotrun.jobs import own_command, taskfile
     from spotrun.store.ledger import Ledger
-else:
-    requests = lazy_module("spotrun.core.launch_request")  # pydantic, late
+else:  # pydantic's models (~0.1 s) stay off `launch -h` and `sweep run -h`
+    requests = lazy_module("spotrun.core.launch_request")
+    own_command = lazy_module("spotrun.jobs.own_command")
+    taskfile = lazy_module("spotrun.jobs.taskfile")
+
+
+def job_environment(env_flags: list[str], env_files: list[str] | None = None) -> dict[str, str]:
+    """A job's own environment: the trackers' variables of this shell, then each --env-file,
+    then --env. Says which names it carries from the shell (names only: values such as
+    WANDB_API_KEY are never printed)."""
+    carried = tracker_env(os.environ)
+    if carried:
+        sys.stderr.write(f"carrying {', '.join(carried)} into the job's environment\n")
+        sys.stderr.flush()
+    from_files: dict[str, str] = {}
+    for path in env_files or []:
+        from_files.update(own_command.read_env_file(path))
+    return {**carried, **from_files, **own_command.parse_envs(env_flags)}
 
 
 def launch(
@@ -243,9 +262,7 @@ class OwnJobFlags:
         self.env_files = env_files
 
     def wanted(self, target: str | None) -> bool:
-        from spotrun.jobs.taskfile import is_task_file  # late: pydantic (~75 ms)
-
-        return self.cmd is not None or (target is not None and is_task_file(target))
+        return self.cmd is not None or (target is not None and taskfile.is_task_file(target))
 
     def check(self, target: str | None, overrides: list[str]) -> None:
         if target is None and self.cmd is None:
@@ -277,10 +294,6 @@ class OwnJobFlags:
     def prepare(
         self, settings: Any, target: str | None, request: requests.LaunchRequest
     ) -> api.LaunchPlan:
-        # late: pydantic (~0.1 s) stays off the CLI's import
-        from spotrun.jobs import own_command
-        from spotrun.jobs.taskfile import load_task
-
         envs = self.job_env()
         limit = settings.workdir_max_mb
         if target is None:  # --cmd
@@ -293,7 +306,7 @@ class OwnJobFlags:
             )
             label = own_command.DEFAULT_LABEL
         else:
-            task = load_task(Path(target))
+            task = taskfile.load_task(Path(target))
             updates = {k: v for k, v in (("workdir", self.workdir), ("setup", self.setup)) if v}
             task = task.model_copy(update=updates)
             job = own_command.task_job(task, envs=envs, workdir_max_mb=limit)

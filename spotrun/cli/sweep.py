@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer._click.shell_completion import CompletionItem  # typer vendors click: its own class
 
-from spotrun.cli.common import Cloud, job_environment
+from spotrun.cli.common import Cloud
 from spotrun.cli.complete import complete_recipe, complete_sweep
-from spotrun.cli.launch import CapacityTerms
+from spotrun.cli.launch import CapacityTerms, job_environment
 from spotrun.cli.lazy import stderr_console, stdout_console
+from spotrun.cli.library import api, load_settings
 from spotrun.cli.notify import Notices, notify_on_option, notify_option
 from spotrun.cli.sweep_rm import forget_sweep_command
 from spotrun.cli.typer_app import SpotrunGroup, SpotrunTyper
@@ -27,6 +28,7 @@ from spotrun.core.display_words import metric_word, show_metric_value
 from spotrun.core.durations import show_duration
 from spotrun.core.errors import UsageError
 from spotrun.core.exitcodes import FAILURE, SUCCESS
+from spotrun.core.lazy import lazy_module
 from spotrun.core.money import show_usd
 from spotrun.core.waiting import pause
 
@@ -34,17 +36,23 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table as RichTable
 
-    from spotrun.core.config import Settings
+    from spotrun.cli import sweep_view
+    from spotrun.core import launch_request as requests
+    from spotrun.cost import bills
+    from spotrun.service import sweeps as service
+    from spotrun.store import sweeps as sweep_store
+    from spotrun.sweep import board
+else:  # the service layer, the sweep store and the leaderboard (pydantic, ledger, run control,
+    # the bills: ~0.15 s) stay off `sweep run -h` and --help: imported at their first use
+    sweep_view = lazy_module("spotrun.cli.sweep_view")
+    requests = lazy_module("spotrun.core.launch_request")
+    bills = lazy_module("spotrun.cost.bills")
+    service = lazy_module("spotrun.service.sweeps")
+    sweep_store = lazy_module("spotrun.store.sweeps")
+    board = lazy_module("spotrun.sweep.board")
 
 out: Console = stdout_console()  # imported at first use: `spotrun --help` stays fast
 err: Console = stderr_console()
-
-
-def load_settings() -> Settings:
-    # late: config's pydantic models (~60 ms) stay off --help and the commands without settings
-    from spotrun.core.config import load_settings as load
-
-    return load()
 
 
 def Table(**options: Any) -> RichTable:  # noqa: N802 - stands in for rich's class, imported late
@@ -221,15 +229,10 @@ def run_sweep(
       spotrun sweep digits-fast --search tpe --trials 20 --space lr=0.01:1:log --pruner hyperband
       spotrun sweep digits-fast --search pbt --trials 4 --pbt-interval 3 --space lr=0.01:1:log
     """
-    # late: the service layer (pydantic, ledger, run control: ~0.15 s) stays off the CLI's import
-    from spotrun.core.launch_request import LaunchRequest
-    from spotrun.service import runs as api
-    from spotrun.service import sweeps as service
-
     settings = load_settings()
     notices = Notices.read(settings, notify, notify_on)  # checked before anything starts
     terms = CapacityTerms.read(settings, wait_for_capacity, spot_policy)  # launch's, per trial
-    request = LaunchRequest(
+    request = requests.LaunchRequest(
         cloud=cloud.value if cloud else None,
         name=name,
         instance_type=instance_type or None,
@@ -287,21 +290,17 @@ def _of_nodes(nodes: int) -> str:
 
 def _follow(ledger: Any, sweep_id: str) -> int:
     """Print each trial's changes until the sweep ends; Ctrl-C detaches."""
-    # late: as in run_sweep(), with the live view and the sweep store
-    from spotrun.cli.sweep_view import TrialsView
-    from spotrun.cost.bills import run_cost
-    from spotrun.service import sweeps as service
-    from spotrun.store.sweeps import SweepState, SweepStore
-
-    store = SweepStore(ledger)
+    store = sweep_store.SweepStore(ledger)
     seen: dict[int, str] = {}
     run_ids: dict[int, str] = {}
 
     def price(index: int) -> float | None:
-        found = run_cost(ledger, ledger.get_run(run_ids[index]))
+        found = bills.run_cost(ledger, ledger.get_run(run_ids[index]))
         return None if found is None else float(found)
 
-    view = TrialsView(out, price)  # each trial's evaluations; a progress line for the live ones
+    view = sweep_view.TrialsView(
+        out, price
+    )  # each trial's evaluations; a progress line for the live ones
     try:
         while True:
             sweep = store.get(sweep_id)
@@ -326,7 +325,7 @@ def _follow(ledger: Any, sweep_id: str) -> int:
                 out.print(f"sweep {sweep.state.value}: {sweep.message or ''}", markup=False)
                 out.print(", ".join(f"{k} {v}" for k, v in c.items() if v), markup=False)
                 _print_board(ledger, sweep)
-                return SUCCESS if sweep.state is SweepState.COMPLETED else FAILURE
+                return SUCCESS if sweep.state is sweep_store.SweepState.COMPLETED else FAILURE
             pause(0.5)  # the sweep's trials, looked at again
     except KeyboardInterrupt:
         view.close()
@@ -346,13 +345,8 @@ def list_sweeps(as_json: bool = typer.Option(False, "--json")) -> None:
       spotrun sweep ls
       spotrun sweep ls --json
     """
-    # late: as in run_sweep()
-    from spotrun.service import runs as api
-    from spotrun.service import sweeps as service
-    from spotrun.store.sweeps import SweepStore
-
     ledger = api.open_ledger()
-    store = SweepStore(ledger)
+    store = sweep_store.SweepStore(ledger)
     rows = []
     for sweep in store.all():
         rows.append(
@@ -398,18 +392,12 @@ def _status(
     as_csv: bool,
     plot: Path | None,
 ) -> None:
-    # late: as in run_sweep(), with the leaderboard
-    from spotrun.service import runs as api
-    from spotrun.service import sweeps as service
-    from spotrun.store.sweeps import SweepStore
-    from spotrun.sweep import board
-
     if as_json and as_csv:
         raise UsageError("--json and --csv each print the leaderboard; choose one")
     if plot is not None:
         board.check_plot_path(plot)
     ledger = api.open_ledger()
-    store = SweepStore(ledger)
+    store = sweep_store.SweepStore(ledger)
     sweep = store.resolve(sweep_ref)
     entries = board.leaderboard(ledger, sweep)
     if plot is not None:
@@ -474,9 +462,6 @@ def _print_best_by_spend(points: list[Any], spec: Any) -> None:
 
 
 def _print_board(ledger: Any, sweep: Any, entries: list[Any] | None = None) -> None:
-    # late: the leaderboard pulls pydantic and the bills (~90 ms)
-    from spotrun.sweep import board
-
     entries = entries if entries is not None else board.leaderboard(ledger, sweep)
     keys: list[str] = []
     for e in entries:
@@ -577,10 +562,6 @@ def stop(
     Examples:
       spotrun sweep stop SWEEP
     """
-    # late: as in run_sweep()
-    from spotrun.service import runs as api
-    from spotrun.service import sweeps as service
-
     ledger = api.open_ledger()
     ended = service.stop_sweep(ledger, sweep, timeout_s=timeout)
     out.print(f"sweep {ended.name} {ended.state.value}: {ended.message or ''}", markup=False)
