@@ -32,8 +32,9 @@ INCOMPLETE = "\ufffd"
 
 # Below this many parameters a token's matrix products are too small to share out: torch's
 # worker threads then cost more in hand-offs than they save, and far more when other processes
-# hold the other cores (shakespeare-fast's 0.8M: 200 characters in 2.8 s on one thread, 5.1 s
-# on two, beside two busy processes). A bigger model keeps torch's own thread count.
+# hold the other cores (shakespeare-fast's 0.8M, 2 cores at load average 3: 200 characters in
+# 2.8 s on one thread, 5.1 s on two; bench/sample_speed.py). A bigger model keeps torch's own
+# thread count.
 ONE_THREAD_BELOW_PARAMS = 10_000_000
 
 
