@@ -55,6 +55,12 @@ def write_host_key(path: Path) -> str:
     return public
 
 
+# Set in every SSH session of every host, beside the lab's own variables: instances have CPUs of
+# their own, the hosts share this machine's few, where torch's OpenMP threads spinning while they
+# wait for work took half of a training job's CPU time (passive waiting, identical results).
+SESSION_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
 @dataclass
 class HostSpec:
     instance_id: str
@@ -135,7 +141,7 @@ class Host:
             config.parent.mkdir(parents=True, exist_ok=True)
             config.write_text(self.spec.home_config)
         inside = f"{HOST_HOME}/{LAB_DIR}"
-        session_env = self.spec.env
+        session_env = {**SESSION_ENV, **self.spec.env}
         if self.spec.clock_offset_s:
             session_env = offset_env(self.spec.clock_offset_s, session_env)
         set_env = " ".join(f'"{k}={v}"' for k, v in sorted(session_env.items()))
