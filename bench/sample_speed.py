@@ -19,15 +19,16 @@ the speed), as `verse`. Sides, run in turn each repeat:
 Goal (issue 34 point 8): first character under 2 s, 200 characters under 3 s.
 
 Measured 2026-12-06 on 2 logical CPUs (Intel Xeon, AVX-512 BF16 and AMX), 5 repeats,
-`--sides "round 1,folder,after"`, with other developers' test suites running beside it
-(load average 7.5 to 9.5, so every figure is a few times what a quiet machine gives):
-              first character  all tokens
-   round 1           7.79 s     44.06 s
-    folder           3.13 s      4.39 s
-     after           4.89 s      7.74 s
-The same text on every side. Earlier the same day at load average 2.2, round 1 (then
-`after`, by folder) gave 1.66 s to the first character and 11.16 s to all 200; with
-`python -X importtime`, ~1.0 s of the first character is importing torch, which no side avoids.
+`--sides "round 1,folder,after"`, other developers' test suites running beside it, twice:
+                  load average 2.5-3.6           load average 6.1-9.3
+              first character  all tokens   first character  all tokens
+   round 1           1.94 s      2.54 s            3.22 s     21.66 s
+    folder           1.80 s      2.56 s            3.09 s      4.35 s
+     after           1.73 s      2.52 s            3.19 s      4.55 s
+The same text on every side. On a busy machine two torch threads spin against the other
+processes (round 1's 200 characters: 15 to 68 s); one thread does not. With
+`python -X importtime`, ~1.0 s of the first character (quiet machine) is importing torch,
+which no side avoids.
 """
 
 from __future__ import annotations
