@@ -32,8 +32,11 @@ def pytest_configure(config: pytest.Config) -> None:
     PYTHONDONTWRITEBYTECODE set (as on this machine), a fresh clone has no bytecode, and every
     spotrun process a test starts (CLI, controller, supervisor) would compile the modules it
     imports again: about a third of a command's CPU time."""
-    if hasattr(config, "workerinput"):
-        return  # an xdist worker: its controller compiled them already
+    if not hasattr(config, "workerinput"):  # an xdist worker's controller compiled them
+        compile_sources()
+
+
+def compile_sources() -> None:
     for package in ("spotrun", "spotlab"):
         compileall.compile_dir(REPO / package, quiet=1)
 
