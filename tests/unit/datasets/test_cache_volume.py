@@ -20,7 +20,7 @@ import pytest
 from spotrun.cloud.aws.datasets import S3Store
 from spotrun.datasets.push import push
 from spotrun.datasets.spec import parse_s3
-from tests.datasets.test_snapshot_mount import _can_mount
+from tests.unit.datasets.test_snapshot_mount import _can_mount
 from tests.unit.train.data.images import make_image_folder
 
 VOLUME = "vol-0fedcba9876543210"
