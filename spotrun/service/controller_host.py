@@ -19,13 +19,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud import controller_machines as machines
 from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.controller_record import ControllerHost, SshTarget
 from spotrun.core.errors import RemoteError, StateError, UsageError
+from spotrun.core.lazy import lazy_module
 from spotrun.core.locks import lock_is_held
 from spotrun.core.money import show_usd_per_hour
 from spotrun.core.rundir import HOME_VAR
@@ -42,6 +43,14 @@ from spotrun.service.controller_status import (
 )
 from spotrun.service.ssh_probe import probe, wait_for_ssh
 from spotrun.store.sweeps import SweepStore
+
+if TYPE_CHECKING:
+    from spotrun.service import runs as api
+    from spotrun.service import sweeps as sweep_service
+else:
+    # the run and sweep machinery (~0.1 s, libtmux): only `down` stops runs, not up or status
+    api = lazy_module("spotrun.service.runs")
+    sweep_service = lazy_module("spotrun.service.sweeps")
 
 __all__ = ["ControllerStatus", "controller_status", "controller_up", "controller_down"]
 CLOUD = "aws"  # the cloud `controller up --on aws` makes the controller's instance on
@@ -337,10 +346,6 @@ def local_down(settings: Settings, *, force: bool, log: Log = _quiet) -> DownRes
 
 
 def _stop_everything(settings: Settings, log: Log) -> list[str]:
-    # the run and sweep machinery (~0.1 s, libtmux): only `down` stops runs, not up or status
-    from spotrun.service import runs as api
-    from spotrun.service import sweeps as sweep_service
-
     stopped: list[str] = []
     ledger = api.open_ledger(settings)
     try:

@@ -10,17 +10,24 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud.by_name import data_bucket, s3_store
 from spotrun.core.config import Settings
 from spotrun.core.errors import NotFoundError, UsageError
+from spotrun.core.lazy import lazy_module
 from spotrun.datasets.download import Fetched, ProgressReport, fetch_known
 from spotrun.datasets.known import KNOWN_DATA_SETS, KnownDataSet, find_known, unknown_name_hint
 from spotrun.datasets.manifest import MANIFEST_NAME, StoredImages, read_manifest, stored_images
 from spotrun.datasets.push import PushResult, parse_size, push
 from spotrun.datasets.spec import S3_FORM, S3Data, is_remote, parse_s3
 from spotrun.train.data.source import ARCHIVE_SUFFIXES, NAMED_SETS
+
+if TYPE_CHECKING:
+    from spotrun.datasets import token_push
+    from spotrun.datasets.token_push import PushTokenizer
+else:
+    token_push = lazy_module("spotrun.datasets.token_push")  # numpy, the tokenizer: a text push
 
 
 def _s3(text: str) -> S3Data:
@@ -69,9 +76,6 @@ def push_text_file(
     log: Callable[[str], None],
 ) -> PushResult:
     """A UTF-8 text tokenised here and pushed as token files (spotrun.datasets.token_push)."""
-    # why: numpy with the tokenizer, only for a text push
-    from spotrun.datasets.token_push import PushTokenizer, push_text
-
     kinds: dict[str, PushTokenizer] = {"gpt2": "gpt2", "byte": "byte", "char": "char"}
     kind = kinds.get(tokenizer)
     if kind is None:
@@ -86,7 +90,7 @@ def push_text_file(
         )
     store = s3_store(target.bucket, connections=max(10, parallel * 2))
     store.check_bucket()
-    return push_text(
+    return token_push.push_text(
         store,
         text_file,
         target,

@@ -23,12 +23,26 @@ import tempfile
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spotrun.core.controller_record import ControllerHost, load_record
 from spotrun.core.errors import SpotrunError, UsageError
+from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import METRICS_FILE
 from spotrun.core.tracker_env import tracker_env
 from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv
+
+if TYPE_CHECKING:
+    from spotrun.jobs import own_command, taskfile
+    from spotrun.jobs import workdir as workdir_files
+    from spotrun.remote import ssh_binary
+else:
+    # a forwarded `ls` imports none of these: staging files and completion need the runner
+    # (~3 ms), a workdir tarfile and gzip (~3 ms), a task file or --env pydantic (~0.1 s)
+    ssh_binary = lazy_module("spotrun.remote.ssh_binary")
+    workdir_files = lazy_module("spotrun.jobs.workdir")
+    taskfile = lazy_module("spotrun.jobs.taskfile")
+    own_command = lazy_module("spotrun.jobs.own_command")
 
 # The commands the controller's host carries out (the run commands); the others (recipes,
 # prices, methods, data, train, doctor, completion, controller, pull) run here.
@@ -131,40 +145,29 @@ class Stager:
         self.folder = (
             f"{record.home}/staging/{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         )
-        self._runner: object | None = None
+        self._runner: ssh_binary.SshBinaryRunner | None = None
 
-    def runner(self) -> object:
+    def runner(self) -> ssh_binary.SshBinaryRunner:
         if self._runner is None:
-            # late: ~3 ms, only staging files and completion use it, not a forwarded ls
-            from spotrun.remote.ssh_binary import SshBinaryRunner
-
-            self._runner = SshBinaryRunner(self.home, self.record)
+            self._runner = ssh_binary.SshBinaryRunner(self.home, self.record)
         return self._runner
 
     def file(self, path: Path, *, name: str | None = None, private: bool = False) -> str:
-        from spotrun.remote.ssh_binary import SshBinaryRunner  # as in runner()
-
         runner = self.runner()
-        assert isinstance(runner, SshBinaryRunner)
         remote = f"{self.folder}/{name or path.name}"
         runner.put(path, remote, private=private)
         return remote
 
     def workdir(self, folder: str, limit_mb: float) -> str:
-        # late: tarfile and gzip (~3 ms), only a launch with a workdir packs one
-        from spotrun.jobs.workdir import check_size, list_files, resolve_workdir, write_archive
-        from spotrun.remote.ssh_binary import SshBinaryRunner  # as in runner()
-
-        root = resolve_workdir(folder)
-        files = list_files(root)
-        total = check_size(root, files, limit_mb)
+        root = workdir_files.resolve_workdir(folder)
+        files = workdir_files.list_files(root)
+        total = workdir_files.check_size(root, files, limit_mb)
         self.log(f"sending workdir {root} ({len(files)} files, {total / 1e6:.1f} MB) to the host")
         runner = self.runner()
-        assert isinstance(runner, SshBinaryRunner)
         remote = f"{self.folder}/workdir"
         with tempfile.TemporaryDirectory(prefix="spotrun-stage-") as tmp:
             archive = Path(tmp) / "workdir.tar.gz"
-            write_archive(root, files, archive)
+            workdir_files.write_archive(root, files, archive)
             runner.put(archive, f"{self.folder}/workdir.tar.gz")
         q = shlex.quote
         runner.run(
@@ -185,16 +188,16 @@ def stage_launch(
     log: Log,
 ) -> list[str]:
     """`launch`'s arguments with its task file and workdir put on the host and renamed."""
-    from spotrun.jobs.taskfile import is_task_file, load_task  # pydantic (~0.1 s): launch only
-
     units = _split(args[1:], valued)
     stager = Stager(home, record, log)
     positional = next((u for u in units if len(u) == 1 and not u[0].startswith("-")), None)
     workdir = next((u for u in units if u[0] == "--workdir" and len(u) == 2), None)
     task_workdir: str | None = None
-    if positional is not None and is_task_file(positional[0]) and Path(positional[0]).is_file():
+    is_task = positional is not None and taskfile.is_task_file(positional[0])
+    if positional is not None and is_task and Path(positional[0]).is_file():
         task_path = Path(positional[0])
-        task = load_task(task_path)  # checked here: a bad file is refused before anything moves
+        # checked here: a bad file is refused before anything moves
+        task = taskfile.load_task(task_path)
         if (
             task.data is not None
             and "://" not in task.data
@@ -259,9 +262,7 @@ def stage_job_env(
 def _flag_values(flags: list[str]) -> dict[str, str]:
     """The --env KEY=VALUE flags, checked here as the host would check them (a bad one is
     refused before anything moves); a value of several lines cannot be one line of a file."""
-    from spotrun.jobs.own_command import parse_envs  # pydantic (~0.1 s): launch and sweep only
-
-    values = parse_envs(flags)
+    values = own_command.parse_envs(flags)
     for key, value in values.items():
         if "\n" in value or "\r" in value:
             raise UsageError(
@@ -307,14 +308,13 @@ def forward(home: Path, record: ControllerHost, args: list[str]) -> int:
 def remote_refs(home: Path, table: str, incomplete: str) -> list[tuple[str, str]]:
     """(name or id, state) of the host's runs or sweeps starting with `incomplete`, for a
     Tab press; nothing when the host does not answer (completion never prints an error)."""
-    from spotrun.remote.ssh_binary import SshBinaryRunner  # as in Stager.runner()
-
     args = ["ls", "--all", "--json"] if table == "runs" else ["sweep", "ls", "--json"]
     try:
         record = load_record(home)
         if record is None:
             return []
-        result = SshBinaryRunner(home, record).run(record.spotrun_command(args), timeout_s=10)
+        runner = ssh_binary.SshBinaryRunner(home, record)
+        result = runner.run(record.spotrun_command(args), timeout_s=10)
         rows = json.loads(result.stdout) if result.ok else []
     except (SpotrunError, ValueError):
         return []

@@ -11,25 +11,33 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from spotrun.core.home import CONFIG_FILE, default_home
+from spotrun.core.lazy import lazy_module
 from spotrun.cost.settled import settled_cost
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepStore
 from spotrun.train.device_record import read_record
 
 if TYPE_CHECKING:
+    from spotrun.core import config
     from spotrun.core.config import Settings
+    from spotrun.cost import bills
+    from spotrun.datasets import record as staging_record
+    from spotrun.drive import revive, supervisor
+else:
+    # `spotrun ls` of finished runs imports none of these (test_startup_imports.py)
+    config = lazy_module("spotrun.core.config")  # pydantic (~100 ms): a config.toml only
+    supervisor = lazy_module("spotrun.drive.supervisor")  # run control: live runs only
+    revive = lazy_module("spotrun.drive.revive")
+    bills = lazy_module("spotrun.cost.bills")  # billing rules, price cache: live runs only
+    staging_record = lazy_module("spotrun.datasets.record")
 
 
 def open_ledger(settings: Settings | None = None, *, reconcile: bool = True) -> Ledger:
     """Open the ledger; by default also restart supervisors of live runs that lost theirs."""
     ledger = Ledger(settings) if settings is not None else _home_ledger()
     if reconcile and (ledger.active_runs() or SweepStore(ledger).live()):
-        # Run control (locks, processes, the controller) is imported only when something is
-        # live to check on: listing finished runs stays light (`spotrun ls`, bench/cli_startup.py)
-        from spotrun.drive import supervisor
-        from spotrun.drive.revive import ensure_sweeps_supervised
-
-        live_sweeps = ensure_sweeps_supervised(ledger)  # sweeps first: they drive their trials
+        # sweeps first: they drive their trials
+        live_sweeps = revive.ensure_sweeps_supervised(ledger)
         supervisor.ensure_supervised(ledger, live_sweeps)
     return ledger
 
@@ -41,9 +49,7 @@ def _home_ledger() -> Ledger:
     settings models' pydantic import (~100 ms)."""
     home = default_home().absolute()
     if (home / CONFIG_FILE).exists():
-        from spotrun.core.config import load_settings  # pydantic, see above
-
-        return Ledger(load_settings(home))
+        return Ledger(config.load_settings(home))
     return Ledger(home=home)
 
 
@@ -72,11 +78,8 @@ def _cost(ledger: Ledger, run: RunRecord) -> Fraction | None:
     settled = settled_cost(ledger, run)
     if settled is not None:
         return settled
-    # a live run (or one not settled yet) is priced from its instances: the billing rules and
-    # price cache are imported only then
-    from spotrun.cost.bills import run_cost
-
-    return run_cost(ledger, run)
+    # a live run (or one not settled yet) is priced from its instances
+    return bills.run_cost(ledger, run)
 
 
 def _device(run: RunRecord) -> dict[str, Any] | None:
@@ -92,10 +95,7 @@ def _staging(run: RunRecord) -> dict[str, Any] | None:
 
 
 def staging_summary(run: RunRecord) -> Any:
-    # read on first use: a plain `spotrun ls` imports no staging code (test_startup_imports.py)
-    from spotrun.datasets.record import summary
-
-    return summary(run.run_dir)
+    return staging_record.summary(run.run_dir)
 
 
 def as_float(amount: Fraction | None) -> float | None:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud.by_name import find_orphans, launch_caveat, remove_orphans
 from spotrun.core.errors import NotFoundError, StateError, UsageError
 from spotrun.core.interrupts import interrupts_deferred
 from spotrun.core.launch_request import LaunchRequest
+from spotrun.core.lazy import lazy_module
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.cost.bills import run_cost
 from spotrun.cost.cost_report import (
@@ -58,6 +59,13 @@ from spotrun.store.ledger import (
     new_run_id,
 )
 from spotrun.sweep.packs import run_provider
+
+if TYPE_CHECKING:
+    from spotrun.control import controller as run_control
+else:
+    # the run controller (36 modules, ssl and http among them) only for a stop; status, logs
+    # and cost, which load this module too, skip it
+    run_control = lazy_module("spotrun.control.controller")
 
 # The library surface: defined here, or re-exported from the module that holds it.
 __all__ = [
@@ -203,10 +211,6 @@ def run_status(ledger: Ledger, ref: str) -> RunStatus:
 # ---------------------------------------------------------------------- stop
 def stop(ledger: Ledger, ref: str, *, timeout_s: float = 120.0) -> RunRecord:
     """Stop a run: checkpoint, sync, terminate, state stopped. Waits until it is done."""
-    # why: the run controller (36 modules, ssl and http among them) only for a stop; status,
-    # logs and cost, which load this module too, skip it
-    from spotrun.control.controller import RunController
-
     run = ledger.resolve(ref)
     if run.is_terminal:
         raise StateError(f"run {run.name} has already ended ({run.state.value})")
@@ -222,7 +226,7 @@ def stop(ledger: Ledger, ref: str, *, timeout_s: float = 120.0) -> RunRecord:
                 "stop",
                 f"supervisor did not stop the run in {timeout_s:.0f} s; stopping it here",
             )
-    return RunController(ledger, run.id, provider=run_provider(ledger, run)).drive()
+    return run_control.RunController(ledger, run.id, provider=run_provider(ledger, run)).drive()
 
 
 def _ended(ledger: Ledger, run_id: str) -> RunRecord | None:
