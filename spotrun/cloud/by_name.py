@@ -13,12 +13,25 @@ from typing import TYPE_CHECKING
 
 from spotrun.cloud.aws import answers
 from spotrun.core.config import Resources, Settings
+from spotrun.core.lazy import lazy_module
 
 if TYPE_CHECKING:
+    from spotrun.cloud.aws import datasets as aws_datasets
+    from spotrun.cloud.aws import doctor as aws_doctor
+    from spotrun.cloud.aws import gc as aws_gc
+    from spotrun.cloud.aws import provider as aws_provider
+    from spotrun.cloud.aws import volumes as aws_volumes
     from spotrun.cloud.aws.datasets import S3Store
     from spotrun.cloud.aws.doctor import Check
     from spotrun.cloud.aws.gc import Orphan
     from spotrun.cloud.ranking import DataSite
+else:
+    # boto3 (~0.2 s), loaded at a first use: s3:// data, a snapshot, gc, `spotrun doctor`
+    aws_datasets = lazy_module("spotrun.cloud.aws.datasets")
+    aws_doctor = lazy_module("spotrun.cloud.aws.doctor")
+    aws_gc = lazy_module("spotrun.cloud.aws.gc")
+    aws_provider = lazy_module("spotrun.cloud.aws.provider")
+    aws_volumes = lazy_module("spotrun.cloud.aws.volumes")
 
 
 @dataclass(frozen=True)
@@ -59,50 +72,31 @@ def gpu_type_patterns(settings: Settings) -> list[str]:
 
 def s3_store(bucket: str, *, connections: int = 64) -> S3Store:
     """The object store of an s3:// data set's bucket."""
-    # boto3 (~0.2 s): only s3:// data needs it
-    from spotrun.cloud.aws.datasets import S3Store
-
-    return S3Store(bucket, connections=connections)
+    return aws_datasets.S3Store(bucket, connections=connections)
 
 
 def s3_data_site(uri: str) -> DataSite:
     """Where the S3 data set at `uri` lives (its bucket's region) and its size."""
-    # boto3 (~0.2 s): only a launch whose data is on S3 needs it
-    from spotrun.cloud.aws.datasets import data_site
-
-    return data_site(uri)
+    return aws_datasets.data_site(uri)
 
 
 def check_snapshot(snapshot_id: str, region: str | None, settings: Settings) -> None:
     """An EBS snapshot's data set exists in `region` (default the configured one)."""
-    # boto3 (~0.2 s): only a launch that names a snapshot needs it
-    from spotrun.cloud.aws.volumes import snapshot_of
-
-    snapshot_of(snapshot_id, region, settings)
+    aws_volumes.snapshot_of(snapshot_id, region, settings)
 
 
 def find_orphans(settings: Settings, live_runs: set[str]) -> list[Orphan]:
     """What spotrun made on AWS that no live run owns, in every configured region."""
-    # boto3 (~0.2 s): gc is AWS's alone
-    from spotrun.cloud.aws import gc
-
-    return gc.find_orphans(settings, live_runs)
+    return aws_gc.find_orphans(settings, live_runs)
 
 
 def remove_orphans(settings: Settings, orphans: list[Orphan]) -> dict[Orphan, str | None]:
     """Each orphan removed (None) or why not."""
-    # boto3 (~0.2 s): gc is AWS's alone
-    from spotrun.cloud.aws import gc
-
-    return gc.remove(settings, orphans)
+    return aws_gc.remove(settings, orphans)
 
 
 def doctor(settings: Settings, wanted: Resources, region: str | None = None) -> list[Check]:
     """One Check per thing a first AWS launch needs, in order (nothing is created)."""
-    # boto3 (~0.2 s): only `spotrun doctor` needs it
-    from spotrun.cloud.aws.doctor import Doctor
-    from spotrun.cloud.aws.provider import AwsProvider
-
     if region:
         settings = answers.in_region(settings, region)
-    return Doctor(AwsProvider(settings), wanted).run()
+    return aws_doctor.Doctor(aws_provider.AwsProvider(settings), wanted).run()

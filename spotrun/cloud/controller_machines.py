@@ -11,9 +11,14 @@ from typing import TYPE_CHECKING
 from spotrun.cloud.aws import answers
 from spotrun.core.config import Settings
 from spotrun.core.errors import UsageError
+from spotrun.core.lazy import lazy_module
 
 if TYPE_CHECKING:
+    from spotrun.cloud.aws import controller_instance
     from spotrun.cloud.aws.controller_instance import ControllerInstance, ControllerState
+else:
+    # boto3 (~0.2 s): only a controller instance needs it
+    controller_instance = lazy_module("spotrun.cloud.aws.controller_instance")
 
 MACHINE_CLOUDS = ("aws",)
 
@@ -43,36 +48,24 @@ def launch(
 ) -> ControllerInstance:
     """Start the controller's instance and wait until it runs and has an address."""
     _require(cloud)
-    # boto3 (~0.2 s): only a controller instance needs it
-    from spotrun.cloud.aws import controller_instance
-
     return controller_instance.launch(settings, region, instance_type, keys_dir)
 
 
 def describe(cloud: str, settings: Settings, region: str, instance_id: str) -> ControllerState:
     """The controller instance as its cloud sees it now."""
     _require(cloud)
-    # boto3 (~0.2 s): only a controller instance needs it
-    from spotrun.cloud.aws import controller_instance
-
     return controller_instance.describe(settings, region, instance_id)
 
 
 def start(cloud: str, settings: Settings, region: str, instance_id: str, timeout_s: float) -> str:
     """Start the stopped controller instance; its address once it runs."""
     _require(cloud)
-    # boto3 (~0.2 s): only a controller instance needs it
-    from spotrun.cloud.aws import controller_instance
-
     return controller_instance.start(settings, region, instance_id, timeout_s)
 
 
 def stop_self(cloud: str, settings: Settings, region: str, instance_id: str) -> None:
     """Stop this controller instance (run on the instance itself)."""
     _require(cloud)
-    # boto3 (~0.2 s): only a controller instance needs it
-    from spotrun.cloud.aws import controller_instance
-
     controller_instance.stop_self(settings, region, instance_id)
 
 
@@ -81,7 +74,4 @@ def terminate(
 ) -> list[str]:
     """Terminate the controller instance with its network; what could not be deleted."""
     _require(cloud)
-    # boto3 (~0.2 s): only a controller instance needs it
-    from spotrun.cloud.aws import controller_instance
-
     return controller_instance.terminate(settings, region, instance_id, resource_id)

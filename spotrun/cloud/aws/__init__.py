@@ -8,16 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from spotrun.core.lazy import lazy_module
+
 if TYPE_CHECKING:
+    from spotrun.cloud.aws import provider as _provider
     from spotrun.cloud.aws.provider import AwsProvider
+else:
+    # boto3 (~0.2 s): only a caller that makes an AWS provider pays for it
+    _provider = lazy_module("spotrun.cloud.aws.provider")
 
 __all__ = ["AwsProvider"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "AwsProvider":
-        # boto3 (~0.2 s): only a caller that makes an AWS provider pays for it
-        from spotrun.cloud.aws.provider import AwsProvider
-
-        return AwsProvider
+        return _provider.AwsProvider
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,11 +11,13 @@ finding instances (run_launch), waiting for them (readiness), SSH (ssh_access), 
 
 from __future__ import annotations
 
+import importlib
 import logging
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spotrun.cloud.aws import checkpoints, network, placement, volumes
 from spotrun.cloud.aws import instances as ec2i
@@ -38,9 +40,15 @@ from spotrun.cloud.ranking import Pool, RegionalOffers
 from spotrun.cloud.ssh_host import SshHost
 from spotrun.core.config import Resources, Settings
 from spotrun.core.errors import QuotaError
+from spotrun.core.lazy import lazy_module
 from spotrun.datasets.placement import TypeStorage
 from spotrun.remote.provision import code_bundle, provision
 from spotrun.remote.runner import Runner
+
+if TYPE_CHECKING:
+    from spotrun.agent import session as agent_session
+else:
+    agent_session = lazy_module("spotrun.agent.session")  # libtmux (~70 ms): `attach` only
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +97,7 @@ class AwsProvider:
     def warm(self) -> None:
         """Make what driving a run needs first (clients, the code bundle) before it is asked."""
         region = self.aws.region
-        import spotrun.remote.ssh  # noqa: F401  (why: paramiko now, not at the first connect)
+        importlib.import_module("spotrun.remote.ssh")  # paramiko now, not at the first connect
 
         self.clients.client("ec2", region)
         if not self.aws.image_id:
@@ -233,10 +241,9 @@ class AwsProvider:
     def attach_command(self, run_id: str, node: int | None = None) -> list[str]:
         """The user's own ssh, with the run's key and pinned host key, into the tmux session
         (of node `node` of a multi-node run, in spotrun.core.node_order's order)."""
-        from spotrun.agent.session import session_name  # why: libtmux (~70 ms), `attach` only
-
         host = self.live_ssh_host(run_id, node)
-        return host.argv(tty=True, command=f"tmux attach-session -t ={session_name(run_id)}")
+        session = agent_session.session_name(run_id)
+        return host.argv(tty=True, command=f"tmux attach-session -t ={session}")
 
     # ----------------------------------------------------------- terminate
     def terminate(self, run_id: str) -> list[Instance]:

@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from spotrun.cloud.aws import instances as ec2i
 from spotrun.cloud.aws.errors import aws_call
@@ -17,7 +18,13 @@ from spotrun.cloud.aws.ssh_access import SshAccess
 from spotrun.cloud.base import Instance
 from spotrun.core.config import AwsSettings
 from spotrun.core.errors import CloudError, RemoteError
+from spotrun.core.lazy import lazy_module
 from spotrun.core.waiting import Backoff, WaitTimeout, wait_until
+
+if TYPE_CHECKING:
+    from spotrun.remote import ssh as remote_ssh
+else:
+    remote_ssh = lazy_module("spotrun.remote.ssh")  # paramiko: only once a run boots
 
 # Terminate the run's instances; the names of those it ended.
 Terminate = Callable[[str], list[Instance]]
@@ -87,9 +94,7 @@ class Readiness:
     def _booted(self, inst: Instance, address: str) -> bool:
         """Whether SSH answers on the instance; raises if EC2 took it back meanwhile (a spot
         reclaim while booting is seen in seconds, not after run.ssh_timeout_s)."""
-        from spotrun.remote.ssh import banner_answers  # why: paramiko, only once a run boots
-
-        if banner_answers(address, self.aws.ssh_port):
+        if remote_ssh.banner_answers(address, self.aws.ssh_port):
             return True
         checked = self._boot_checked.get(inst.id)
         now = time.monotonic()

@@ -17,10 +17,15 @@ from spotrun.cloud.base import Instance
 from spotrun.cloud.ssh_host import SshHost
 from spotrun.core.config import AwsSettings
 from spotrun.core.errors import RemoteError
+from spotrun.core.lazy import lazy_module
 from spotrun.core.node_order import order
 
-if TYPE_CHECKING:  # paramiko costs a tenth of a second to import; `prices` never needs it
+if TYPE_CHECKING:
+    from spotrun.remote import ssh as remote_ssh
     from spotrun.remote.ssh import HostKeyPins, SshRunner
+else:
+    # paramiko (~0.1 s): only once a run connects; `prices` never needs it
+    remote_ssh = lazy_module("spotrun.remote.ssh")
 
 
 class SshAccess:
@@ -32,14 +37,12 @@ class SshAccess:
 
     def runner(self, instance: Instance) -> SshRunner:
         """The instance's connection (the same one while its address stays)."""
-        from spotrun.remote.ssh import SshRunner  # why: paramiko, only once a run connects
-
         if not instance.address:
             raise RemoteError(f"instance {instance.id} has no {self.aws.ssh_address} address")
         with self._lock:
             runner = self._runners.get(instance.id)
             if runner is None or runner.host != instance.address:
-                runner = SshRunner(
+                runner = remote_ssh.SshRunner(
                     instance.address,
                     self.aws.ssh_port,
                     self.aws.ssh_user,
@@ -59,9 +62,7 @@ class SshAccess:
                     runner.close()
 
     def host_keys(self, run_id: str) -> HostKeyPins:
-        from spotrun.remote.ssh import HostKeyPins  # why: paramiko, only once a run connects
-
-        return HostKeyPins(self.keys_dir / run_id / "hosts")
+        return remote_ssh.HostKeyPins(self.keys_dir / run_id / "hosts")
 
     def ssh_host(self, run_id: str, instance_id: str, address: str) -> SshHost | None:
         """The run's key and the instance's pinned host key for the user's own ssh; None until
