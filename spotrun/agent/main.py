@@ -13,14 +13,25 @@ import shlex
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spotrun.agent.exec_window import exec_status, start_exec
 from spotrun.agent.gpus import visible_gpus
 from spotrun.agent.session import kill_session, session_exists, start_session
 from spotrun.agent.wrapper import Setup, private_folder, read_env_file, run_wrapped, signal_job
 from spotrun.core.errors import SpotrunError
+from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import DATA_DIR_VAR, EXIT_FILE, JOB_FILE, SETUP_DONE_FILE
 from spotrun.core.waiting import poll_until
+
+if TYPE_CHECKING:
+    from spotrun.core import config
+    from spotrun.datasets import prepare as data_prepare
+else:
+    # the controller polls `agent status` every second or two; pydantic's settings and
+    # staging's modules load for `agent stage` only (measured: ~0.1 s of a ~0.3 s start)
+    config = lazy_module("spotrun.core.config")
+    data_prepare = lazy_module("spotrun.datasets.prepare")
 
 
 def _read_json(path: Path) -> dict[str, object] | None:
@@ -79,13 +90,8 @@ def stop_job(session: str, run_dir: Path, grace_s: float) -> dict[str, object]:
 def stage_data(run_dir: Path, data: str, path_file: Path) -> int:
     """A task's data set in place on this machine (staged from S3, or its snapshot volume
     mounted): its folder written to `path_file`; a clear message and the error's code if not."""
-    # why: the controller polls `agent status` every second or two; pydantic's settings and
-    # staging's modules load for `agent stage` only (measured: ~0.1 s of a ~0.3 s start)
-    from spotrun.core.config import load_settings
-    from spotrun.datasets.prepare import local_data
-
     try:
-        where = local_data(data, load_settings().home, run_dir)
+        where = data_prepare.local_data(data, config.load_settings().home, run_dir)
     except SpotrunError as exc:
         print(f"spotrun: {exc.user_message()}", flush=True)
         return exc.exit_code

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spotrun.core.errors import UsageError
+from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import (
     DATA_COPY_VAR,
     RUN_DIR_VAR,
@@ -31,7 +32,10 @@ from spotrun.datasets.stager import StageOptions, stage
 from spotrun.train.data.source import TRAIN_SPLIT
 
 if TYPE_CHECKING:
+    from spotrun.cloud.aws import datasets as s3_datasets
     from spotrun.datasets.objects import ObjectStore
+else:
+    s3_datasets = lazy_module("spotrun.cloud.aws.datasets")  # boto3 (~0.2 s): s3:// data only
 
 
 def _say(line: str) -> None:
@@ -63,14 +67,13 @@ def _options(run_dir: Path | None, lead: bool) -> StageOptions:
 
 
 def stage_s3(spec: S3Data, home: Path, run_dir: Path | None = None) -> Path:
-    from spotrun.cloud.aws.datasets import S3Store  # boto3 (~0.2 s): only s3:// data needs it
-
     lead = os.environ.get("RANK", "0") == "0"
     root = stage_root(home, log=_say if lead else _quiet)
     if lead:
         _say(f"staging {spec.uri} to the {root.kind} ({root.path})")
     log = _say if lead else _quiet
-    return stage(S3Store(spec.bucket), spec, root.path, _options(run_dir, lead), log=log).dest
+    store = s3_datasets.S3Store(spec.bucket)
+    return stage(store, spec, root.path, _options(run_dir, lead), log=log).dest
 
 
 def stage_s3_streaming(
@@ -80,12 +83,10 @@ def stage_s3_streaming(
     loader reads training shards from as they arrive. Under torchrun the node's first rank
     (LOCAL_RANK 0) stages; the node's other ranks wait for its evaluation split, then follow
     its markers (spotrun.datasets.feed)."""
-    from spotrun.cloud.aws.datasets import S3Store  # boto3 (~0.2 s): only s3:// data needs it
-
     stager = os.environ.get("LOCAL_RANK", "0") == "0"
     lead = os.environ.get("RANK", "0") == "0"
     say = _say if lead else _quiet
-    store = store if store is not None else S3Store(spec.bucket)
+    store = store if store is not None else s3_datasets.S3Store(spec.bucket)
     root = stage_root(home, log=say)
     raw = store.read(spec.key(MANIFEST_NAME))
     if raw is None:

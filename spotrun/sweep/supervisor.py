@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import replace
 from fractions import Fraction
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
@@ -26,6 +26,7 @@ from spotrun.control.controller import RunController
 from spotrun.core.config import LaunchSpec, Resources, Settings
 from spotrun.core.durations import show_duration
 from spotrun.core.errors import SpotrunError, StateError
+from spotrun.core.lazy import lazy_module
 from spotrun.core.locks import try_lock as _try_lock
 from spotrun.core.metrics_file import MetricsTail, read_all
 from spotrun.core.money import show_usd, show_usd_per_hour
@@ -43,6 +44,13 @@ from spotrun.sweep.planner import SweepPlan
 from spotrun.sweep.space import overrides_of
 from spotrun.sweep.spend import can_finish_another, expected_trial_s, next_trial, sweep_spend
 from spotrun.sweep.sweep_news import tell_end, tell_pruned
+
+if TYPE_CHECKING:
+    from spotrun.sweep import asha, search
+else:
+    # optuna (~0.1 s, numpy): pruned and searched sweeps only
+    asha = lazy_module("spotrun.sweep.asha")
+    search = lazy_module("spotrun.sweep.search")
 
 log = logging.getLogger(__name__)
 
@@ -108,10 +116,7 @@ class SweepSupervisor:
         self.stopper = None
         self._final_epochs: dict[int, int | None] = {}
         if self.spec.early_stop in ("asha", "hyperband"):
-            # why: optuna (~0.1 s, numpy) loads for pruned sweeps only
-            from spotrun.sweep.asha import EarlyStopper
-
-            self.stopper = EarlyStopper(
+            self.stopper = asha.EarlyStopper(
                 self.spec.metric,
                 self.spec.mode,
                 grace_epochs=self.spec.grace_epochs,
@@ -123,9 +128,7 @@ class SweepSupervisor:
         self.searcher = None
         self._told: set[int] = set()
         if self.spec.search in MODEL_SEARCHES:
-            from spotrun.sweep.search import Searcher  # optuna, as above: searched sweeps only
-
-            self.searcher = Searcher(
+            self.searcher = search.Searcher(
                 self.spec, self.sweep.sweep_dir / SWEEP_STUDY_FILE, study_name=self.sweep.id
             )
         self.population = (
