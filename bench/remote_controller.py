@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO))
 from bench._env import hardware_line  # noqa: E402
 from spotlab.always_on import start_always_on_host, user_key  # noqa: E402
 from spotlab.lab import Lab  # noqa: E402
-from spotrun.core.controller_record import load_record  # noqa: E402
-from spotrun.remote.controller_host import close_shared_connection, ssh_argv  # noqa: E402
+from spotrun.remote_controller.connection import close_shared_connection, ssh_argv  # noqa: E402
+from spotrun.remote_controller.record import load_record  # noqa: E402
 
 RUNS = 3
 

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from spotlab import Lab
 from spotlab import spot as spotlab
 from spotlab.fixtures import use_lab
-from spotrun.core.controller_record import load_record
-from spotrun.remote.controller_host import close_shared_connection
+from spotrun.remote_controller.connection import close_shared_connection
+from spotrun.remote_controller.record import load_record
 from tests.conftest import Env
 
 

@@ -17,18 +17,18 @@ import typer
 from typer._completion_classes import completion_init  # typer has no public name for these
 from typer._completion_shared import get_completion_script
 
-from spotrun.core.controller_record import record_path
 from spotrun.core.home import LEDGER_FILE, default_home
 from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import COMPLETE_VAR
+from spotrun.remote_controller.record import record_path
 from spotrun.store.names import refs
 
 if TYPE_CHECKING:
     from spotrun import recipes
-    from spotrun.service import forward
+    from spotrun.remote_controller import forward
 else:  # every command imports this module; these load on a Tab press that needs them:
     recipes = lazy_module("spotrun.recipes")  # pydantic and the recipes' checks (~0.3 s)
-    forward = lazy_module("spotrun.service.forward")  # the ssh machinery (~11 ms)
+    forward = lazy_module("spotrun.remote_controller.forward")  # the ssh machinery (~11 ms)
 
 TASK_FILE_SUFFIXES = (".yaml", ".yml")  # what `launch` reads as a task file
 

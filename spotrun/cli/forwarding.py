@@ -1,6 +1,7 @@
 """Run commands carried out on the controller host when this home's controller lives on another
 machine (`spotrun controller up`): spotrun/cli/main.py asks here before any command runs, so
-this module stays light; the forwarding itself (spotrun.service.forward) loads only then."""
+this module stays light; the forwarding itself (spotrun.remote_controller.forward) loads
+only then."""
 
 from __future__ import annotations
 
@@ -13,21 +14,22 @@ import typer.main
 from spotrun.cli.common import print_error
 from spotrun.cli.library import load_settings
 from spotrun.cli.render import err, out
-from spotrun.core.controller_record import load_record
 from spotrun.core.errors import UsageError
 from spotrun.core.home import IDLE_STOP_FILE, default_home
 from spotrun.core.lazy import lazy_module
 from spotrun.core.money import show_usd
+from spotrun.remote_controller.record import load_record
 
 if TYPE_CHECKING:
-    from spotrun.remote import controller_host as host_link
-    from spotrun.service import controller_wake, forward, idle_marks
+    from spotrun.remote_controller import connection as host_link
+    from spotrun.remote_controller import forward, idle_marks
+    from spotrun.remote_controller import wake as controller_wake
 else:  # every command passes here: the ssh forwarding (~11 ms) and the controller instance's
     # wake (pydantic, the bills: ~65 ms) load only for a controller on another host
-    host_link = lazy_module("spotrun.remote.controller_host")
-    controller_wake = lazy_module("spotrun.service.controller_wake")
-    forward = lazy_module("spotrun.service.forward")
-    idle_marks = lazy_module("spotrun.service.idle_marks")
+    host_link = lazy_module("spotrun.remote_controller.connection")
+    controller_wake = lazy_module("spotrun.remote_controller.wake")
+    forward = lazy_module("spotrun.remote_controller.forward")
+    idle_marks = lazy_module("spotrun.remote_controller.idle_marks")
 
 
 def _note(line: str) -> None:

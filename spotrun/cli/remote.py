@@ -22,9 +22,9 @@ from spotrun.core.errors import UsageError
 from spotrun.core.home import default_home
 from spotrun.core.money import show_usd, show_usd_per_hour
 from spotrun.core.rundir import HOME_VAR
-from spotrun.service import idle_marks
-from spotrun.service.controller_host import controller_down, controller_status, controller_up
-from spotrun.service.pull import PullPlan, pull_run
+from spotrun.remote_controller import idle_marks
+from spotrun.remote_controller.lifecycle import controller_down, controller_status, controller_up
+from spotrun.remote_controller.pull import PullPlan, pull_run
 
 out = stdout_console()
 err = stderr_console()

@@ -10,9 +10,9 @@ import typer
 
 from spotrun.cli.render import err
 from spotrun.core.config import load_settings
-from spotrun.core.controller_record import load_record
 from spotrun.core.errors import UsageError
 from spotrun.core.home import default_home
+from spotrun.remote_controller.record import load_record
 from spotrun.service.lookup import open_ledger
 from spotrun.ui import server, tunnel
 

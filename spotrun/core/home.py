@@ -15,7 +15,7 @@ LEDGER_FILE = "ledger.db"
 CONFIG_FILE = "config.toml"
 RUNS_FOLDER = "runs"  # one folder per run in it, named by the run's id
 REMOTE_RECORD_FILE = "remote.json"  # the controller's host, when not this machine
-# On a controller instance: its idle stop (spotrun.service.idle_marks); one stat tells the
+# On a controller instance: its idle stop (spotrun.remote_controller.idle_marks); one stat tells the
 # CLI whether to load that module at all
 IDLE_STOP_FILE = "idle-stop.json"
 # Notification targets (their webhook keys and mail passwords), 0600: spotrun.notify

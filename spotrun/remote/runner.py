@@ -1,7 +1,8 @@
 """What drives one instance: a Runner runs shell commands and moves files, whatever the cloud.
 
-The local runner (spotrun.remote.local) and the SSH ones (spotrun.remote.ssh, ssh_binary)
-implement it; the cloud providers hand one out per instance (spotrun.cloud.base.Provider).
+The local runner (spotrun.remote.local) and the SSH ones (spotrun.remote.ssh, and
+spotrun.remote_controller.ssh_binary for the controller host) implement it; the cloud
+providers hand one out per instance (spotrun.cloud.base.Provider).
 """
 
 from __future__ import annotations

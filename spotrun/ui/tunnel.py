@@ -2,7 +2,7 @@
 
 The host's ledger and run folders are there, so the dashboard is served there: `spotrun ui
 --no-browser` runs on the host over the shared ssh connection that every forwarded command
-uses (spotrun.remote.controller_host), bound to the host's own 127.0.0.1. This side listens on
+uses (spotrun.remote_controller.connection), bound to the host's own 127.0.0.1. This side listens on
 a port of its own and hands each browser connection to ssh as an `ssh -W` channel of that same
 connection to the host's port (ssh reads and writes the accepted socket itself). The URL
 printed here carries the host's token, which the host's dashboard checks on every request.
@@ -24,11 +24,11 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from spotrun.core.config import Settings
-from spotrun.core.controller_record import ControllerHost
 from spotrun.core.errors import RemoteError
-from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv, ssh_options
-from spotrun.remote.ssh_binary import explain_ssh_failure
-from spotrun.service.controller_wake import awake
+from spotrun.remote_controller.connection import ensure_shared_connection, ssh_argv, ssh_options
+from spotrun.remote_controller.record import ControllerHost
+from spotrun.remote_controller.ssh_binary import explain_ssh_failure
+from spotrun.remote_controller.wake import awake
 from spotrun.ui.server import Address
 
 # the host's dashboard ends when its input does (this side's ssh closes it by ending)

@@ -13,7 +13,7 @@ import pytest
 from spotlab import Lab
 from spotlab import spot as spotlab
 from spotlab.lab import CONTROLLER_PROFILE, FAKE_CREDENTIALS
-from spotrun.core.controller_record import load_record
+from spotrun.remote_controller.record import load_record
 from tests.conftest import Env
 from tests.controller_lab import controller_lab
 from tests.helpers import wait_for

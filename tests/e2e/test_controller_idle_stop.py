@@ -14,9 +14,9 @@ import pytest
 from spotlab import Lab
 from spotlab.fixtures import use_lab
 from spotrun.core.config import load_settings
-from spotrun.core.controller_record import load_record
-from spotrun.service import idle_marks as marks
-from spotrun.service.idle_stop import watch
+from spotrun.remote_controller import idle_marks as marks
+from spotrun.remote_controller.idle_stop import watch
+from spotrun.remote_controller.record import load_record
 from tests.conftest import Env
 from tests.controller_lab import controller_lab
 from tests.helpers import wait_for

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from spotlab import Lab
-from spotrun.core.controller_record import SshTarget
 from spotrun.core.errors import LocalFileError
-from spotrun.remote import controller_host as hostrec
 from spotrun.remote.ssh import SshRunner
-from spotrun.service.ssh_probe import probe
+from spotrun.remote_controller import connection as hostrec
+from spotrun.remote_controller.record import SshTarget
+from spotrun.remote_controller.ssh_probe import probe
 from tests.conftest import Env
 from tests.e2e.lab_instance import one_instance
 

@@ -24,8 +24,8 @@ from spotlab import Lab
 from spotlab import spot as spotlab
 from spotlab.always_on import start_always_on_host, user_key
 from spotlab.hosts import Host
-from spotrun.core.controller_record import load_record
-from spotrun.remote.controller_host import close_shared_connection
+from spotrun.remote_controller.connection import close_shared_connection
+from spotrun.remote_controller.record import load_record
 from tests.conftest import Env
 from tests.helpers import wait_for
 

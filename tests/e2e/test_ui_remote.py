@@ -15,7 +15,7 @@ import pytest
 
 from spotlab import Lab
 from spotlab.hosts import Host
-from spotrun.core.controller_record import load_record
+from spotrun.remote_controller.record import load_record
 from tests.conftest import Env
 from tests.controller_lab import controller_lab
 from tests.e2e.test_controller_idle_stop import _state

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from spotrun.core.config import LaunchSpec, load_settings
-from spotrun.core.controller_record import (
+from spotrun.core.errors import UsageError
+from spotrun.core.runstates import RunState
+from spotrun.remote_controller.forward import _split, refusal, wants_forwarding
+from spotrun.remote_controller.record import (
     ControllerHost,
     load_record,
     parse_ssh_url,
     record_path,
     save_record,
 )
-from spotrun.core.errors import UsageError
-from spotrun.core.runstates import RunState
-from spotrun.service.forward import _split, refusal, wants_forwarding
 from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 
@@ -141,7 +141,7 @@ def test_a_bad_idle_stop_is_refused_before_any_aws_call(env: Env) -> None:
 
 def test_controller_status_words_for_a_stopped_and_a_counting_instance() -> None:
     from spotrun.cli.remote import _state_words
-    from spotrun.service.controller_status import ControllerStatus
+    from spotrun.remote_controller.status import ControllerStatus
 
     at = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
     st = ControllerStatus("ssh://root@x", "/root/.spotrun", False, None, instance_id="i-1")

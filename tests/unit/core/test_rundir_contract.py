@@ -42,7 +42,10 @@ FOLDER_IN_PATH = re.compile(rf"(?<![\w.-])({FOLDER_WORDS})/|/({FOLDER_WORDS})(?!
 VARIABLE_PATTERN = re.compile(r"(?<!\w)_?SPOTRUN_[A-Z0-9_]*[A-Z0-9](?!\w)")
 # The same word for another folder than the run folder's: (module, literal) and what it is.
 OTHER_FOLDERS = {
-    ("spotrun/service/forward.py", "/workdir"): "a launch's workdir staged on the controller host",
+    (
+        "spotrun/remote_controller/forward.py",
+        "/workdir",
+    ): "a launch's workdir staged on the controller host",
 }
 
 

@@ -14,13 +14,13 @@ import re
 import pytest
 
 from spotrun.core.config import NAME_PATTERN, LaunchSpec
-from spotrun.core.controller_record import parse_ssh_url
 from spotrun.core.durations import parse_duration
 from spotrun.core.errors import SpotrunError
 from spotrun.core.jobspec import ENV_NAME, JobSpec
 from spotrun.core.rundir import CHECKPOINT_NAME
 from spotrun.core.safe_paths import plain_folder_name
 from spotrun.datasets.spec import parse_data
+from spotrun.remote_controller.record import parse_ssh_url
 from tests.conftest import REPO
 
 SOURCE = REPO / "spotrun"

@@ -25,21 +25,21 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spotrun.core.controller_record import ControllerHost, load_record
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import METRICS_FILE
 from spotrun.core.tracker_env import tracker_env
-from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv
+from spotrun.remote_controller.connection import ensure_shared_connection, ssh_argv
+from spotrun.remote_controller.record import ControllerHost, load_record
 
 if TYPE_CHECKING:
     from spotrun.jobs import own_command, taskfile
     from spotrun.jobs import workdir as workdir_files
-    from spotrun.remote import ssh_binary
+    from spotrun.remote_controller import ssh_binary
 else:
     # a forwarded `ls` imports none of these: staging files and completion need the runner
     # (~3 ms), a workdir tarfile and gzip (~3 ms), a task file or --env pydantic (~0.1 s)
-    ssh_binary = lazy_module("spotrun.remote.ssh_binary")
+    ssh_binary = lazy_module("spotrun.remote_controller.ssh_binary")
     workdir_files = lazy_module("spotrun.jobs.workdir")
     taskfile = lazy_module("spotrun.jobs.taskfile")
     own_command = lazy_module("spotrun.jobs.own_command")

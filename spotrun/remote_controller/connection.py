@@ -20,8 +20,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from spotrun.core.controller_record import ControllerHost, SshTarget
 from spotrun.core.errors import LocalFileError
+from spotrun.remote_controller.record import ControllerHost, SshTarget
 
 FOLDER = "remote"  # SPOTRUN_HOME/remote: known_hosts, the shared connection's socket
 KNOWN_HOSTS = "known_hosts"

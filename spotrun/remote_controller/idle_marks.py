@@ -5,7 +5,7 @@ what it measures, in files of its SPOTRUN_HOME.
   hidden `spotrun controller idle-stop`, which `controller up --on aws` runs there; gone when
   the idle stop is off);
 - `last-command`: touched by every command the laptop sends (its mtime is the last use);
-- `idle-watch.lock` / `idle-watch.json`: the watcher (spotrun.service.idle_stop), a small
+- `idle-watch.lock` / `idle-watch.json`: the watcher (spotrun.remote_controller.idle_stop), a small
   process of its own that outlives the controller (which exits once nothing is live), with
   the last time it saw something live.
 
@@ -34,7 +34,7 @@ MARK_FILE = "last-command"
 IDLE_WATCH_LOCK_FILE = "idle-watch.lock"
 IDLE_WATCH_STATE_FILE = "idle-watch.json"
 IDLE_WATCH_LOG_FILE = "idle-watch.log"
-MODULE = "spotrun.service.idle_stop"
+MODULE = "spotrun.remote_controller.idle_stop"
 # Commands that are no use of the controller: the laptop's `controller status` asking how long
 # is left must not reset the countdown it shows; completion asks for run names on a Tab press.
 NOT_USE = frozenset({"controller", "completion"})

@@ -13,15 +13,15 @@ from typing import Any
 
 import spotrun
 from spotrun.cloud import controller_machines as machines
-from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
-from spotrun.core.controller_record import ControllerHost
 from spotrun.core.errors import RemoteError
 from spotrun.drive.home import running_pid
 from spotrun.remote.provision import code_bundle
-from spotrun.remote.ssh_binary import SshBinaryRunner
-from spotrun.service import idle_marks
-from spotrun.service.controller_wake import bill_of
+from spotrun.remote_controller import idle_marks
+from spotrun.remote_controller import record as records
+from spotrun.remote_controller.record import ControllerHost
+from spotrun.remote_controller.ssh_binary import SshBinaryRunner
+from spotrun.remote_controller.wake import bill_of
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepStore
 

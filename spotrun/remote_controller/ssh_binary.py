@@ -2,7 +2,7 @@
 
 The controller host is the user's own machine, reached as the user reaches it: their ssh,
 keys and agent, the host key pinned in SPOTRUN_HOME/remote/known_hosts, one shared connection
-(spotrun.remote.controller_host). Files travel through the same connection: `cat` for one
+(spotrun.remote_controller.connection). Files travel through the same connection: `cat` for one
 file, tar for a folder; a growing file's new bytes come with the listing (spotrun.remote.probe).
 """
 
@@ -13,10 +13,10 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from spotrun.core.controller_record import ControllerHost
 from spotrun.core.errors import RemoteError
-from spotrun.remote.controller_host import ensure_shared_connection, ssh_argv
 from spotrun.remote.runner import BytesResult, CommandResult
+from spotrun.remote_controller.connection import ensure_shared_connection, ssh_argv
+from spotrun.remote_controller.record import ControllerHost
 
 _DEFAULT_TIMEOUT_S = 600.0
 HOST_KEY_CHANGED = "REMOTE HOST IDENTIFICATION HAS CHANGED"

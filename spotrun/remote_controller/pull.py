@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
 from spotrun.core.errors import NotFoundError, RemoteError
 from spotrun.remote.listing import list_remote
-from spotrun.remote.ssh_binary import SshBinaryRunner
 from spotrun.remote.sync import OnFile, pull_run_dir
-from spotrun.service.controller_wake import awake
+from spotrun.remote_controller import record as records
+from spotrun.remote_controller.ssh_binary import SshBinaryRunner
+from spotrun.remote_controller.wake import awake
 from spotrun.service.lookup import open_ledger
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from spotrun.core.controller_record import SshTarget
-from spotrun.remote.controller_host import host_key_name, known_hosts, pinned_keys, repin
+from spotrun.remote_controller.connection import host_key_name, known_hosts, pinned_keys, repin
+from spotrun.remote_controller.record import SshTarget
 
 
 def _key(tmp: Path, name: str) -> str:

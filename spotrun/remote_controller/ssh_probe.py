@@ -6,11 +6,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from spotrun.core.controller_record import ControllerHost, SshTarget
 from spotrun.core.errors import RemoteError, UsageError
 from spotrun.core.waiting import WaitTimeout, wait_until
-from spotrun.remote import controller_host as hostrec
-from spotrun.remote.ssh_binary import HOST_KEY_REFUSED, explain_ssh_failure
+from spotrun.remote_controller import connection as hostrec
+from spotrun.remote_controller.record import ControllerHost, SshTarget
+from spotrun.remote_controller.ssh_binary import HOST_KEY_REFUSED, explain_ssh_failure
 
 
 def wait_for_ssh(

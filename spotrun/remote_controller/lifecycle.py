@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotrun.cloud import controller_machines as machines
-from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
-from spotrun.core.controller_record import ControllerHost, SshTarget
 from spotrun.core.errors import RemoteError, StateError, UsageError
 from spotrun.core.lazy import lazy_module
 from spotrun.core.locks import lock_is_held
@@ -32,16 +30,18 @@ from spotrun.core.money import show_usd_per_hour
 from spotrun.core.rundir import HOME_VAR
 from spotrun.core.waiting import wait_until
 from spotrun.drive.home import lock_path, running_pid
-from spotrun.remote import controller_host as hostrec
 from spotrun.remote.provision import code_bundle
-from spotrun.remote.ssh_binary import SshBinaryRunner
-from spotrun.service.controller_status import (
+from spotrun.remote_controller import connection as hostrec
+from spotrun.remote_controller import record as records
+from spotrun.remote_controller.record import ControllerHost, SshTarget
+from spotrun.remote_controller.ssh_binary import SshBinaryRunner
+from spotrun.remote_controller.ssh_probe import probe, wait_for_ssh
+from spotrun.remote_controller.status import (
     ControllerStatus,
     controller_status,
     local_status,
     version_here,
 )
-from spotrun.service.ssh_probe import probe, wait_for_ssh
 from spotrun.store.sweeps import SweepStore
 
 if TYPE_CHECKING:

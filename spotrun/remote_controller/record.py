@@ -3,7 +3,7 @@
 `spotrun controller up --on ssh://USER@HOST:PORT` records the host here (`ControllerHost`);
 every command reads it first (one stat when there is none), so this module stays on the
 standard library and out of the remote layer, which `spotrun ls` never loads. How the host is
-reached is spotrun.remote.controller_host.
+reached is spotrun.remote_controller.connection.
 """
 
 from __future__ import annotations

@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable
 
 from spotrun.cloud import controller_machines as machines
-from spotrun.core import controller_record as records
 from spotrun.core.config import Settings
-from spotrun.core.controller_record import ControllerHost
 from spotrun.core.errors import StateError
 from spotrun.cost.controller_bill import ControllerBill, controller_bill
-from spotrun.remote import controller_host as hostrec
-from spotrun.service.ssh_probe import wait_for_ssh
+from spotrun.remote_controller import connection as hostrec
+from spotrun.remote_controller import record as records
+from spotrun.remote_controller.record import ControllerHost
+from spotrun.remote_controller.ssh_probe import wait_for_ssh
 
 Log = Callable[[str], None]
 DEFAULT_DISK_GB = 20  # what `controller up --on aws` launched with before it was recorded

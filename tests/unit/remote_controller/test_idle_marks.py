@@ -6,8 +6,8 @@ import math
 import time
 from pathlib import Path
 
-from spotrun.service import idle_marks as marks
-from spotrun.service.idle_stop import poll_s
+from spotrun.remote_controller import idle_marks as marks
+from spotrun.remote_controller.idle_stop import poll_s
 
 T0 = 1_700_000_000.0
 

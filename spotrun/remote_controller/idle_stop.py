@@ -1,12 +1,13 @@
-"""The idle watcher on `controller up --on aws`'s instance: `python -m spotrun.service.idle_stop`.
+"""The idle watcher on `controller up --on aws`'s instance:
+`python -m spotrun.remote_controller.idle_stop`.
 
-Started detached by the first command on the instance (spotrun.service.idle_marks), it holds
-SPOTRUN_HOME/idle-watch.lock for its life. It outlives the controller, which exits once
+Started detached by the first command on the instance (spotrun.remote_controller.idle_marks),
+it holds SPOTRUN_HOME/idle-watch.lock for its life. It outlives the controller, which exits once
 nothing is live: every poll it asks whether something is live (a run or sweep in the ledger,
 or the controller process running), and once nothing has been live and no command has come
 for the configured time it stops its own instance (ec2:StopInstances with the instance's role,
 which may stop only itself, tagged spotrun:role=controller). The root volume keeps the home;
-the laptop's next command starts the instance again (spotrun.service.controller_wake).
+the laptop's next command starts the instance again (spotrun.remote_controller.wake).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from spotrun.core.config import Settings, load_settings
 from spotrun.core.errors import SpotrunError
 from spotrun.core.locks import try_lock
 from spotrun.drive.home import running_pid
-from spotrun.service import idle_marks as marks
+from spotrun.remote_controller import idle_marks as marks
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepStore
 
