@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from spotrun.cloud.base import Offer
@@ -54,6 +55,12 @@ UNSCORED = 5  # the score assumed where EC2 gave none (not permitted, or not ask
 PRIOR_HOURS = 10.0  # how many hours of history the score's prior weighs as
 
 Pool = tuple[str, str]  # (instance type, zone)
+
+# AWS's "Amazon S3 pricing" page, Data Transfer, "Data Transfer OUT From Amazon S3 To" another
+# AWS Region: $0.02 per GB between most regions (us-east-1 <-> us-east-2 is $0.01: not told apart).
+# Here, below cost/, because ranking a launch's offers weighs it too (spotrun.cloud.plan).
+CROSS_REGION_USD_PER_GB = Fraction(2, 100)
+GB = 10**9  # AWS bills data transfer per decimal gigabyte
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ the checkpoint's step (the trainer writes the later lines again).
 
 A replacement in another region than the store's reads the checkpoint across regions: the
 bytes are an event and a transfer in the instance's record, which its bill charges
-(spotrun.cost.rules, CROSS_REGION_USD_PER_GB).
+(spotrun.cloud.ranking, CROSS_REGION_USD_PER_GB).
 """
 
 from __future__ import annotations

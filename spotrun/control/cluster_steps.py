@@ -19,6 +19,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from spotrun.cloud.base import Instance, Offer, Provider
+from spotrun.cloud.plan import planned_gpus
 from spotrun.control import cluster
 from spotrun.control.checkpoint_restore import CheckpointRestore
 from spotrun.control.job_start import JobStart
@@ -32,7 +33,6 @@ from spotrun.core.errors import RemoteError
 from spotrun.core.node_order import node_address
 from spotrun.core.runstates import RunState
 from spotrun.core.waiting import SYSTEM_CLOCK, Clock, poll_until
-from spotrun.launch.plan import planned_gpus
 from spotrun.store.ledger import Ledger, RunRecord
 
 

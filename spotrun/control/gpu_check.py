@@ -13,9 +13,9 @@ import json
 import shlex
 
 from spotrun.cloud.base import Instance, Provider
+from spotrun.cloud.plan import planned_gpus
 from spotrun.control.run_instances import RunInstances
 from spotrun.core.errors import RemoteError, SpotrunError
-from spotrun.launch.plan import planned_gpus
 from spotrun.store.ledger import Ledger, RunRecord
 
 GPU_EVENT = "gpu"  # the run's events of GPU mismatches: one per instance found wrong

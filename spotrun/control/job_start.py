@@ -14,6 +14,7 @@ from __future__ import annotations
 from spotrun.agent.session import session_name
 from spotrun.cloud.base import Instance, Provider
 from spotrun.cloud.capabilities import SetsJobEnvironment
+from spotrun.cloud.plan import planned_gpus
 from spotrun.control.checkpoint_restore import CheckpointRestore
 from spotrun.control.cluster import ClusterSpec
 from spotrun.control.data_volumes import attach_data_cache, attach_snapshot_data
@@ -24,7 +25,6 @@ from spotrun.control.threads import threads_env
 from spotrun.control.watcher_start import start_watcher
 from spotrun.core.node_order import node_address
 from spotrun.core.rundir import RUN_DIR_VAR, RUN_ID_VAR
-from spotrun.launch.plan import planned_gpus
 from spotrun.remote.job import JobDriver
 from spotrun.remote.jobprep import prepare_job, restore_checkpoints
 from spotrun.remote.runner import Runner

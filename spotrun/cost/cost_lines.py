@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from spotrun.cost.rules import AWS_METHOD, GB, LOCAL_METHOD, TRANSFER_METHOD, Bill, Transfer, Usage
+from spotrun.cloud.ranking import GB
+from spotrun.cost.rules import AWS_METHOD, LOCAL_METHOD, TRANSFER_METHOD, Bill, Transfer, Usage
 from spotrun.cost.share_bill import ShareBill
 from spotrun.store.ledger import CostLine
 

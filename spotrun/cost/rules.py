@@ -31,6 +31,7 @@ from enum import Enum
 from fractions import Fraction
 from typing import Any, Literal
 
+from spotrun.cloud.ranking import CROSS_REGION_USD_PER_GB, GB
 from spotrun.core.errors import PricingError
 from spotrun.core.money import show_usd
 from spotrun.cost.amounts import HOUR_S
@@ -43,10 +44,6 @@ FREE_INTERRUPTION_S = 3600  # AWS does not charge a spot instance it interrupts 
 # hibernated (then terminated by spotrun: its compute ended at EC2's stop).
 SPOT_INTERRUPTION_CODES = ("Server.SpotInstanceTermination", "Server.SpotInstanceShutdown")
 
-# AWS's "Amazon S3 pricing" page, Data Transfer, "Data Transfer OUT From Amazon S3 To" another
-# AWS Region: $0.02 per GB between most regions (us-east-1 <-> us-east-2 is $0.01: not told apart).
-CROSS_REGION_USD_PER_GB = Fraction(2, 100)
-GB = 10**9  # AWS bills data transfer per decimal gigabyte
 TRANSFERS = "transfers"  # key in an instance record's details: the bytes it read across regions
 
 LOCAL_METHOD = "local cloud: this machine, no charge; instance-seconds recorded"

@@ -12,6 +12,7 @@ from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer, Provider
 from spotrun.cloud.by_name import check_snapshot, s3_data_site, s3_store
 from spotrun.cloud.capabilities import ChecksLaunches
+from spotrun.cloud.plan import Plan, plan_launch, with_on_demand
 from spotrun.cloud.ranking import DataSite, expected_hours
 from spotrun.control import budget_guard
 from spotrun.core.config import (
@@ -26,11 +27,10 @@ from spotrun.core.jobspec import JobSpec
 from spotrun.core.launch_request import LaunchRequest
 from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data, parse_s3
-from spotrun.launch.history import recorded_history
-from spotrun.launch.plan import Plan, plan_launch, with_on_demand
 from spotrun.recipes import Recipe, check_recipe, get_recipe
 from spotrun.recipes.batching import global_batch_line
 from spotrun.service.datasets import DataAdvice, aws_data_advice
+from spotrun.service.pool_history import recorded_history
 from spotrun.train.data.source import pin_data_paths
 
 

@@ -12,11 +12,11 @@ from spotrun.cloud.base import Offer
 from spotrun.cloud.by_name import gpu_type_patterns
 from spotrun.cloud.capabilities import NamesItsPrices
 from spotrun.cloud.gpu_catalog import shipped_catalog
+from spotrun.cloud.plan import make_plan
 from spotrun.cloud.pricing_table import shipped_table
 from spotrun.core.config import CloudName, Resources, Settings
 from spotrun.core.errors import CredentialsError, UsageError
 from spotrun.core.launch_request import LaunchRequest, as_request
-from spotrun.launch.plan import make_plan
 
 
 @dataclass(frozen=True)

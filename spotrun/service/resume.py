@@ -17,6 +17,7 @@ from pathlib import Path
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Offer
 from spotrun.cloud.capabilities import ChecksLaunches
+from spotrun.cloud.plan import make_plan
 from spotrun.control import budget_guard
 from spotrun.control.hours_cap import stop_begins_at
 from spotrun.core.checkpoint_files import newest_complete_checkpoint
@@ -27,7 +28,6 @@ from spotrun.core.runstates import RESUMABLE, RunState
 from spotrun.cost import amounts
 from spotrun.cost.bills import run_cost
 from spotrun.drive import revive, supervisor
-from spotrun.launch.plan import make_plan
 from spotrun.recipes import get_recipe
 from spotrun.service.follow import FollowFrom
 from spotrun.store.ledger import Ledger, RunRecord

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotrun.cloud.base import Offer, Plan
+from spotrun.cloud.plan import MAX_FALLBACK_OFFERS, make_plan
 from spotrun.core.config import Resources
 from spotrun.core.money import show_rate
-from spotrun.launch.plan import MAX_FALLBACK_OFFERS, make_plan
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from spotrun.cloud import get_provider
 from spotrun.cloud.base import Provider
 from spotrun.cloud.by_name import launch_caveat
+from spotrun.cloud.plan import with_on_demand
 from spotrun.control.controller import RunController
 from spotrun.core.config import LaunchSpec, Resources, Settings
 from spotrun.core.durations import show_duration
@@ -34,7 +35,6 @@ from spotrun.core.rundir import METRICS_FILE, SUPERVISOR_LOCK_FILE, SWEEP_STUDY_
 from spotrun.core.sweepspec import MODEL_SEARCHES
 from spotrun.core.waiting import Backoff, wait_until
 from spotrun.cost import budget
-from spotrun.launch.plan import with_on_demand
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger, RunRecord
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus

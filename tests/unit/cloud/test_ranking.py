@@ -1,5 +1,5 @@
 """Ranking offers by expected cost to finish (spotrun.cloud.ranking), the plan's order and
-words (spotrun.launch.plan.make_plan), and the ledger's history of each pool."""
+words (spotrun.cloud.plan.make_plan), and the ledger's history of each pool."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 
 from spotrun.cloud import ranking
 from spotrun.cloud.base import Offer
+from spotrun.cloud.plan import make_plan
 from spotrun.cloud.ranking import PoolHistory
 from spotrun.core.config import LaunchSpec, Resources, load_settings
-from spotrun.launch.history import recorded_history
-from spotrun.launch.plan import make_plan
+from spotrun.service.pool_history import recorded_history
 from spotrun.store.ledger import InstanceRecord, Ledger
 
 

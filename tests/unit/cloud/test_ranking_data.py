@@ -8,9 +8,9 @@ import pytest
 from spotlab.iam import Identity, Resource, allowed
 from spotrun.cloud import ranking
 from spotrun.cloud.aws import policy
+from spotrun.cloud.plan import data_transfer, make_plan
 from spotrun.cloud.ranking import DataSite, RunHours
 from spotrun.core.config import Resources
-from spotrun.launch.plan import data_transfer, make_plan
 from tests.unit.cloud.test_ranking import offer
 
 SITE = DataSite("s3://sets/imagenet", "us-east-1", 50 * 10**9)  # 50 GB: $1.00 to move

@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 
 from spotrun.cloud.base import Offer
+from spotrun.cloud.plan import make_plan
 from spotrun.core.config import Resources
 from spotrun.core.errors import UsageError
 from spotrun.core.metrics_file import MetricsTail
 from spotrun.core.waiting import WaitTimeout, poll_until, wait_until
-from spotrun.launch.plan import make_plan
 
 
 def offer(itype: str, zone: str, gpus: int, price: float, model: str = "A10G") -> Offer:

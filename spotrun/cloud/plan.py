@@ -16,6 +16,8 @@ from spotrun.cloud import ranking
 from spotrun.cloud.base import Offer, Plan, Provider
 from spotrun.cloud.quota_screen import ScreensQuotas
 from spotrun.cloud.ranking import (
+    CROSS_REGION_USD_PER_GB,
+    GB,
     DataSite,
     DataTransfer,
     OffersAcrossRegions,
@@ -27,7 +29,6 @@ from spotrun.cloud.ranking import (
 from spotrun.core.config import Resources
 from spotrun.core.errors import UsageError
 from spotrun.core.money import show_usd_per_hour
-from spotrun.cost.rules import CROSS_REGION_USD_PER_GB, GB
 
 MAX_FALLBACK_OFFERS = 12
 

@@ -1,1 +1,0 @@
-"""Preparing a launch: planning offers for a job."""
