@@ -23,7 +23,7 @@ from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S, SPOT_POLICIES
 from spotrun.core.durations import parse_duration
 from spotrun.core.errors import UsageError
 from spotrun.core.interrupts import caused_by_interrupt
-from spotrun.core.tracker_env import tracker_env
+from spotrun.service.tracker_env import tracker_env
 from spotrun.store.name_reuse import NAME_EVENT
 
 if TYPE_CHECKING:

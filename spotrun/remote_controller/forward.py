@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING
 from spotrun.core.errors import SpotrunError, UsageError
 from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import METRICS_FILE
-from spotrun.core.tracker_env import tracker_env
 from spotrun.remote_controller.connection import ensure_shared_connection, ssh_argv
 from spotrun.remote_controller.record import ControllerHost, load_record
+from spotrun.service.tracker_env import tracker_env
 
 if TYPE_CHECKING:
     from spotrun.jobs import own_command, taskfile

@@ -54,7 +54,7 @@ def prepare_launch(
     dry_run: bool = False,
 ) -> LaunchPlan:
     """Validate everything a launch needs and choose offers; nothing is created. `envs`: the
-    trainer's environment (--env and the trackers' variables, spotrun.core.tracker_env)."""
+    trainer's environment (--env and the trackers' variables, spotrun.service.tracker_env)."""
     request = request or LaunchRequest()
     check_nodes(settings, request.nodes)
     # The job runs in its run folder: a relative data path must mean what it meant here.

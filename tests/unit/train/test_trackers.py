@@ -33,7 +33,7 @@ def test_configured_and_installed_trackers_are_made() -> None:
 
 
 def test_the_launch_carries_the_trackers_variables_only() -> None:
-    from spotrun.core.tracker_env import tracker_env
+    from spotrun.service.tracker_env import tracker_env
 
     shell = {
         "WANDB_API_KEY": "k",
