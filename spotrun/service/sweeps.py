@@ -17,12 +17,12 @@ from spotrun.core.config import CloudName, Settings, describe_validation_error
 from spotrun.core.errors import StateError, UsageError
 from spotrun.core.launch_request import LaunchRequest
 from spotrun.core.rundir import SUPERVISOR_LOG_FILE
-from spotrun.core.sweepspec import MODEL_SEARCHES, SweepSpec
 from spotrun.core.waiting import Backoff, WaitTimeout, wait_until
 from spotrun.drive import revive
 from spotrun.recipes import check_recipe, get_recipe
 from spotrun.service.prepare import check_launchable, check_multi_node, check_nodes
 from spotrun.store.ledger import Ledger
+from spotrun.store.sweep_spec import MODEL_SEARCHES, SweepSpec
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialStatus
 from spotrun.sweep.planner import SweepPlan, plan_sweep
 from spotrun.sweep.space import check_trials, overrides_of, trial_params, typed_space

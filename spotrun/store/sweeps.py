@@ -22,10 +22,10 @@ from spotrun.store.ledger import Ledger
 from spotrun.store.name_reuse import free_sweep_name, name_note
 
 if TYPE_CHECKING:
-    from spotrun.core import sweepspec
-    from spotrun.core.sweepspec import SweepSpec
+    from spotrun.store import sweep_spec
+    from spotrun.store.sweep_spec import SweepSpec
 else:  # the spec models import pydantic (~100 ms); `spotrun ls` never needs them
-    sweepspec = lazy_module("spotrun.core.sweepspec")
+    sweep_spec = lazy_module("spotrun.store.sweep_spec")
 
 
 SWEEPS_FOLDER = "sweeps"  # under SPOTRUN_HOME: one folder per sweep, named by its id
@@ -69,7 +69,7 @@ class SweepRecord:
 
     @cached_property
     def spec(self) -> SweepSpec:
-        return sweepspec.SweepSpec.model_validate_json(self.spec_json)
+        return sweep_spec.SweepSpec.model_validate_json(self.spec_json)
 
     @property
     def is_over(self) -> bool:

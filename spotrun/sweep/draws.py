@@ -16,7 +16,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from spotrun.core.sweepspec import SweepSpec
+from spotrun.store.sweep_spec import SweepSpec
 
 
 def format_value(value: float | int, integer: bool) -> str:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotrun.core.errors import UsageError
-from spotrun.core.sweepspec import SweepSpec
 from spotrun.recipes import get_recipe
+from spotrun.store.sweep_spec import SweepSpec
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from spotrun.core.errors import UsageError
-from spotrun.core.sweepspec import SweepSpec
+from spotrun.store.sweep_spec import SweepSpec
 from spotrun.sweep.draws import distributions_of, shown_params
 
 INDEX_ATTR = "sweep_trial"  # the sweep trial's index, on its study trial

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from spotrun.core.errors import UsageError
 from spotrun.core.lazy import lazy_module
-from spotrun.core.sweepspec import MODEL_SEARCHES, Range, SweepSpec
 from spotrun.recipes import get_recipe
 from spotrun.recipes.base import Recipe
 from spotrun.recipes.overrides import _annotation_at
+from spotrun.store.sweep_spec import MODEL_SEARCHES, Range, SweepSpec
 from spotrun.sweep.pbt import check_pbt
 
 if TYPE_CHECKING:

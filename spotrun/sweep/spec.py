@@ -1,5 +1,5 @@
 """The sweep command's words: `--grid KEY=V1,V2`, `--space KEY=LOW:HIGH[:log]` and `--metric`,
-parsed here into typed values (the stored model, SweepSpec, is spotrun.core.sweepspec) and
+parsed here into typed values (the stored model, SweepSpec, is spotrun.store.sweep_spec) and
 checked against the recipe's own `--set` validation before anything is launched.
 """
 

@@ -32,11 +32,11 @@ from spotrun.core.locks import try_lock as _try_lock
 from spotrun.core.metrics_file import MetricsTail, read_all
 from spotrun.core.money import show_usd, show_usd_per_hour
 from spotrun.core.rundir import METRICS_FILE, SUPERVISOR_LOCK_FILE, SWEEP_STUDY_FILE
-from spotrun.core.sweepspec import MODEL_SEARCHES
 from spotrun.core.waiting import Backoff, wait_until
 from spotrun.cost import budget
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger, RunRecord
+from spotrun.store.sweep_spec import MODEL_SEARCHES
 from spotrun.store.sweeps import SweepRecord, SweepState, SweepStore, TrialRecord, TrialStatus
 from spotrun.sweep.packs import PackKeeper, provider_for_trial
 from spotrun.sweep.pbt_population import Population

@@ -19,8 +19,8 @@ import pytest
 from spotrun.core.config import LaunchSpec, load_settings
 from spotrun.core.rundir import METRICS_FILE, PROGRESS_FILE
 from spotrun.core.runstates import RunState
-from spotrun.core.sweepspec import SweepSpec
 from spotrun.store.ledger import Ledger
+from spotrun.store.sweep_spec import SweepSpec
 from spotrun.store.sweeps import SweepState, SweepStore, TrialStatus
 from spotrun.store.trial_marks import PRUNED
 from tests.conftest import REPO, Env

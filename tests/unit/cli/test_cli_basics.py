@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from spotrun.cli.main import app
 from spotrun.core.config import LaunchSpec, load_settings
 from spotrun.core.runstates import RunState
-from spotrun.core.sweepspec import SweepSpec
 from spotrun.store.ledger import Ledger
+from spotrun.store.sweep_spec import SweepSpec
 from spotrun.store.sweeps import SweepState, SweepStore
 from tests.conftest import Env
 from tests.helpers import wait_for

@@ -10,11 +10,11 @@ import pytest
 from spotrun.core.config import Resources, load_settings
 from spotrun.core.errors import UsageError
 from spotrun.core.launch_request import LaunchRequest, ResourceFlags
-from spotrun.core.sweepspec import SweepSpec
 from spotrun.service.prepare import prepare_launch
 from spotrun.service.resume import resume
 from spotrun.service.sweeps import prepare_sweep
 from spotrun.store.ledger import Ledger
+from spotrun.store.sweep_spec import SweepSpec
 
 
 @pytest.mark.parametrize(

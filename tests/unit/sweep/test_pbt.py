@@ -12,9 +12,9 @@ import pytest
 
 from spotrun.core.config import load_settings
 from spotrun.core.errors import UsageError
-from spotrun.core.sweepspec import Range, SweepSpec
 from spotrun.store.ledger import SCHEMA_VERSION, Ledger
 from spotrun.store.pbt_lineage import LineageRecord, LineageStore
+from spotrun.store.sweep_spec import Range, SweepSpec
 from spotrun.store.sweeps import SweepStore
 from spotrun.sweep import pbt
 from spotrun.sweep.space import trial_params

@@ -11,7 +11,7 @@ import optuna
 import pytest
 
 from spotrun.core.errors import UsageError
-from spotrun.core.sweepspec import Range, SweepSpec
+from spotrun.store.sweep_spec import Range, SweepSpec
 from spotrun.sweep.asha import EarlyStopper
 from spotrun.sweep.search import Searcher
 from spotrun.sweep.space import trial_params

@@ -12,9 +12,9 @@ import pytest
 from spotrun.cloud.base import Offer
 from spotrun.core.config import Resources, load_settings
 from spotrun.core.errors import UsageError
-from spotrun.core.sweepspec import SweepSpec
 from spotrun.cost.pack_shares import split
 from spotrun.store.ledger import SCHEMA_VERSION, Ledger
+from spotrun.store.sweep_spec import SweepSpec
 from spotrun.store.sweeps import SweepStore, TrialStatus
 from spotrun.sweep.asha import EarlyStopper
 from spotrun.sweep.planner import plan_sweep
