@@ -23,24 +23,25 @@ from spotrun.core.capacity_note import MAX_CAPACITY_WAIT_S, SPOT_POLICIES
 from spotrun.core.durations import parse_duration
 from spotrun.core.errors import UsageError
 from spotrun.core.interrupts import caused_by_interrupt
-from spotrun.service.tracker_env import tracker_env
 from spotrun.store.name_reuse import NAME_EVENT
 
 if TYPE_CHECKING:
     from spotrun.core import launch_request as requests
     from spotrun.jobs import own_command, taskfile
+    from spotrun.service import tracker_env as trackers
     from spotrun.store.ledger import Ledger
 else:  # pydantic's models (~0.1 s) stay off `launch -h` and `sweep run -h`
     requests = lazy_module("spotrun.core.launch_request")
     own_command = lazy_module("spotrun.jobs.own_command")
     taskfile = lazy_module("spotrun.jobs.taskfile")
+    trackers = lazy_module("spotrun.service.tracker_env")  # the library stays off `launch -h` too
 
 
 def job_environment(env_flags: list[str], env_files: list[str] | None = None) -> dict[str, str]:
     """A job's own environment: the trackers' variables of this shell, then each --env-file,
     then --env. Says which names it carries from the shell (names only: values such as
     WANDB_API_KEY are never printed)."""
-    carried = tracker_env(os.environ)
+    carried = trackers.tracker_env(os.environ)
     if carried:
         sys.stderr.write(f"carrying {', '.join(carried)} into the job's environment\n")
         sys.stderr.flush()
