@@ -11,6 +11,7 @@ that drives it, so that a run is never driven twice, by this process or any othe
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 
 CONTROLLER_LOCK_FILE = "controller.lock"
 CONTROLLER_LOG_FILE = "controller.log"
+# A write fault a controller gave way to, left for whichever controller takes the home next
+# (a command may start one before the one it spawned has taken the lock).
+WRITE_FAULT_FILE = "controller.write_fault"
 MODULE = "spotrun.drive.home_controller"
 WAKE = signal.SIGUSR1  # "look at the ledger now": a run or sweep was just handed to it
 
@@ -64,6 +68,37 @@ def acquire(settings: Settings) -> IO[str] | None:
 # `python -m spotrun.drive.home_controller --after-write-fault SINCE FAULT`: started by a
 # controller that gave way to a write fault, so that the fresh one records it in the runs.
 AFTER_WRITE_FAULT = "--after-write-fault"
+
+
+def leave_write_fault(settings: Settings, write_fault: tuple[float, str]) -> bool:
+    """Before a controller that gave way lets go of the home: the fault it waited on (since
+    when, what), for the next holder to record in the runs. False if the home cannot be
+    written (the spawned controller is still told on its command line)."""
+    began_at, fault = write_fault
+    try:
+        (settings.home / WRITE_FAULT_FILE).write_text(
+            json.dumps({"began_at": began_at, "fault": fault})
+        )
+    except OSError:
+        return False
+    return True
+
+
+def take_write_fault(settings: Settings) -> tuple[float, str] | None:
+    """The fault left by a controller that gave way, taken (the file removed): called by the
+    home's new holder, once it has the lock, so that it is recorded once."""
+    path = settings.home / WRITE_FAULT_FILE
+    try:
+        told = json.loads(path.read_text())
+        left = (float(told["began_at"]), str(told["fault"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        left = None  # unreadable: nothing to record, and not to be read again
+    # A home that cannot be written keeps the file: the next holder records it again, at worst
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return left
 
 
 def spawn_controller(settings: Settings, write_fault: tuple[float, str] | None = None) -> int:

@@ -38,7 +38,14 @@ from spotrun.core.errors import LedgerWriteError, SpotrunError, StateError
 from spotrun.core.locks import try_lock
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE
 from spotrun.drive.driver_process import end_on_term_or_hangup, log_to_stdout
-from spotrun.drive.home import AFTER_WRITE_FAULT, WAKE, acquire, spawn_controller
+from spotrun.drive.home import (
+    AFTER_WRITE_FAULT,
+    WAKE,
+    acquire,
+    leave_write_fault,
+    spawn_controller,
+    take_write_fault,
+)
 from spotrun.notify.outbox import OutboxWorker
 from spotrun.store.adopt import adopt_run_folders
 from spotrun.store.ledger import Ledger
@@ -243,10 +250,13 @@ class HomeController:
         it to a fresh controller (a fresh ledger connection; one opened while the ledger was
         read-only never writes again). Every instance goes on; the runs' own locks go with
         this process, and the fresh controller takes them up as it does after a crash."""
-        lock.close()
         told = self.gave_way_to
+        fault = (told.began_at, told.fault) if told else None
+        if fault is not None:  # for whichever controller takes the home next
+            leave_write_fault(self.settings, fault)
+        lock.close()
         try:
-            pid = spawn_controller(self.settings, (told.began_at, told.fault) if told else None)
+            pid = spawn_controller(self.settings, fault)
         except OSError as exc:  # the home itself cannot be written: the next command starts one
             log.error("the controller gives way; no fresh one started (%s)", exc)
             return 1
@@ -268,6 +278,7 @@ def main() -> int:
     end_on_term_or_hangup()  # the controller only: the runs go on
     told = sys.argv[1:4]
     write_fault = (float(told[1]), told[2]) if told[:1] == [AFTER_WRITE_FAULT] else (0.0, "")
+    write_fault = take_write_fault(settings) or write_fault  # left by the one that gave way
     controller = HomeController(settings, wake=woken, write_fault=write_fault)
     log.info("controller of %s (pid %d)", settings.home, os.getpid())
     controller.adopt()

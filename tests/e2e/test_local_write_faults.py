@@ -17,13 +17,14 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from spotrun.core.config import load_settings
-from spotrun.drive.home import running_pid
+from spotrun.drive.home import WRITE_FAULT_FILE, leave_write_fault, running_pid
 from tests.conftest import Env
 from tests.helpers import wait_for
 from tests.immutable_files import ImmutableFiles
@@ -89,6 +90,29 @@ def test_a_read_only_ledger_is_waited_out_and_the_run_finishes(
     events = " | ".join(e["message"] for e in status["events"])
     assert "could not write" in events and "readonly" in events
     assert "internal error" not in log.read_text()
+
+
+def test_a_fault_left_by_a_controller_that_gave_way_is_recorded_by_whichever_one_follows(
+    env: Env, tmp_path: Path
+) -> None:
+    # The controller that gives way spawns a fresh one, but a command may start another first
+    # (CI: `spotrun status` won the lock, and the fault was never recorded). The fault is left
+    # in the home, so the controller a command starts records it as well.
+    go = tmp_path / "go"
+    run_id = _launch(env, go)
+    _wait_started(env, run_id)
+    _stop_controller(env)
+    settings = load_settings(env.home)
+    fault = "cannot write the ledger now (attempt to write a readonly database)"
+    assert leave_write_fault(settings, (time.time() - 30, fault))  # as one that gave way does
+    go.write_text("")
+    assert env.cli("ls").returncode == 0  # starts a controller, told nothing on its command line
+    wait_for(lambda: _status(env, run_id)["state"] != "running", 120, "the run to end")
+    status = _status(env, run_id)
+    assert status["state"] == "succeeded", status["message"]
+    recorded = [e["message"] for e in status["events"] if "could not write" in e["message"]]
+    assert len(recorded) == 1 and "readonly database" in recorded[0], status["events"]
+    assert not (env.home / WRITE_FAULT_FILE).exists()  # taken: recorded once
 
 
 @pytest.fixture
