@@ -3,14 +3,11 @@ module, not every command's, and the summaries the root's help lists are the com
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import typer.main
 
 from spotrun.cli.main import COMMANDS, app
-from tests.conftest import REPO, Env
+from tests.conftest import Env
+from tests.unit.cli.cli_probe import run_probe
 
 PROBE = """
 import json, sys
@@ -21,16 +18,7 @@ print(json.dumps({"code": code, "cli": sorted(m for m in sys.modules if m.starts
 
 
 def _cli_modules(env: Env, *args: str) -> list[str]:
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
-        capture_output=True,
-        text=True,
-        env=env.vars,
-        cwd=REPO,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    _said, found = run_probe(env, PROBE, *args)
     assert found["code"] == 0, found
     modules: list[str] = found["cli"]
     return modules

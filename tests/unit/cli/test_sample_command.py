@@ -6,20 +6,18 @@ one-line error; the plain forms' options and defaults are the typer command's.""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from inspect import signature
 
 from typer.models import OptionInfo
 
-from spotlab.harness import REPO, Env
+from spotlab.harness import Env
 from spotrun.cli.sample_quick import READERS, SampleWords, plain_sample
 from spotrun.cli.training import sample
 from spotrun.core.config import load_settings
 from spotrun.recipes import get_recipe
 from spotrun.store.ledger import Ledger
 from spotrun.train.build import train_recipe
+from tests.unit.cli.cli_probe import run_probe
 from tests.unit.train.test_sample_loading import TINY, VERSE
 
 # The CLI as a user runs it (spotrun/cli/entry.py's way in, then the full CLI); its last line:
@@ -45,17 +43,7 @@ def test_sample_by_name_reads_the_ledger_without_the_launch_machinery(env: Env) 
     text.write_text(VERSE * 30)
     train_recipe(get_recipe("shakespeare-fast", [f"data={text}", *TINY]), run_dir)
     words = ["sample", "--prompt", "Thou", "--tokens", "30"]
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, *words, "verse"],
-        capture_output=True,
-        text=True,
-        env=env.vars,
-        cwd=REPO,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    *said, loaded = proc.stdout.splitlines()
-    found = json.loads(loaded)
+    said, found = run_probe(env, PROBE, *words, "verse")
     assert found["code"] == 0 and not found["typer"]
     assert "spotrun.service.lookup" in found["ours"]
     assert "spotrun.service.runs" not in found["ours"]

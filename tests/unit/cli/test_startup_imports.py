@@ -7,11 +7,8 @@ here, where a timing assertion would only be noise on a shared machine.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-from tests.conftest import REPO, Env
+from tests.conftest import Env
+from tests.unit.cli.cli_probe import run_probe
 
 # The CLI as a user runs it (spotrun/cli/entry.py's way in, then the full CLI), then the names
 # of the loaded modules that matter, as JSON.
@@ -31,16 +28,7 @@ print(json.dumps({"code": code, "loaded": loaded, "ours": ours}))
 
 
 def _loaded(env: Env, *args: str) -> dict[str, list[str]]:
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
-        capture_output=True,
-        text=True,
-        env=env.vars,
-        cwd=REPO,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    found: dict[str, list[str]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    _said, found = run_probe(env, PROBE, *args)
     return found
 
 
