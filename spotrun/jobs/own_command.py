@@ -7,11 +7,10 @@ file, an empty command or a bad `--env` is a UsageError and nothing is launched.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
-from spotrun.core.config import NAME_PATTERN, Resources, describe_validation_error
+from spotrun.core.config import NAME_PATTERN, describe_validation_error
 from spotrun.core.errors import UsageError
 from spotrun.core.jobspec import ENV_NAME, JobSpec
 from spotrun.core.rundir import RESERVED_VAR_PREFIX
@@ -126,10 +125,3 @@ def task_job(task: TaskFile, *, envs: dict[str, str], workdir_max_mb: float) -> 
         data=task.data,
         workdir_max_mb=workdir_max_mb,
     )
-
-
-def resources_for(update: dict[str, Any]) -> Resources:
-    try:
-        return Resources.model_validate(update)
-    except ValidationError as exc:
-        raise UsageError(describe_validation_error(exc)) from exc
