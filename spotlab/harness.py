@@ -26,22 +26,16 @@ WAIT_SCALE = float(os.environ.get("SPOTRUN_TEST_WAIT_SCALE", "3"))
 def wait_for(
     predicate: Any, timeout: float = 60.0, what: str = "condition", *, interval: float = 0.2
 ) -> Any:
-    """Poll until predicate() is truthy and return its value; fail after timeout s (scaled).
-
-    A predicate that runs the CLI costs a few tenths of a CPU-second: polled every 0.2 s it
-    would keep a core busy on a 2-core machine that the processes under test need. So the pause
-    is at least twice what the last look took (a third of the time spent looking, at most)."""
+    """Poll until predicate() is truthy and return its value; fail after timeout s (scaled)."""
     bound = timeout * WAIT_SCALE
     deadline = time.monotonic() + bound
     while True:
-        began = time.monotonic()
         value = predicate()
         if value:
             return value
-        looked = time.monotonic() - began
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {bound:.0f}s waiting for {what}")
-        time.sleep(max(interval, 2 * looked))
+        time.sleep(interval)
 
 
 @dataclass
