@@ -1,13 +1,13 @@
 """`spotrun sweep ...`: start a sweep, list sweeps, show one with its leaderboard, stop one.
 
 `spotrun sweep RECIPE --grid ...` starts one (the `run` subcommand, named or not); `ls`,
-`status` (alias `leaderboard`) and `stop` are subcommands.
+`status` (alias `leaderboard`) and `stop` are subcommands. Here: the commands and their
+arguments; a foreground sweep is followed by sweep_follow.py, the list and the leaderboard are
+printed by sweep_print.py, and `rm` lives in sweep_rm.py.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -22,44 +22,35 @@ from spotrun.cli.launch import CapacityTerms, job_environment
 from spotrun.cli.lazy import stderr_console, stdout_console
 from spotrun.cli.library import api, load_settings
 from spotrun.cli.notify import Notices, notify_on_option, notify_option
+from spotrun.cli.sweep_follow import follow_sweep
+from spotrun.cli.sweep_print import (
+    print_csv,
+    print_json,
+    print_status,
+    print_status_json,
+    print_sweeps,
+)
 from spotrun.cli.sweep_rm import forget_sweep_command
 from spotrun.cli.typer_app import SpotrunGroup, SpotrunTyper
-from spotrun.core.display_words import metric_word, show_metric_value
-from spotrun.core.durations import show_duration
 from spotrun.core.errors import UsageError
-from spotrun.core.exitcodes import FAILURE, SUCCESS
 from spotrun.core.lazy import lazy_module
-from spotrun.core.money import show_usd
-from spotrun.core.waiting import pause
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table as RichTable
 
-    from spotrun.cli import sweep_view
     from spotrun.core import launch_request as requests
-    from spotrun.cost import bills
     from spotrun.service import sweeps as service
     from spotrun.store import sweeps as sweep_store
     from spotrun.sweep import board
-else:  # the service layer, the sweep store and the leaderboard (pydantic, ledger, run control,
-    # the bills: ~0.15 s) stay off `sweep run -h` and --help: imported at their first use
-    sweep_view = lazy_module("spotrun.cli.sweep_view")
+else:  # the service layer, the sweep store and the leaderboard (pydantic, ledger, run control:
+    # ~0.15 s) stay off `sweep run -h` and --help: imported at their first use
     requests = lazy_module("spotrun.core.launch_request")
-    bills = lazy_module("spotrun.cost.bills")
     service = lazy_module("spotrun.service.sweeps")
     sweep_store = lazy_module("spotrun.store.sweeps")
     board = lazy_module("spotrun.sweep.board")
 
 out: Console = stdout_console()  # imported at first use: `spotrun --help` stays fast
 err: Console = stderr_console()
-
-
-def Table(**options: Any) -> RichTable:  # noqa: N802 - stands in for rich's class, imported late
-    # late: rich.table (~18 ms) only when a table is drawn
-    from rich.table import Table as RichTable
-
-    return RichTable(**options)
 
 
 class _SweepGroup(SpotrunGroup):
@@ -103,27 +94,6 @@ sweep_app = SpotrunTyper(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
-
-
-def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def _print_csv(rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        return
-    writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow(row)
-
-
-def _money(usd: float | None) -> str:
-    return "-" if usd is None else show_usd(usd)
-
-
-def _duration(seconds: float | None) -> str:
-    return "-" if seconds is None else show_duration(seconds)
 
 
 # ------------------------------------------------------------------------ run
@@ -281,58 +251,11 @@ def run_sweep(
         f"{prepared.plan.reason}",
         markup=False,
     )
-    raise typer.Exit(_follow(ledger, sweep.id))
+    raise typer.Exit(follow_sweep(ledger, sweep.id))
 
 
 def _of_nodes(nodes: int) -> str:
     return f" of {nodes} nodes each" if nodes > 1 else ""
-
-
-def _follow(ledger: Any, sweep_id: str) -> int:
-    """Print each trial's changes until the sweep ends; Ctrl-C detaches."""
-    store = sweep_store.SweepStore(ledger)
-    seen: dict[int, str] = {}
-    run_ids: dict[int, str] = {}
-
-    def price(index: int) -> float | None:
-        found = bills.run_cost(ledger, ledger.get_run(run_ids[index]))
-        return None if found is None else float(found)
-
-    view = sweep_view.TrialsView(
-        out, price
-    )  # each trial's evaluations; a progress line for the live ones
-    try:
-        while True:
-            sweep = store.get(sweep_id)
-            watched = []
-            for trial in store.trials(sweep_id):
-                run = None if trial.run_id is None else ledger.get_run(trial.run_id)
-                state = trial.status.value if run is None else run.state.value
-                if trial.status.value == "pruned":
-                    state = "pruned"
-                if seen.get(trial.index) != state:
-                    seen[trial.index] = state
-                    shown = ", ".join(f"{k}={v}" for k, v in trial.params.items())
-                    shown = shown or "values chosen at launch"  # a searched sweep's
-                    view.line(f"trial {trial.index} ({shown}): {state}")
-                if run is not None:
-                    run_ids[trial.index] = run.id
-                    watched.append((trial.index, run.run_dir, not run.is_terminal))
-            view.poll(watched)
-            if sweep.is_over:
-                view.close()
-                c = service.counts(store, sweep)
-                out.print(f"sweep {sweep.state.value}: {sweep.message or ''}", markup=False)
-                out.print(", ".join(f"{k} {v}" for k, v in c.items() if v), markup=False)
-                _print_board(ledger, sweep)
-                return SUCCESS if sweep.state is sweep_store.SweepState.COMPLETED else FAILURE
-            pause(0.5)  # the sweep's trials, looked at again
-    except KeyboardInterrupt:
-        view.close()
-        err.print(f"\ndetached; the sweep goes on. `spotrun sweep stop {sweep_id}` stops it.")
-        return 130
-    finally:
-        view.close()
 
 
 # ------------------------------------------------------------------------- ls
@@ -362,27 +285,9 @@ def list_sweeps(as_json: bool = typer.Option(False, "--json")) -> None:
             }
         )
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
-    if not rows:
-        out.print("no sweeps yet; `spotrun sweep RECIPE --grid KEY=V1,V2` starts one")
-        return
-    table = Table(box=None, pad_edge=False)
-    for col in ("ID", "NAME", "RECIPE", "CLOUD", "STATE", "TRIALS", "LIVE", "DONE", "PRUNED"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            str(r["id"]),
-            str(r["name"]),
-            str(r["recipe"]),
-            str(r["cloud"]),
-            str(r["state"]),
-            str(r["trials"]),
-            str(r["live"]),
-            str(r["succeeded"]),
-            str(r["pruned"]),
-        )
-    out.print(table)
+    print_sweeps(rows)
 
 
 # --------------------------------------------------------------------- status
@@ -404,125 +309,12 @@ def _status(
         drawn = board.write_plot(plot, sweep, entries)
         err.print(f"wrote {plot} ({drawn} trials)")
     if as_json:
-        _print_json(
-            {
-                "id": sweep.id,
-                "name": sweep.name,
-                "recipe": sweep.recipe,
-                "cloud": sweep.cloud,
-                "state": sweep.state.value,
-                "message": sweep.message,
-                "metric": sweep.spec.metric,
-                "mode": sweep.spec.mode,
-                "early_stop": sweep.spec.early_stop,
-                "search": _search_of(sweep.spec),
-                "max_cost_usd": sweep.spec.max_cost_usd,
-                "plan": sweep.plan,
-                "counts": service.counts(store, sweep),
-                "leaderboard": board.records(entries, sweep.spec.metric),
-                "best_by_spend": [vars(p) for p in board.best_by_spend(entries, sweep.spec.mode)],
-            }
-        )
+        print_status_json(store, sweep, entries)
         return
     if as_csv:
-        _print_csv(board.flat_records(entries, sweep.spec.metric))
+        print_csv(board.flat_records(entries, sweep.spec.metric))
         return
-    out.print(
-        f"sweep {sweep.name} ({sweep.id}) {sweep.state.value}: {sweep.message or ''}",
-        markup=False,
-    )
-    if sweep.plan:
-        out.print(f"plan: {sweep.plan.get('reason')}", markup=False)
-    _print_board(ledger, sweep, entries)
-    _print_best_by_spend(board.best_by_spend(entries, sweep.spec.mode), sweep.spec)
-
-
-def _search_of(spec: Any) -> str:
-    return str(spec.search or ("random" if spec.random is not None else "grid"))
-
-
-def _print_best_by_spend(points: list[Any], spec: Any) -> None:
-    """Best-so-far against dollars spent: a line where a trial's end improved the best, and
-    the last one (what the rest of the money bought)."""
-    if not points:
-        return
-    out.print(
-        f"best {spec.metric} so far against dollars spent ({_search_of(spec)} search, "
-        f"trials in the order they ended):",
-        markup=False,
-    )
-    for i, point in enumerate(points):
-        if point.improved or i == len(points) - 1:
-            best = "-" if point.best is None else f"{point.best:.4g}"
-            note = "" if point.improved else " (no better since)"
-            out.print(
-                f"  {_money(point.spent_usd)}: {best} after trial {point.trial}{note}",
-                markup=False,
-            )
-
-
-def _print_board(ledger: Any, sweep: Any, entries: list[Any] | None = None) -> None:
-    entries = entries if entries is not None else board.leaderboard(ledger, sweep)
-    keys: list[str] = []
-    for e in entries:
-        keys += [k for k in e.trial.params if k not in keys]
-    table = Table(box=None, pad_edge=False)
-    metric = sweep.spec.metric
-    columns = ["RANK", "TRIAL", *[k.upper() for k in keys], metric_word(metric).upper(), "EPOCHS"]
-    population = sweep.spec.search == "pbt"
-    columns += ["FROM"] if population else []  # whose checkpoint a PBT trial started from
-    columns += ["STATUS", "TIME", "COST", "TO TARGET", "COST TO TARGET"]
-    for col in columns:
-        table.add_column(col)
-    for e in entries:
-        value = "-" if e.best is None else show_metric_value(metric, e.best)
-        table.add_row(
-            "-" if e.rank is None else str(e.rank),
-            str(e.trial.index),
-            *[e.trial.params.get(k, "") for k in keys],
-            value,
-            str(e.epochs),
-            *([_from(e)] if population else []),
-            e.status,
-            _duration(e.time_s),
-            _money(e.cost_usd),
-            _duration(e.time_to_target_s),
-            _money(e.cost_to_target_usd),
-        )
-    out.print(table)
-    if population:
-        _print_lineage(entries)
-
-
-def _from(entry: Any) -> str:
-    if entry.source is None:
-        return "-"
-    return f"{entry.source} (copied)" if entry.lineage.exploited else entry.source
-
-
-def _print_lineage(entries: list[Any]) -> None:
-    """PBT's exploits: which trial went on from a better one's checkpoint, with which values."""
-    copied = sorted((e for e in entries if e.lineage and e.lineage.exploited), key=_trial_index)
-    if not copied:
-        return
-    out.print("population-based training, weights copied:", markup=False)
-    for e in copied:
-        rec = e.lineage
-        changed = [
-            f"{k} {rec.params_before.get(k, '-')} -> {v}"
-            for k, v in rec.params_after.items()
-            if rec.params_before.get(k) != v
-        ]
-        out.print(
-            f"  trial {e.trial.index} (member {rec.member}, generation {rec.generation}) "
-            f"from {e.source}, {rec.checkpoint} (step {rec.step}): "
-            + (", ".join(changed) or "values unchanged"),
-            markup=False,
-        )
-
-
-def _trial_index(entry: Any) -> int:
-    return int(entry.trial.index)
+    print_status(ledger, sweep, entries)
 
 
 @sweep_app.command("leaderboard")  # the same command under the name users look for
