@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from spotrun.service import runs as api
 else:
     # reading runs (ls, status, logs, completion) needs only service.lookup
-    _reads = {name: "spotrun.service.lookup" for name in ("open_ledger", "run_summary")}
+    _reads = {
+        name: "spotrun.service.lookup" for name in ("open_ledger", "run_status", "run_summary")
+    }
     api = lazy_module("spotrun.service.runs", light=_reads)
     supervisor = lazy_module("spotrun.drive.supervisor")
     # data push and data ls: the packer (PIL) without the run machinery, and never for the rest

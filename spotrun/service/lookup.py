@@ -7,13 +7,21 @@ of launching them: no recipes, clouds, plans or tmux, and `spotrun ls` answers f
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from spotrun.core.home import CONFIG_FILE, default_home
 from spotrun.core.lazy import lazy_module
 from spotrun.cost.settled import settled_cost
-from spotrun.store.ledger import Ledger, RunRecord
+from spotrun.store.ledger import (
+    CostLine,
+    InstanceRecord,
+    Ledger,
+    RunEvent,
+    RunRecord,
+    Transition,
+)
 from spotrun.store.sweeps import SweepStore
 from spotrun.train.device_record import read_record
 
@@ -106,3 +114,29 @@ def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    run: RunRecord
+    transitions: list[Transition]
+    instances: list[InstanceRecord]
+    events: list[RunEvent]
+    cost_lines: list[CostLine]
+    cost_usd: float | None  # so far, for a live run; None when it cannot be priced yet
+    supervised: bool
+
+
+def run_status(ledger: Ledger, ref: str) -> RunStatus:
+    """One run as `spotrun status` shows it (here, not in service.runs: status is polled
+    often, by people and scripts, and needs none of the launch machinery)."""
+    run = ledger.resolve(ref)
+    return RunStatus(
+        run=run,
+        transitions=ledger.transitions(run.id),
+        instances=ledger.instances(run.id),
+        events=ledger.events(run.id),
+        cost_lines=ledger.cost_lines(run.id),
+        cost_usd=as_float(bills.run_cost(ledger, run)),
+        supervised=supervisor.is_supervised(run),
+    )

@@ -35,7 +35,7 @@ from spotrun.recipes import Recipe, get_recipe, recipe_names
 from spotrun.service.attach import ExecWindow, attach_command, exec_command
 from spotrun.service.follow import FollowFrom, Update, follow
 from spotrun.service.logs import log_path, node_log_paths, read_log
-from spotrun.service.lookup import as_float, open_ledger, run_summary
+from spotrun.service.lookup import RunStatus, open_ledger, run_status, run_summary
 from spotrun.service.prepare import (
     LaunchPlan,
     check_cluster_quota,
@@ -50,12 +50,8 @@ from spotrun.service.prepare import (
 )
 from spotrun.service.prices import PriceTable, catalog_prices, prices
 from spotrun.store.ledger import (
-    CostLine,
-    InstanceRecord,
     Ledger,
-    RunEvent,
     RunRecord,
-    Transition,
     new_run_id,
 )
 from spotrun.sweep.packs import run_provider
@@ -181,31 +177,6 @@ def find_run(ledger: Ledger, run_id: str) -> RunRecord | None:
         return ledger.get_run(run_id)
     except NotFoundError:
         return None
-
-
-# -------------------------------------------------------------------- status
-@dataclass(frozen=True)
-class RunStatus:
-    run: RunRecord
-    transitions: list[Transition]
-    instances: list[InstanceRecord]
-    events: list[RunEvent]
-    cost_lines: list[CostLine]
-    cost_usd: float | None  # so far, for a live run; None when it cannot be priced yet
-    supervised: bool
-
-
-def run_status(ledger: Ledger, ref: str) -> RunStatus:
-    run = ledger.resolve(ref)
-    return RunStatus(
-        run=run,
-        transitions=ledger.transitions(run.id),
-        instances=ledger.instances(run.id),
-        events=ledger.events(run.id),
-        cost_lines=ledger.cost_lines(run.id),
-        cost_usd=as_float(run_cost(ledger, run)),
-        supervised=supervisor.is_supervised(run),
-    )
 
 
 # ---------------------------------------------------------------------- stop

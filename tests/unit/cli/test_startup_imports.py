@@ -109,3 +109,18 @@ def test_ls_still_checks_a_config_file_that_exists(env: Env) -> None:
     (env.home / "config.toml").write_text("default_cloudd = 1\n")
     proc = env.cli("ls")
     assert proc.returncode == 2 and "unknown key 'default_cloudd'" in proc.stderr, proc.stderr
+
+
+def test_status_of_a_run_reads_it_without_the_launch_machinery(env: Env) -> None:
+    """`status RUN` is polled by people and scripts: it reads the run (service.lookup), never
+    recipes, plans or the remote machinery that launching needs (0.6 s of CPU a call before,
+    0.25 s after on this machine)."""
+    env.cli("launch", "--cmd", "true", "--name", "probe", check=True, timeout=300)
+    for args in (["status", "probe"], ["status", "probe", "--json"]):
+        found = _loaded(env, *args)
+        assert found["code"] == 0, args
+        for module in ("spotrun.service.runs", "spotrun.recipes", "spotrun.cloud.plan"):
+            assert not [m for m in found["ours"] if m == module or m.startswith(module + ".")], (
+                args,
+                module,
+            )
