@@ -14,6 +14,7 @@ import pytest
 
 from spotlab.harness import REPO, Env
 from tests.immutable_files import ImmutableFiles
+from tests.suite_order import load_durations, slow_first_order, suite_order, suite_test
 
 # torch's OpenMP threads spin while they wait for work by default: on this 2-core machine,
 # with several tests training at once, the spinning was half of a training's CPU time (digits-fast
@@ -42,10 +43,16 @@ def compile_sources() -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests (whole runs in the lab) first, the quick ones after, each group in its
-    file order: pytest-xdist's workers then end on quick tests they can share out, instead of
-    one worker finishing a two-minute scenario alone while the other waits."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Each pytest-xdist worker's first share of the suite starts with long tests and ends with
+    short ones, all shares of about equal recorded time (tests/suite_order.py): the workers end
+    together, on short tests they steal from each other."""
+    tests = [suite_test(item) for item in items]
+    if os.environ.get("SUITE_ORDER") == "slow-first":
+        order = slow_first_order(tests)
+    else:
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # set in xdist's workers
+        order = suite_order(tests, load_durations(), workers)
+    items[:] = [items[index] for index in order]
 
 
 def _kill_supervisors(home: Path) -> None:

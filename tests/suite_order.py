@@ -1,0 +1,115 @@
+"""The order the suite's tests run in, so that pytest-xdist's workers end together (issue 37.7).
+
+pytest-xdist's `--dist worksteal` first cuts the collected items into one contiguous chunk per
+worker, of equal counts; a worker that runs dry then steals the back half of the longest queue.
+So each chunk is given a fair share of the recorded time, its long tests first and its short
+ones last: the steals near the end move short tests, and no worker starts a two-minute scenario
+while the others have nothing left. Tests that share a module-scoped fixture stay next to each
+other in one chunk: a worker builds such a fixture again each time its module comes back.
+
+tests/durations.json holds each test's recorded time (scripts/record_durations.py writes it); a
+test not in it counts as the median of the recorded ones of its kind (slow-marked or not).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+DURATIONS_FILE = Path(__file__).with_name("durations.json")
+
+# Module fixtures whose value pytest-xdist's workers share through a file lock (the first to
+# come trains it, the others read it): their tests may go to any worker at no extra cost.
+SHARED_ACROSS_WORKERS = frozenset({"tests/e2e/test_spot_recovery.py::reference"})
+
+
+@dataclass(frozen=True)
+class SuiteTest:
+    """What the order needs to know of one collected test."""
+
+    nodeid: str
+    slow: bool
+    # The tests of one module that share a module-scoped fixture have the same group; any
+    # other test is a group of its own (its node id).
+    group: str
+
+
+def suite_test(item: pytest.Item) -> SuiteTest:
+    """The test as the order sees it: its marker, and the module fixtures it shares."""
+    slow = item.get_closest_marker("slow") is not None
+    module = item.nodeid.split("::")[0]
+    fixture_info = getattr(item, "_fixtureinfo", None)  # only pytest.Function items have one
+    definitions = fixture_info.name2fixturedefs if fixture_info is not None else {}
+    shared = [
+        name
+        for name, defined in definitions.items()
+        if defined[-1].scope in ("module", "class")
+        and f"{module}::{name}" not in SHARED_ACROSS_WORKERS
+    ]
+    return SuiteTest(item.nodeid, slow, module if shared else item.nodeid)
+
+
+def load_durations(path: Path = DURATIONS_FILE) -> dict[str, float]:
+    """Node id -> recorded seconds; none when the file is missing (a fresh order, file order)."""
+    if not path.exists():
+        return {}
+    recorded: dict[str, float] = json.loads(path.read_text())
+    return recorded
+
+
+def estimates(tests: Sequence[SuiteTest], durations: Mapping[str, float]) -> list[float]:
+    """Each test's expected seconds: its recorded time, else the median of its kind's."""
+    medians = {}
+    for slow in (True, False):
+        known = [durations[t.nodeid] for t in tests if t.slow is slow and t.nodeid in durations]
+        medians[slow] = statistics.median(known) if known else 0.0
+    return [durations.get(t.nodeid, medians[t.slow]) for t in tests]
+
+
+def first_chunk_sizes(count: int, workers: int) -> list[int]:
+    """How many of `count` items worksteal hands each of `workers` idle workers at the start."""
+    sizes = []
+    for handed in range(workers):
+        sizes.append(count // (workers - handed))
+        count -= sizes[-1]
+    return sizes
+
+
+def suite_order(
+    tests: Sequence[SuiteTest], durations: Mapping[str, float], workers: int
+) -> list[int]:
+    """The indices of `tests` in the order to run them: one chunk per worker (of worksteal's
+    first sizes), the groups dealt longest first to the chunk with the least time so far that
+    has room, each chunk longest first. A group keeps its tests' file order."""
+    seconds = estimates(tests, durations)
+    members: dict[str, list[int]] = {}
+    for index, test in enumerate(tests):
+        members.setdefault(test.group, []).append(index)
+    groups = sorted(members.values(), key=lambda group: -sum(seconds[i] for i in group))
+    room = first_chunk_sizes(len(tests), max(1, workers))
+    loads = [0.0] * len(room)
+    chunks: list[list[int]] = [[] for _ in room]
+    for group in groups:
+        fitting = [w for w in range(len(room)) if room[w] >= len(group)]
+        # A group larger than every chunk's room left goes where the most room is: the counts
+        # then shift by a few short tests at the chunk's end, which the steals even out.
+        worker = (
+            min(fitting, key=lambda w: (loads[w], w))
+            if fitting
+            else max(range(len(room)), key=lambda w: (room[w], -w))
+        )
+        chunks[worker] += group
+        room[worker] -= len(group)
+        loads[worker] += sum(seconds[i] for i in group)
+    return [index for chunk in chunks for index in chunk]
+
+
+def slow_first_order(tests: Sequence[SuiteTest]) -> list[int]:
+    """The order before recorded durations: slow tests first, each kind in file order
+    (`SUITE_ORDER=slow-first` brings it back, to compare)."""
+    return sorted(range(len(tests)), key=lambda index: not tests[index].slow)

@@ -1,0 +1,77 @@
+"""The suite's order (tests/suite_order.py): pytest-xdist's worksteal hands each worker one
+contiguous chunk first, so every chunk must start with its long tests and end with short ones,
+and tests that share a module fixture must stay together."""
+
+from __future__ import annotations
+
+import runpy
+
+from spotlab.harness import REPO
+from tests.suite_order import SuiteTest, estimates, first_chunk_sizes, suite_order
+
+LOG = """\
+============================== slowest durations ===============================
+30.00s call     tests/e2e/test_a.py::test_long
+2.04s setup    tests/e2e/test_a.py::test_long
+0.10s teardown tests/e2e/test_a.py::test_long
+0.50s call     tests/unit/test_b.py::test_case[with space]
+(120 durations < 0.005s hidden.  Use -vv to show these durations.)
+"""
+
+
+def _quick(name: str, group: str | None = None) -> SuiteTest:
+    nodeid = f"tests/unit/test_q.py::{name}"
+    return SuiteTest(nodeid, slow=False, group=group or nodeid)
+
+
+def _slow(name: str) -> SuiteTest:
+    nodeid = f"tests/e2e/test_s.py::{name}"
+    return SuiteTest(nodeid, slow=True, group=nodeid)
+
+
+def test_each_workers_first_chunk_starts_with_one_of_the_long_tests() -> None:
+    tests = [_slow(f"long{i}") for i in range(3)] + [_quick(f"q{i}") for i in range(9)]
+    durations = {"tests/e2e/test_s.py::long0": 100.0, "tests/e2e/test_s.py::long1": 90.0}
+    durations |= {"tests/e2e/test_s.py::long2": 80.0}
+    durations |= {t.nodeid: 1.0 + i / 10 for i, t in enumerate(tests[3:])}
+    order = suite_order(tests, durations, workers=3)
+    assert sorted(order) == list(range(12))
+    chunks = [order[0:4], order[4:8], order[8:12]]
+    assert first_chunk_sizes(12, 3) == [4, 4, 4]
+    assert sorted(chunk[0] for chunk in chunks) == [0, 1, 2]  # one long test leads each chunk
+    for chunk in chunks:
+        times = [durations[tests[i].nodeid] for i in chunk]
+        assert times == sorted(times, reverse=True)  # short ones last, where steals take them
+
+
+def test_tests_sharing_a_module_fixture_stay_together_in_file_order() -> None:
+    module = "tests/unit/test_q.py"
+    tests = [_quick("alone"), _quick("a", module), _quick("b", module), _quick("c", module)]
+    tests += [_quick(f"other{i}") for i in range(5)]
+    durations = {t.nodeid: 5.0 for t in tests} | {tests[0].nodeid: 20.0}
+    order = suite_order(tests, durations, workers=3)
+    place = order.index(1)
+    assert order[place : place + 3] == [1, 2, 3]
+    chunk_starts = (0, 3, 6)  # first_chunk_sizes(9, 3): the group fits inside one chunk
+    assert place in chunk_starts
+
+
+def test_without_xdist_the_longest_tests_run_first() -> None:
+    tests = [_quick("short"), _slow("long"), _quick("middle")]
+    durations = {tests[0].nodeid: 0.1, tests[1].nodeid: 50.0, tests[2].nodeid: 3.0}
+    assert suite_order(tests, durations, workers=1) == [1, 2, 0]
+
+
+def test_a_test_without_a_record_counts_as_the_median_of_its_kind() -> None:
+    tests = [_slow("s1"), _slow("s2"), _slow("s3"), _slow("new"), _quick("q1"), _quick("new")]
+    durations = {tests[0].nodeid: 10.0, tests[1].nodeid: 40.0, tests[2].nodeid: 20.0}
+    durations[tests[4].nodeid] = 0.3
+    assert estimates(tests, durations) == [10.0, 40.0, 20.0, 20.0, 0.3, 0.3]
+
+
+def test_record_durations_sums_a_tests_phases_from_the_log() -> None:
+    durations_in = runpy.run_path(str(REPO / "scripts" / "record_durations.py"))["durations_in"]
+    assert durations_in(LOG) == {
+        "tests/e2e/test_a.py::test_long": 32.1,
+        "tests/unit/test_b.py::test_case[with space]": 0.5,
+    }
