@@ -8,7 +8,7 @@ contiguous first chunks; a worker with fewer than two tests left asks the longes
 back half, the global queue shared out first) on tests/durations.json's times, for the order
 before durations (slow tests first, in file order) and the order tests/suite_order.py makes.
 It prints each order's makespan (when the last worker ends), each worker's end, and how often a
-module fixture is built: once per run of its module's tests on one worker. The replay answers
+module fixture is built (again each time a worker comes back to its module). The replay answers
 steals at once and knows no contention: a test takes its recorded time whatever runs beside it.
 """
 
@@ -112,15 +112,17 @@ def replay(seconds: Sequence[float], workers: int) -> tuple[list[list[int]], lis
 
 
 def fixture_builds(tests: Sequence[SuiteTest], ran: Sequence[Sequence[int]]) -> dict[str, int]:
-    """Module -> how often its shared fixtures were built: once per run of its tests in a row."""
+    """Module fixture -> how often the workers built it: pytest tears one down when a worker's
+    next test is in another module, and builds it again at its next user."""
     builds: dict[str, int] = {}
     for order in ran:
-        previous = None
+        alive: set[str] = set()
         for index in order:
-            group = tests[index].group
-            if group != tests[index].nodeid and group != previous:
-                builds[group] = builds.get(group, 0) + 1
-            previous = group
+            module = tests[index].nodeid.split("::")[0]
+            alive = {fixture for fixture in alive if fixture.startswith(f"{module}::")}
+            for fixture in tests[index].fixtures - alive:
+                builds[fixture] = builds.get(fixture, 0) + 1
+            alive |= tests[index].fixtures
     return builds
 
 
@@ -130,7 +132,7 @@ def report(
     positions, ends = replay([seconds[i] for i in order], workers)
     ran = [[order[i] for i in worker] for worker in positions]
     builds = fixture_builds(tests, ran)
-    rebuilt = {module: count for module, count in builds.items() if count > 1}
+    rebuilt = {fixture: count for fixture, count in builds.items() if count > 1}
     print(
         f"{name:>12}: makespan {max(ends):7.1f} s   workers end at "
         + ", ".join(f"{end:.0f}" for end in sorted(ends))

@@ -34,9 +34,9 @@ class SuiteTest:
 
     nodeid: str
     slow: bool
-    # The tests of one module that share a module-scoped fixture have the same group; any
-    # other test is a group of its own (its node id).
-    group: str
+    # The module- or class-scoped fixtures it uses ("tests/x.py::name"): the tests that share
+    # one run next to each other, in one chunk.
+    fixtures: frozenset[str] = frozenset()
 
 
 def suite_test(item: pytest.Item) -> SuiteTest:
@@ -45,13 +45,12 @@ def suite_test(item: pytest.Item) -> SuiteTest:
     module = item.nodeid.split("::")[0]
     fixture_info = getattr(item, "_fixtureinfo", None)  # only pytest.Function items have one
     definitions = fixture_info.name2fixturedefs if fixture_info is not None else {}
-    shared = [
-        name
+    shared = {
+        f"{module}::{name}"
         for name, defined in definitions.items()
         if defined[-1].scope in ("module", "class")
-        and f"{module}::{name}" not in SHARED_ACROSS_WORKERS
-    ]
-    return SuiteTest(item.nodeid, slow, module if shared else item.nodeid)
+    }
+    return SuiteTest(item.nodeid, slow, frozenset(shared - SHARED_ACROSS_WORKERS))
 
 
 def load_durations(path: Path = DURATIONS_FILE) -> dict[str, float]:
@@ -71,6 +70,29 @@ def estimates(tests: Sequence[SuiteTest], durations: Mapping[str, float]) -> lis
     return [durations.get(t.nodeid, medians[t.slow]) for t in tests]
 
 
+def groups(tests: Sequence[SuiteTest]) -> list[list[int]]:
+    """The tests (indices, in file order) that run together because they share a fixture,
+    directly or through another test; a test that shares none is a group alone."""
+    leader = list(range(len(tests)))
+
+    def find(index: int) -> int:
+        while leader[index] != index:
+            index = leader[index]
+        return index
+
+    first_user: dict[str, int] = {}
+    for index, test in enumerate(tests):
+        for fixture in sorted(test.fixtures):
+            if fixture not in first_user:
+                first_user[fixture] = index
+            joined = sorted((find(index), find(first_user[fixture])))
+            leader[joined[1]] = joined[0]
+    members: dict[int, list[int]] = {}
+    for index in range(len(tests)):
+        members.setdefault(find(index), []).append(index)
+    return list(members.values())
+
+
 def first_chunk_sizes(count: int, workers: int) -> list[int]:
     """How many of `count` items worksteal hands each of `workers` idle workers at the start."""
     sizes = []
@@ -87,14 +109,11 @@ def suite_order(
     first sizes), the groups dealt longest first to the chunk with the least time so far that
     has room, each chunk longest first. A group keeps its tests' file order."""
     seconds = estimates(tests, durations)
-    members: dict[str, list[int]] = {}
-    for index, test in enumerate(tests):
-        members.setdefault(test.group, []).append(index)
-    groups = sorted(members.values(), key=lambda group: -sum(seconds[i] for i in group))
+    longest_first = sorted(groups(tests), key=lambda group: -sum(seconds[i] for i in group))
     room = first_chunk_sizes(len(tests), max(1, workers))
     loads = [0.0] * len(room)
     chunks: list[list[int]] = [[] for _ in room]
-    for group in groups:
+    for group in longest_first:
         fitting = [w for w in range(len(room)) if room[w] >= len(group)]
         # A group larger than every chunk's room left goes where the most room is: the counts
         # then shift by a few short tests at the chunk's end, which the steals even out.

@@ -19,14 +19,12 @@ LOG = """\
 """
 
 
-def _quick(name: str, group: str | None = None) -> SuiteTest:
-    nodeid = f"tests/unit/test_q.py::{name}"
-    return SuiteTest(nodeid, slow=False, group=group or nodeid)
+def _quick(name: str, *fixtures: str) -> SuiteTest:
+    return SuiteTest(f"tests/unit/test_q.py::{name}", slow=False, fixtures=frozenset(fixtures))
 
 
 def _slow(name: str) -> SuiteTest:
-    nodeid = f"tests/e2e/test_s.py::{name}"
-    return SuiteTest(nodeid, slow=True, group=nodeid)
+    return SuiteTest(f"tests/e2e/test_s.py::{name}", slow=True)
 
 
 def test_each_workers_first_chunk_starts_with_one_of_the_long_tests() -> None:
@@ -45,8 +43,9 @@ def test_each_workers_first_chunk_starts_with_one_of_the_long_tests() -> None:
 
 
 def test_tests_sharing_a_module_fixture_stay_together_in_file_order() -> None:
-    module = "tests/unit/test_q.py"
-    tests = [_quick("alone"), _quick("a", module), _quick("b", module), _quick("c", module)]
+    served, browser = "tests/unit/test_q.py::served", "tests/unit/test_q.py::browser"
+    tests = [_quick("alone"), _quick("a", served), _quick("b", served, browser)]
+    tests += [_quick("c", browser)]  # shares the browser with b, and so b's server too
     tests += [_quick(f"other{i}") for i in range(5)]
     durations = {t.nodeid: 5.0 for t in tests} | {tests[0].nodeid: 20.0}
     order = suite_order(tests, durations, workers=3)
