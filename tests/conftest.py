@@ -42,6 +42,7 @@ def compile_sources() -> None:
         compileall.compile_dir(REPO / package, quiet=1)
 
 
+@pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: the shares are of what runs
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each pytest-xdist worker's first share of the suite starts with long tests and ends with
     short ones, all shares of about equal recorded time (tests/suite_order.py): the workers end

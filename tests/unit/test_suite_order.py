@@ -4,10 +4,19 @@ and tests that share a module fixture must stay together."""
 
 from __future__ import annotations
 
+import os
 import runpy
+import subprocess
+import sys
 
 from spotlab.harness import REPO
-from tests.suite_order import SuiteTest, estimates, first_chunk_sizes, suite_order
+from tests.suite_order import (
+    SuiteTest,
+    estimates,
+    first_chunk_sizes,
+    load_durations,
+    suite_order,
+)
 
 LOG = """\
 ============================== slowest durations ===============================
@@ -74,3 +83,26 @@ def test_record_durations_sums_a_tests_phases_from_the_log() -> None:
         "tests/e2e/test_a.py::test_long": 32.1,
         "tests/unit/test_b.py::test_case[with space]": 0.5,
     }
+
+
+def test_an_xdist_workers_collection_is_dealt_into_its_chunks_after_k_deselects() -> None:
+    # What a worker of `-n 3` collects (xdist tells it the count), of two quick modules less
+    # the eight cases -k leaves out: the chunks are cut from what runs, not from all collected.
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + ["-k", "not task_file_errors", "tests/unit/cli/test_completion.py"]
+        + ["tests/unit/jobs/test_own_command.py"],
+        env={**os.environ, "PYTEST_XDIST_WORKER_COUNT": "3"},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    order = [line for line in collected.stdout.splitlines() if "::" in line]
+    seconds = estimates([SuiteTest(nodeid, slow=False) for nodeid in order], load_durations())
+    chunks, start = [], 0
+    for size in first_chunk_sizes(len(order), 3):
+        chunks.append(seconds[start : start + size])
+        start += size
+    assert sorted(chunk[0] for chunk in chunks) == sorted(seconds)[-3:]  # one long test each
+    assert all(chunk == sorted(chunk, reverse=True) for chunk in chunks)
