@@ -15,6 +15,7 @@ from spotlab.clock import SHIM_DIR
 from spotlab.consistency import Consistency
 from spotlab.hosts import HOST_HOME, Host, HostSpec
 from spotlab.imds import Imds
+from spotlab.moto_server import state_changes
 from spotlab.regions import region_of_zone
 
 LIVE = ("pending", "running")
@@ -75,6 +76,7 @@ class LabHosts:
         self.changed = threading.Event()  # set: look at the instances again now
         self._stop = threading.Event()
         self._lock = threading.RLock()
+        self._synced = threading.Condition(self._lock)  # notified after each look
         self._watcher: threading.Thread | None = None
 
     # --------------------------------------------------------- look ups
@@ -97,13 +99,17 @@ class LabHosts:
 
     def wait_for(self, instance_id: str, timeout_s: float = 10.0) -> Host:
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                if instance_id in self.live:
-                    return self.live[instance_id]
-            self.changed.set()
-            time.sleep(0.02)
-        raise TimeoutError(f"no host came up for {instance_id}")
+        self.changed.set()
+        with self._synced:
+            while instance_id not in self.live:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no host came up for {instance_id}")
+                # Each look wakes this; a boot's end has its own timer, so asking for a look
+                # of our own only when none came for a while keeps the watcher from spinning.
+                if not self._synced.wait(min(left, 0.5)):
+                    self.changed.set()
+            return self.live[instance_id]
 
     def replace_key(self, instance_id: str) -> str:
         """Restart the instance's host with a new host key (a different machine answering)."""
@@ -129,13 +135,18 @@ class LabHosts:
             self._watcher.join(timeout=10)
 
     def _watch(self) -> None:
+        looked_at = -1  # moto's state_changes() at the last look that went through
         while not self._stop.is_set():
-            self.changed.wait(timeout=0.5)
+            asked = self.changed.wait(timeout=0.5)
             self.changed.clear()
             if self._stop.is_set():
                 break
+            changes = state_changes()  # before the look: a change during it brings another
+            if not asked and changes == looked_at:
+                continue  # nothing in moto changed, no boot came due: the last look holds
             try:
                 self.sync()
+                looked_at = changes
             except Exception as exc:  # the watcher must outlive one bad poll; tests see errors
                 self.errors.append(f"{type(exc).__name__}: {exc}")
 
@@ -155,6 +166,7 @@ class LabHosts:
                         self._start_host(item)
                 elif state not in LIVE and instance_id in self.live:
                     self._end_host(instance_id)
+            self._synced.notify_all()
 
     def end_all(self) -> None:
         with self._lock:
