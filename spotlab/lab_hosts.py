@@ -19,6 +19,9 @@ from spotlab.moto_server import state_changes
 from spotlab.regions import region_of_zone
 
 LIVE = ("pending", "running")
+# A look every few seconds even when nothing seems to have changed: a wake-up missed for any
+# reason (a change moto made without a request) costs a boot seconds, never a test.
+FALLBACK_LOOK_S = 5.0
 
 
 def image_paths() -> tuple[str, ...]:
@@ -136,15 +139,18 @@ class LabHosts:
 
     def _watch(self) -> None:
         looked_at = -1  # moto's state_changes() at the last look that went through
+        last_look = 0.0
         while not self._stop.is_set():
             asked = self.changed.wait(timeout=0.5)
             self.changed.clear()
             if self._stop.is_set():
                 break
             changes = state_changes()  # before the look: a change during it brings another
-            if not asked and changes == looked_at:
+            quiet_s = time.monotonic() - last_look
+            if not asked and changes == looked_at and quiet_s < FALLBACK_LOOK_S:
                 continue  # nothing in moto changed, no boot came due: the last look holds
             try:
+                last_look = time.monotonic()
                 self.sync()
                 looked_at = changes
             except Exception as exc:  # the watcher must outlive one bad poll; tests see errors
