@@ -208,7 +208,8 @@ class Consistency:
                 )
                 if not _instances_of(reservation):
                     reservations.remove(reservation)
-        return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+        rewritten: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+        return rewritten
 
 
 def _rewrite_reservation(

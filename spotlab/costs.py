@@ -143,7 +143,7 @@ def _run(
 ) -> RunRecord:
     clock.at = moves[0][0]
     run = ledger.create_run(
-        LaunchSpec(recipe="digits-fast", name=name, cloud=cloud),  # type: ignore[arg-type]
+        LaunchSpec(recipe="digits-fast", name=name, cloud=cloud),
         sweep_id=sweep,
     )
     for at, state in moves[1:]:

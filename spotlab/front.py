@@ -200,11 +200,11 @@ class AwsFront:
                 return early[0], [("Content-Type", "text/xml")], early[1]
             if action in ("RunInstances", "TerminateInstances") and params.get("DryRun") != "true":
                 with self._launch_lock:
-                    refused = None
+                    no_capacity = None
                     if action == "RunInstances" and self.capacity_refusal is not None:
-                        refused = self.capacity_refusal(params)
-                    if refused is not None:
-                        return refused[0], [("Content-Type", "text/xml")], refused[1]
+                        no_capacity = self.capacity_refusal(params)
+                    if no_capacity is not None:
+                        return no_capacity[0], [("Content-Type", "text/xml")], no_capacity[1]
                     response = self._forward(method, path, headers, body)
                 if action == "RunInstances" and response[0] == 200:
                     self.consistency.made(params, response[2])

@@ -161,9 +161,9 @@ class LabIam:
         holds them."""
         if kind == "placement-group":
             group = self.front.placement.groups.get(resource_id)
-            if group is None or group["region"] != region:
+            if group is None or group.region != region:
                 return None
-            return dict(group["tags"])  # type: ignore[call-overload, no-any-return]
+            return dict(group.tags)
         calls: dict[str, tuple[str, dict[str, Any], str]] = {
             "instance": ("describe_instances", {"InstanceIds": [resource_id]}, "Reservations"),
             "volume": ("describe_volumes", {"VolumeIds": [resource_id]}, "Volumes"),

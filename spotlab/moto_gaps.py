@@ -8,6 +8,7 @@ import json
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from xml.sax.saxutils import escape
 
@@ -146,12 +147,20 @@ class Quotas:
         return 200, json.dumps({"Quota": quota}).encode()
 
 
+@dataclass(frozen=True)
+class PlacementGroup:
+    region: str
+    strategy: str
+    group_id: str
+    tags: dict[str, str]
+
+
 class PlacementGroups:
     """EC2's placement group calls, which moto lacks: groups by name (each in its region), with
     strategy and tags."""
 
     def __init__(self) -> None:
-        self.groups: dict[str, dict[str, object]] = {}
+        self.groups: dict[str, PlacementGroup] = {}
         self.deleted: list[str] = []
         self._lock = threading.Lock()
 
@@ -160,7 +169,7 @@ class PlacementGroups:
 
     def known(self, name: str, region: str) -> bool:
         group = self.groups.get(name)
-        return group is not None and group["region"] == region
+        return group is not None and group.region == region
 
     def answer(self, action: str, params: dict[str, str], region: str) -> tuple[int, bytes]:
         name = params.get("GroupName", "")
@@ -170,16 +179,16 @@ class PlacementGroups:
                     return self._error(
                         "InvalidPlacementGroup.Duplicate", f"The placement group '{name}' is in use"
                     )
-                tags = {}
+                tags: dict[str, str] = {}
                 for key, value in params.items():  # TagSpecification.1.Tag.N.Key / .Value
                     if key.startswith("TagSpecification.1.Tag.") and key.endswith(".Key"):
                         tags[value] = params.get(key[:-4] + ".Value", "")
-                self.groups[name] = {
-                    "strategy": params.get("Strategy", "cluster"),
-                    "tags": tags,
-                    "id": f"pg-{uuid.uuid4().hex[:17]}",
-                    "region": region,
-                }
+                self.groups[name] = PlacementGroup(
+                    region=region,
+                    strategy=params.get("Strategy", "cluster"),
+                    group_id=f"pg-{uuid.uuid4().hex[:17]}",
+                    tags=tags,
+                )
                 return 200, self._xml(action, self._item(name, "placementGroup"))
             if action == "DeletePlacementGroup":
                 if not self.known(name, region):
@@ -197,7 +206,7 @@ class PlacementGroups:
             items = "".join(
                 self._item(n, "item")
                 for n, g in self.groups.items()
-                if g["region"] == region and all(g["tags"].get(k) == v for k, v in wanted.items())  # type: ignore[union-attr]
+                if g.region == region and all(g.tags.get(k) == v for k, v in wanted.items())
             )
             return 200, self._xml(action, f"<placementGroupSet>{items}</placementGroupSet>")
 
@@ -205,11 +214,11 @@ class PlacementGroups:
         group = self.groups[name]
         tags = "".join(
             f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>"
-            for k, v in group["tags"].items()  # type: ignore[union-attr]
+            for k, v in group.tags.items()
         )
         return (
             f"<{tag}><groupName>{escape(name)}</groupName><state>available</state>"
-            f"<strategy>{group['strategy']}</strategy><groupId>{group['id']}</groupId>"
+            f"<strategy>{group.strategy}</strategy><groupId>{group.group_id}</groupId>"
             f"<tagSet>{tags}</tagSet></{tag}>"
         )
 
