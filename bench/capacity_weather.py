@@ -102,7 +102,7 @@ def schedule_steps(region: str) -> list[tuple[float, int | None]]:
 
 
 def write_config(lab: Lab, home: Path, factor: float, arm: dict[str, Any]) -> None:
-    lab.write_config(home)
+    lab.config.write_config(home)
     top = {
         "wait_for_capacity_s": arm["wait_for_capacity_s"] / factor,
         "capacity_ask_first_s": 300.0 / factor,  # 5 minutes, then doubling
@@ -119,14 +119,14 @@ def replay(arm: str, runs: int, factor: float, rate: float, root: Path, seed: in
     with Lab(root / f"lab-{arm}", bucket=False, host_nice=19) as lab:
         home = root / f"home-{arm}"
         write_config(lab, home, factor, ARMS[arm])
-        env = {**os.environ, **lab.env(), "SPOTRUN_HOME": str(home), "PYTHONPATH": str(REPO)}
+        env = {**os.environ, **lab.config.env(), "SPOTRUN_HOME": str(home), "PYTHONPATH": str(REPO)}
         # day-seconds of the schedule read off the wall clock, compressed
         began = time.monotonic()
         pools: dict[Pool | None, Steps] = {}
         for region, zones in ZONES_OF.items():
             steps = [(at * scale, size) for at, size in schedule_steps(region)]
             pools.update({(t, z): steps for t in TYPES for z in zones})
-        lab.spot_pools.schedule = CapacitySchedule(pools, clock=time.monotonic)
+        lab.capacity.spot_pools.schedule = CapacitySchedule(pools, clock=time.monotonic)
         interruptions = Interruptions(
             rate,
             lambda: [
@@ -198,7 +198,7 @@ def replay(arm: str, runs: int, factor: float, rate: float, root: Path, seed: in
 def priced(home: Path, lab: Lab, launched: list[str]) -> tuple[float, float]:
     """The runs' cost and its on-demand part, exact (`spotrun cost` rounds to the cent,
     which a compressed day's amounts fall under)."""
-    with lab.environ(), Ledger(load_settings(home)) as ledger:
+    with lab.config.environ(), Ledger(load_settings(home)) as ledger:
         report = cost_report(ledger, by="run")
     rows = [r for r in report.rows if r.run is not None and r.run.id in launched]
     total = sum((r.amounts.total for r in rows), Fraction(0))
@@ -211,7 +211,7 @@ def free_first_hour(home: Path, lab: Lab, launched: list[str], factor: float) ->
     whose compute line is $0, at their zone's spot price for their day-seconds; and how many
     more were $0 only because the day is compressed (past their first day-hour)."""
     saved, compressed = 0.0, 0
-    with lab.environ(), Ledger(load_settings(home)) as ledger:
+    with lab.config.environ(), Ledger(load_settings(home)) as ledger:
         for run_id in launched:
             free = {
                 line.instance_id

@@ -108,8 +108,8 @@ class Round:
 
 
 def one_round(mode: str, count: int, window_s: float, home: Path, lab: Lab) -> Round:
-    env = {**os.environ, **lab.env(), "SPOTRUN_HOME": str(home), "PYTHONPATH": str(REPO)}
-    config = lab.write_config(home)
+    env = {**os.environ, **lab.config.env(), "SPOTRUN_HOME": str(home), "PYTHONPATH": str(REPO)}
+    config = lab.config.write_config(home)
     config.write_text(f'controller = "{mode}"\n' + config.read_text())
     argv = [sys.executable, "-m", "spotrun", "launch", "--cmd", JOB, "--cloud", "aws", "-d"]
     for _ in range(count):
@@ -150,7 +150,7 @@ def end_round(home: Path, lab: Lab, pids: list[int]) -> None:
     live = [i["InstanceId"] for i in lab.instances(states=("pending", "running"))]
     if live:
         lab.ec2.terminate_instances(InstanceIds=live)
-        lab.sync()
+        lab.hosts.sync()
 
 
 def main() -> None:

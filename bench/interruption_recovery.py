@@ -41,11 +41,11 @@ def make_env(root: Path, lab: Lab) -> Env:
         "SPOTRUN_HOME": str(home),
         "TMUX_TMPDIR": str(tmux_dir),
         "PYTHONPATH": str(REPO),
-        **lab.env(),
+        **lab.config.env(),
     }
     variables.pop("TMUX", None)
-    lab.write_config(home, **spotlab.FAST)
-    os.environ.update({"SPOTRUN_HOME": str(home), "TMUX_TMPDIR": str(tmux_dir), **lab.env()})
+    lab.config.write_config(home, **spotlab.FAST)
+    os.environ.update({"SPOTRUN_HOME": str(home), "TMUX_TMPDIR": str(tmux_dir), **lab.config.env()})
     return Env(home, tmux_dir, variables)
 
 

@@ -97,10 +97,10 @@ def main() -> None:
         root = Path(scratch)
         with Lab(root / "lab", bucket=False) as lab:
             home = root / "home"  # one user's home: the first life finds no caches
-            lab.write_config(home)
+            lab.config.write_config(home)
             env = {
                 **os.environ,
-                **lab.env(),
+                **lab.config.env(),
                 "SPOTRUN_HOME": str(home),
                 "TMUX_TMPDIR": str(root),
                 "PYTHONPATH": str(REPO),

@@ -85,7 +85,7 @@ def one_launch(cloud: str, home: Path, env: dict[str, str], lab: Lab | None) -> 
             found = lab.instances(run_id)
             if not found or found[0]["InstanceId"] not in lab.hosts:
                 return None
-            return lab.host(found[0]["InstanceId"]).path(f"/root/.spotrun/runs/{run_id}")
+            return lab.hosts.of(found[0]["InstanceId"]).path(f"/root/.spotrun/runs/{run_id}")
 
         run_dir = wait_file(lambda: run_dir_on_host())
     first_step = wait_file(run_dir / FIRST_CKPT).stat().st_mtime
@@ -133,10 +133,10 @@ def main() -> None:
             for _ in range(args.repeats):
                 for cloud, rows in (("aws", aws_rows), ("local", local_rows)):
                     home = root / cloud  # one user's home: the first launch finds no caches
-                    lab.write_config(home)
+                    lab.config.write_config(home)
                     env = {
                         **os.environ,
-                        **lab.env(),
+                        **lab.config.env(),
                         "SPOTRUN_HOME": str(home),
                         "TMUX_TMPDIR": str(root),
                         "PYTHONPATH": str(REPO),

@@ -62,7 +62,7 @@ def end_runs(home: Path, lab: Lab) -> None:
     live = [i["InstanceId"] for i in lab.instances(states=("pending", "running"))]
     if live:
         lab.ec2.terminate_instances(InstanceIds=live)
-        lab.sync()
+        lab.hosts.sync()
 
 
 LIBRARY_LAUNCH = """
@@ -83,7 +83,7 @@ def one_round(
     count: int, home: Path, env: dict[str, str], lab: Lab, *, via: str = "cli"
 ) -> tuple[float, list[float], float]:
     """Seconds until all are running, each run's seconds, machine CPU-seconds meanwhile."""
-    lab.write_config(home)
+    lab.config.write_config(home)
     cpu_before = busy_cpu_s()
     started = time.time()
     if via == "cli":  # N `spotrun launch -d` processes at once, as a shell loop with & makes
@@ -161,12 +161,12 @@ def main() -> None:
                     home = root / f"home-{count}-{via}-{i}"
                     env = {
                         **os.environ,
-                        **lab.env(),
+                        **lab.config.env(),
                         "SPOTRUN_HOME": str(home),
                         "PYTHONPATH": str(REPO),
                     }
                     # Warm this home's caches as a user's earlier launches would have.
-                    lab.write_config(home)
+                    lab.config.write_config(home)
                     subprocess.run(
                         [
                             sys.executable,

@@ -144,8 +144,8 @@ def make_home(root: Path, lab: Lab | None) -> Home:
     }
     variables.pop("TMUX", None)
     if lab is not None:
-        variables.update(lab.env())
-        lab.write_config(home, **LAB_SETTINGS)
+        variables.update(lab.config.env())
+        lab.config.write_config(home, **LAB_SETTINGS)
     return Home(home, variables)
 
 

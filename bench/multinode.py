@@ -66,7 +66,7 @@ def wait(probe: Callable[[], T | None], what: str, timeout_s: float = 300.0) -> 
 def host_dir(lab: Lab, instance_id: str, run_id: str) -> Path | None:
     if instance_id not in lab.hosts:
         return None
-    return lab.host(instance_id).path(f"/root/.spotrun/runs/{run_id}")
+    return lab.hosts.of(instance_id).path(f"/root/.spotrun/runs/{run_id}")
 
 
 def layout(home: Path, run_id: str) -> list[str] | None:
@@ -135,7 +135,7 @@ def one_run(lab: Lab, home: Path, env: dict[str, str]) -> dict[str, float]:
     launch_to_step1 = first.stat().st_mtime - started
     wait(lambda: True if epoch_on(head) >= 2 else None, "epoch 2 on node 0")
     noticed = time.time()
-    lab.interrupt(node1, notice_s=8.0)
+    lab.interruptions.interrupt(node1, notice_s=8.0)
     folder, step = wait(lambda: resumed_step(lab, run_id), "the trainer to resume")
     after = folder / "checkpoints" / f"ckpt-{step + 1:09d}.pt"
     resumed_at = wait(lambda: after if after.exists() else None, "a step after the resume")
@@ -165,10 +165,10 @@ def main() -> None:
         with Lab(root / "lab", bucket=False) as lab:
             for n in range(args.repeats):
                 home = root / f"home{n}"
-                lab.write_config(home, **SETTINGS)
+                lab.config.write_config(home, **SETTINGS)
                 env = {
                     **os.environ,
-                    **lab.env(),
+                    **lab.config.env(),
                     "SPOTRUN_HOME": str(home),
                     "TMUX_TMPDIR": str(root),
                     "PYTHONPATH": str(REPO),

@@ -71,7 +71,7 @@ def main() -> None:
     try:
         key = root / "key"
         host = start_always_on_host(lab, user_key(key), root / "host")
-        lab.write_config(root / "laptop")
+        lab.config.write_config(root / "laptop")
         url = f"ssh://root@{host.address}:{host.spec.port}"
         _cli(laptop, "controller", "up", "--on", url, "--key", str(key), "--python", sys.executable)
         run = ""

@@ -49,7 +49,7 @@ def sweep_round(
     trials: int, home: Path, env: dict[str, str], lab: Lab
 ) -> tuple[float, float, float]:
     """Seconds until every trial's instance is launched, until every trial runs; CPU-s."""
-    lab.write_config(home, ssh_timeout_s=SSH_TIMEOUT_S)
+    lab.config.write_config(home, ssh_timeout_s=SSH_TIMEOUT_S)
     cpu_before = busy_cpu_s()
     started = time.time()
     argv = [sys.executable, "-m", "spotrun", "sweep", "digits-fast", "--cloud", "aws"]
@@ -118,9 +118,9 @@ def main() -> None:
             for i in range(args.repeats):
                 for kind in ("one", "sweep"):
                     home = root / f"home-{kind}-{i}"
-                    env = {**os.environ, **lab.env(), "SPOTRUN_HOME": str(home)}
+                    env = {**os.environ, **lab.config.env(), "SPOTRUN_HOME": str(home)}
                     env["PYTHONPATH"] = str(REPO)
-                    lab.write_config(home, ssh_timeout_s=SSH_TIMEOUT_S)
+                    lab.config.write_config(home, ssh_timeout_s=SSH_TIMEOUT_S)
                     subprocess.run(  # warm this home's caches as earlier use would have
                         [
                             sys.executable,

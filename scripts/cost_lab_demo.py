@@ -51,15 +51,15 @@ def main() -> None:
         root = Path(scratch)
         with Lab(root / "lab", bucket=False) as lab:
             home = root / "home"
-            lab.write_config(home)
-            lab.set_on_demand_price(TYPE, 85.0)
+            lab.config.write_config(home)
+            lab.prices.set_on_demand(TYPE, 85.0)
             t0 = time.time()
             history = [(whole_second(t0 + at), price) for at, price in STEPS]
             for zone in ZONES:
-                lab.set_spot_prices(TYPE, zone, [(float(at), p) for at, p in history])
+                lab.prices.set_spot(TYPE, zone, [(float(at), p) for at, p in history])
             env = {
                 **os.environ,
-                **lab.env(),
+                **lab.config.env(),
                 "SPOTRUN_HOME": str(home),
                 "TMUX_TMPDIR": str(root),
                 "PYTHONPATH": str(REPO),

@@ -58,9 +58,9 @@ def lab(make_lab: Callable[..., Lab]) -> Lab:
 @contextmanager
 def use_lab(env: Env, lab: Lab, **settings: Any) -> Iterator[Env]:
     """Point `env` (child processes) and this process at `lab`, with these [aws] settings."""
-    env.vars.update(lab.env())
-    lab.write_config(env.home, **settings)
-    with lab.environ():
+    env.vars.update(lab.config.env())
+    lab.config.write_config(env.home, **settings)
+    with lab.config.environ():
         yield env
 
 

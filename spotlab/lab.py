@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import secrets
 import time
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from spotlab.capacity import SpotPools
 from spotlab.front import AwsFront
-from spotlab.hosts import Host
 from spotlab.lab_capacity import LabCapacity
 from spotlab.lab_config import LabConfig
 from spotlab.lab_faults import LabFaults
@@ -277,40 +274,3 @@ class Lab:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # ---------------------- kept for callers outside the lab and its tests
-    # Thin delegations to the facets for spotlab/fixtures.py, bench/, scripts/ and
-    # tests/e2e/test_sweep_search_aws.py, which their owners edit; new code uses the facets.
-    def env(self) -> dict[str, str]:
-        return self.config.env()
-
-    def write_config(self, home: Path, **overrides: Any) -> Path:
-        return self.config.write_config(home, **overrides)
-
-    def environ(self) -> AbstractContextManager[None]:
-        return self.config.environ()
-
-    def set_spot_prices(
-        self, instance_type: str, zone: str, points: list[tuple[float, float]]
-    ) -> None:
-        self.prices.set_spot(instance_type, zone, points)
-
-    def set_on_demand_price(
-        self, instance_type: str, usd_per_hour: float, region: str = REGION
-    ) -> None:
-        self.prices.set_on_demand(instance_type, usd_per_hour, region)
-
-    def host(self, instance_id: str) -> Host:
-        return self.hosts.of(instance_id)
-
-    def interrupt(
-        self, instance_id: str, notice_s: float | None = None, action: str | None = None
-    ) -> None:
-        self.interruptions.interrupt(instance_id, notice_s, action)
-
-    def sync(self) -> None:
-        self.hosts.sync()
-
-    @property
-    def spot_pools(self) -> SpotPools:
-        return self.capacity.spot_pools

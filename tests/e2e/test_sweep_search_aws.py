@@ -43,7 +43,7 @@ def test_a_restarted_controller_keeps_the_study_of_a_tpe_sweep(aws_env: Env, lab
     env = aws_env
     since = time.time() - 6 * 3600
     for zone in ZONES:
-        lab.set_spot_prices("c6i.large", zone, [(since, 0.5)])
+        lab.prices.set_spot("c6i.large", zone, [(since, 0.5)])
     sweep_id = env.cli(
         "sweep",
         "digits-fast",
@@ -123,7 +123,7 @@ def test_a_sweep_starts_a_trial_only_when_the_budget_pays_for_it_whole(
     env = aws_env
     since = time.time() - 6 * 3600
     for zone in ZONES:
-        lab.set_spot_prices("c6i.large", zone, [(since, 36.0)])
+        lab.prices.set_spot("c6i.large", zone, [(since, 36.0)])
     sweep_id = env.cli(
         "sweep",
         "digits-fast",
