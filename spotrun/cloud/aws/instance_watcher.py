@@ -11,16 +11,27 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-
-from boto3.exceptions import S3UploadFailedError
-from boto3.session import Session
-from botocore.exceptions import BotoCoreError, ClientError
+from typing import TYPE_CHECKING
 
 from spotrun.agent.imds import Imds
 from spotrun.agent.watcher import WatchConfig, Watcher, argument_parser, config_from
-from spotrun.cloud.aws import checkpoints
 from spotrun.core.config import load_settings
 from spotrun.core.errors import CloudError
+from spotrun.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import boto3.exceptions as boto3_errors
+    import boto3.session as boto3_session
+    import botocore.exceptions as botocore_errors
+
+    from spotrun.cloud.aws import checkpoints
+else:
+    # boto3 (~0.5 s of CPU on an instance): the watcher mostly polls the metadata service and
+    # needs it only to upload after a notice or to end its instance, which most runs never do
+    boto3_errors = lazy_module("boto3.exceptions")
+    boto3_session = lazy_module("boto3.session")
+    botocore_errors = lazy_module("botocore.exceptions")
+    checkpoints = lazy_module("spotrun.cloud.aws.checkpoints")
 
 REGION_PATH = "meta-data/placement/region"
 
@@ -49,7 +60,11 @@ class S3RunUploader:
                 if path.exists():
                     s3.upload_file(str(path), self.bucket, prefix + name)
                     uploaded.append(f"instances/{instance_id}/{name}")
-        except (BotoCoreError, ClientError, S3UploadFailedError) as exc:
+        except (
+            botocore_errors.BotoCoreError,
+            botocore_errors.ClientError,
+            boto3_errors.S3UploadFailedError,
+        ) as exc:
             raise CloudError(f"{type(exc).__name__}: {exc}") from exc
         return uploaded
 
@@ -65,9 +80,9 @@ class Ec2SelfTerminator:
     def terminate(self, instance_id: str) -> None:
         region = self.region or self.imds.get(REGION_PATH)
         try:
-            ec2 = Session().client("ec2", region_name=region)
+            ec2 = boto3_session.Session().client("ec2", region_name=region)
             ec2.terminate_instances(InstanceIds=[instance_id])
-        except (BotoCoreError, ClientError) as exc:
+        except (botocore_errors.BotoCoreError, botocore_errors.ClientError) as exc:
             raise CloudError(f"{type(exc).__name__}: {exc}") from exc
 
 
