@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from spotlab.harness import REPO, Env
+from tests.cpu_record import install as install_cpu_record
 from tests.immutable_files import ImmutableFiles
 from tests.suite_order import load_durations, slow_first_order, suite_order, suite_test
 
@@ -42,6 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
     imports again: about a third of a command's CPU time."""
     if not hasattr(config, "workerinput"):  # an xdist worker's controller compiled them
         compile_sources()
+    install_cpu_record(config)  # SPOTRUN_TEST_CPU_LOG: each test's CPU (tests/cpu_record.py)
 
 
 def compile_sources() -> None:

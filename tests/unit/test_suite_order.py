@@ -85,6 +85,17 @@ def test_record_durations_sums_a_tests_phases_from_the_log() -> None:
     }
 
 
+def test_record_durations_reads_cpu_seconds_from_the_cpu_log() -> None:
+    cpu_seconds_in = runpy.run_path(str(REPO / "scripts" / "record_durations.py"))["cpu_seconds_in"]
+    log = (
+        "tests/e2e/test_a.py::test_long\t61.04\t32.10\nnot a line\ntests/x.py::t[a b]\t0.26\t1.0\n"
+    )
+    assert cpu_seconds_in(log) == {
+        "tests/e2e/test_a.py::test_long": 61.0,
+        "tests/x.py::t[a b]": 0.3,
+    }
+
+
 def test_an_xdist_workers_collection_is_dealt_into_its_chunks_after_k_deselects() -> None:
     # What a worker of `-n 3` collects (xdist tells it the count), of two quick modules less
     # the eight cases -k leaves out: the chunks are cut from what runs, not from all collected.
