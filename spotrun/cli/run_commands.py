@@ -99,8 +99,8 @@ def status(
         )
         return
     r = st.run
-    job = r.spec.job
-    what = f"command {job.run!r}" if job is not None and job.run else f"recipe {r.recipe}"
+    command = r.job_command
+    what = f"command {command!r}" if command else f"recipe {r.recipe}"
     out.print(f"{r.name} ({r.id})  {what}  on {r.cloud}", markup=False)
     said = f"  ({printable(show_note(r.message))})" if r.message else ""
     pruned = bool(r.sweep_id) and r.id in pruned_runs(ledger, [r.id])

@@ -20,9 +20,16 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.models import CommandFunctionType, CommandInfo, TyperInfo
 
 try:  # typer >= 0.20 carries its own copy of click
-    from typer._click import Command, Context, HelpFormatter
+    from typer._click import Command, Context, HelpFormatter, Parameter
 except ImportError:  # pragma: no cover - older typer uses click itself
-    from click import Command, Context, HelpFormatter  # type: ignore[assignment]
+    from click import Command, Context, HelpFormatter, Parameter  # type: ignore[assignment]
+
+try:  # typer >= 0.20 coerces every parameter through pydantic
+    from spotrun.cli.typer_values import plain_values_without_pydantic
+except ImportError:  # pragma: no cover - older typer coerces through click's types
+
+    def plain_values_without_pydantic(params: list[Parameter]) -> None:
+        return None
 
 
 def _help_flag_off_by_default(option: TyperOption | None) -> TyperOption | None:
@@ -33,11 +40,19 @@ def _help_flag_off_by_default(option: TyperOption | None) -> TyperOption | None:
 
 
 class SpotrunCommand(TyperCommand):
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        plain_values_without_pydantic(self.params)
+
     def get_help_option(self, ctx: Context) -> TyperOption | None:
         return _help_flag_off_by_default(super().get_help_option(ctx))
 
 
 class SpotrunGroup(TyperGroup):
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        plain_values_without_pydantic(self.params)
+
     def get_help_option(self, ctx: Context) -> TyperOption | None:
         return _help_flag_off_by_default(super().get_help_option(ctx))
 

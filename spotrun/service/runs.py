@@ -22,17 +22,8 @@ from spotrun.core.launch_request import LaunchRequest
 from spotrun.core.lazy import lazy_module
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.cost.bills import run_cost
-from spotrun.cost.cost_report import (
-    GROUPINGS,
-    CostReport,
-    cost_report,
-    cost_rows,
-    provider_prices,
-    write_cost_plot,
-)
 from spotrun.drive import supervisor
 from spotrun.recipes import Recipe, get_recipe, recipe_names
-from spotrun.service.attach import ExecWindow, attach_command, exec_command
 from spotrun.service.follow import FollowFrom, Update, follow
 from spotrun.service.logs import log_path, node_log_paths, read_log
 from spotrun.service.lookup import RunStatus, open_ledger, run_status, run_summary
@@ -58,7 +49,34 @@ from spotrun.sweep.packs import run_provider
 
 if TYPE_CHECKING:
     from spotrun.control import controller as run_control
+    from spotrun.cost.cost_report import (
+        GROUPINGS,
+        CostReport,
+        cost_report,
+        cost_rows,
+        provider_prices,
+        write_cost_plot,
+    )
+    from spotrun.service.attach import ExecWindow, attach_command, exec_command
 else:
+    # re-exported at their first read: attach's tmux client (libtmux, ~80 ms) and the cost
+    # report's pricing and recipe catalogue are off the paths of launch, stop and status
+    _attach = lazy_module("spotrun.service.attach")
+    _cost_report = lazy_module("spotrun.cost.cost_report")
+    _REEXPORTED_LATER = {
+        **dict.fromkeys(("ExecWindow", "attach_command", "exec_command"), _attach),
+        **dict.fromkeys(
+            ("GROUPINGS", "CostReport", "cost_report", "cost_rows", "provider_prices")
+            + ("write_cost_plot",),
+            _cost_report,
+        ),
+    }
+
+    def __getattr__(name: str) -> Any:
+        if name in _REEXPORTED_LATER:
+            return getattr(_REEXPORTED_LATER[name], name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
     # the run controller (36 modules, ssl and http among them) only for a stop; status, logs
     # and cost, which load this module too, skip it
     run_control = lazy_module("spotrun.control.controller")

@@ -48,6 +48,15 @@ class RunRecord:
         return config.LaunchSpec.model_validate_json(self.spec_json)
 
     @property
+    def job_command(self) -> str | None:
+        """The bash command the run's job runs (`spec.job.run`; None for a recipe or argv),
+        read from the stored spec as it was validated at launch: `status` shows it, and
+        validating the spec again costs pydantic's import (~100 ms)."""
+        job = json.loads(self.spec_json).get("job") or {}
+        command = job.get("run")
+        return command if isinstance(command, str) and command.strip() else None
+
+    @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL
 

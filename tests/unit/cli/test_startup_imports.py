@@ -7,6 +7,7 @@ here, where a timing assertion would only be noise on a shared machine.
 
 from __future__ import annotations
 
+from spotlab.harness import wait_for
 from tests.conftest import Env
 from tests.unit.cli.cli_probe import run_probe
 
@@ -124,3 +125,30 @@ def test_status_of_a_run_reads_it_without_the_launch_machinery(env: Env) -> None
                 args,
                 module,
             )
+
+
+def test_status_of_a_run_loads_no_pydantic(env: Env) -> None:
+    """typer coerced `status RUN`'s argument through a pydantic TypeAdapter, and status
+    validated the run's stored spec again to show its command: pydantic's import was half of
+    the call's CPU (spotrun/cli/typer_values.py, RunRecord.job_command)."""
+    env.cli("launch", "--cmd", "echo hi", "--name", "probe", check=True, timeout=300)
+    said, found = run_probe(env, PROBE, "status", "probe")
+    assert found["code"] == 0
+    assert "pydantic" not in found["loaded"], found["loaded"]
+    assert said[0].startswith("probe (") and "command 'echo hi'" in said[0], said
+
+
+def test_launch_and_stop_skip_attach_and_the_cost_report(env: Env) -> None:
+    """service.runs re-exports attach (libtmux) and the cost report (pricing, the recipe
+    catalogue) at their first read: a launch and a stop never read them."""
+    heavy_for_them = ("spotrun.service.attach", "spotrun.cost.cost_report")
+    found = _loaded(env, "launch", "--cmd", "sleep 600", "--name", "live", "-d")
+    assert found["code"] == 0
+    assert "libtmux" not in found["loaded"] and "spotrun.service.runs" in found["ours"]
+    assert not [m for m in heavy_for_them if m in found["ours"]], found["ours"]
+    # a stop asks the run's controller; one made before it claimed the run drives it here
+    wait_for(lambda: env.runs()[0]["state"] == "running", 120, "the run to be running")
+    found = _loaded(env, "stop", "live")
+    assert found["code"] == 0
+    assert "libtmux" not in found["loaded"] and "spotrun.service.runs" in found["ours"]
+    assert not [m for m in heavy_for_them if m in found["ours"]], found["ours"]
