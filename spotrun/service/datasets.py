@@ -6,7 +6,6 @@ and `spotrun data get`: a known public data set into the data folder.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,7 @@ from spotrun.datasets.download import Fetched, ProgressReport, fetch_known
 from spotrun.datasets.known import KNOWN_DATA_SETS, KnownDataSet, find_known, unknown_name_hint
 from spotrun.datasets.manifest import MANIFEST_NAME, StoredImages, read_manifest, stored_images
 from spotrun.datasets.push import PushResult, parse_size, push
-from spotrun.datasets.spec import S3_FORM, S3Data, is_remote, parse_s3
-from spotrun.train.data.source import ARCHIVE_SUFFIXES, NAMED_SETS
+from spotrun.datasets.spec import S3_FORM, S3Data, parse_s3
 
 if TYPE_CHECKING:
     from spotrun.datasets import token_push
@@ -219,42 +217,3 @@ def data_get(name: str, settings: Settings, progress: ProgressReport) -> Fetched
     if entry is None:
         raise NotFoundError(f"no known data set '{name}'", hint=unknown_name_hint(name))
     return fetch_known(entry, settings.data_path, mirror=settings.data_mirror, progress=progress)
-
-
-# A data set's name as the recipes give it: no path, no file suffix.
-SET_NAME = re.compile(r"[A-Za-z0-9_-]+")
-# How the recipes' own sets are best pushed: ImageNet training-ready at the size resnet50-*
-# reads, OpenWebText as GPT-2 tokens.
-PUSH_FORMS = {
-    "imagenet": ("./imagenet", " --max-side 256"),
-    "openwebtext": ("./openwebtext.txt", " --tokenizer gpt2"),
-}
-
-
-@dataclass(frozen=True)
-class DataAdvice:
-    """A data set a launch on AWS names but this machine lacks, and how to put it in S3."""
-
-    message: str
-    hint: str
-
-    def error(self) -> UsageError:
-        return UsageError(self.message, hint=self.hint)
-
-
-def aws_data_advice(data: str, cloud: str, settings: Settings) -> DataAdvice | None:
-    """For an AWS launch whose recipe names a data set (`imagenet`) that is not in this
-    machine's data folder: the lines that push it to S3 and launch with it; else None."""
-    if cloud != "aws" or data == "digits" or is_remote(data) or not SET_NAME.fullmatch(data):
-        return None
-    folder = settings.data_path
-    for candidate in NAMED_SETS.get(data, (data,)):
-        if any((folder / f"{candidate}{suffix}").exists() for suffix in ("", *ARCHIVE_SUFFIXES)):
-            return None
-    uri = f"s3://{data_bucket(settings) or 'BUCKET'}/{data}"
-    source, options = PUSH_FORMS.get(data, (f"./{data}", ""))
-    return DataAdvice(
-        f"data set '{data}' is not in the data folder {folder}; on AWS it may live in S3",
-        hint=f"push it once: `spotrun data push {source} {uri}{options}`, "
-        f"then launch with `--set data={uri}`",
-    )

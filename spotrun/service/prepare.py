@@ -29,7 +29,7 @@ from spotrun.datasets.manifest import MANIFEST_NAME, read_manifest
 from spotrun.datasets.spec import S3Data, SnapshotData, is_remote, parse_data, parse_s3
 from spotrun.recipes import Recipe, check_recipe, get_recipe
 from spotrun.recipes.batching import global_batch_line
-from spotrun.service.datasets import DataAdvice, aws_data_advice
+from spotrun.service.data_advice import DataAdvice, aws_data_advice
 from spotrun.service.pool_history import recorded_history
 from spotrun.train.data.source import pin_data_paths
 

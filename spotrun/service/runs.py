@@ -21,7 +21,6 @@ from spotrun.core.interrupts import interrupts_deferred
 from spotrun.core.launch_request import LaunchRequest
 from spotrun.core.lazy import lazy_module
 from spotrun.core.waiting import WaitTimeout, wait_until
-from spotrun.cost.bills import run_cost
 from spotrun.drive import supervisor
 from spotrun.recipes import Recipe, get_recipe, recipe_names
 from spotrun.service.follow import FollowFrom, Update, follow
@@ -49,6 +48,7 @@ from spotrun.sweep.packs import run_provider
 
 if TYPE_CHECKING:
     from spotrun.control import controller as run_control
+    from spotrun.cost.bills import run_cost
     from spotrun.cost.cost_report import (
         GROUPINGS,
         CostReport,
@@ -59,11 +59,13 @@ if TYPE_CHECKING:
     )
     from spotrun.service.attach import ExecWindow, attach_command, exec_command
 else:
-    # re-exported at their first read: attach's tmux client (libtmux, ~80 ms) and the cost
-    # report's pricing and recipe catalogue are off the paths of launch, stop and status
+    # re-exported at their first read: attach's tmux client (libtmux, ~80 ms), the billing
+    # rules and the cost report's pricing are off the paths of launch, stop and status
     _attach = lazy_module("spotrun.service.attach")
+    _bills = lazy_module("spotrun.cost.bills")
     _cost_report = lazy_module("spotrun.cost.cost_report")
     _REEXPORTED_LATER = {
+        "run_cost": _bills,
         **dict.fromkeys(("ExecWindow", "attach_command", "exec_command"), _attach),
         **dict.fromkeys(
             ("GROUPINGS", "CostReport", "cost_report", "cost_rows", "provider_prices")

@@ -140,8 +140,15 @@ def test_status_of_a_run_loads_no_pydantic(env: Env) -> None:
 
 def test_launch_and_stop_skip_attach_and_the_cost_report(env: Env) -> None:
     """service.runs re-exports attach (libtmux) and the cost report (pricing, the recipe
-    catalogue) at their first read: a launch and a stop never read them."""
-    heavy_for_them = ("spotrun.service.attach", "spotrun.cost.cost_report")
+    catalogue) at their first read: a launch and a stop never read them; nor the data
+    commands' packer and downloads (service.datasets), which a launch's data advice is apart
+    from (service.data_advice)."""
+    heavy_for_them = (
+        "spotrun.service.attach",
+        "spotrun.cost.cost_report",
+        "spotrun.service.datasets",
+        "spotrun.datasets.push",
+    )
     found = _loaded(env, "launch", "--cmd", "sleep 600", "--name", "live", "-d")
     assert found["code"] == 0
     assert "libtmux" not in found["loaded"] and "spotrun.service.runs" in found["ours"]
