@@ -22,6 +22,7 @@ else:
     _reads = {
         name: "spotrun.service.lookup" for name in ("open_ledger", "run_status", "run_summary")
     }
+    _reads["stop"] = "spotrun.service.stopping"  # a stop needs none of the launch machinery
     api = lazy_module("spotrun.service.runs", light=_reads)
     supervisor = lazy_module("spotrun.drive.supervisor")
     # data push and data ls: the packer (PIL) without the run machinery, and never for the rest

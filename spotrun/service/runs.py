@@ -20,7 +20,6 @@ from spotrun.core.errors import NotFoundError, StateError, UsageError
 from spotrun.core.interrupts import interrupts_deferred
 from spotrun.core.launch_request import LaunchRequest
 from spotrun.core.lazy import lazy_module
-from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.drive import supervisor
 from spotrun.recipes import Recipe, get_recipe, recipe_names
 from spotrun.service.follow import FollowFrom, Update, follow
@@ -39,15 +38,14 @@ from spotrun.service.prepare import (
     prepare_launch,
 )
 from spotrun.service.prices import PriceTable, catalog_prices, prices
+from spotrun.service.stopping import stop
 from spotrun.store.ledger import (
     Ledger,
     RunRecord,
     new_run_id,
 )
-from spotrun.sweep.packs import run_provider
 
 if TYPE_CHECKING:
-    from spotrun.control import controller as run_control
     from spotrun.cost.bills import run_cost
     from spotrun.cost.cost_report import (
         GROUPINGS,
@@ -79,9 +77,6 @@ else:
             return getattr(_REEXPORTED_LATER[name], name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    # the run controller (36 modules, ssl and http among them) only for a stop; status, logs
-    # and cost, which load this module too, skip it
-    run_control = lazy_module("spotrun.control.controller")
 
 # The library surface: defined here, or re-exported from the module that holds it.
 __all__ = [
@@ -197,32 +192,6 @@ def find_run(ledger: Ledger, run_id: str) -> RunRecord | None:
         return ledger.get_run(run_id)
     except NotFoundError:
         return None
-
-
-# ---------------------------------------------------------------------- stop
-def stop(ledger: Ledger, ref: str, *, timeout_s: float = 120.0) -> RunRecord:
-    """Stop a run: checkpoint, sync, terminate, state stopped. Waits until it is done."""
-    run = ledger.resolve(ref)
-    if run.is_terminal:
-        raise StateError(f"run {run.name} has already ended ({run.state.value})")
-    ledger.request_stop(run.id)
-    if supervisor.is_supervised(run):
-        try:
-            return wait_until(
-                lambda: _ended(ledger, run.id), timeout_s=timeout_s, what=f"run {run.name} to stop"
-            )
-        except WaitTimeout:
-            ledger.add_event(
-                run.id,
-                "stop",
-                f"supervisor did not stop the run in {timeout_s:.0f} s; stopping it here",
-            )
-    return run_control.RunController(ledger, run.id, provider=run_provider(ledger, run)).drive()
-
-
-def _ended(ledger: Ledger, run_id: str) -> RunRecord | None:
-    run = ledger.get_run(run_id)
-    return run if run.is_terminal else None
 
 
 # ------------------------------------------------------------------------ gc

@@ -140,9 +140,9 @@ def test_status_of_a_run_loads_no_pydantic(env: Env) -> None:
 
 def test_launch_and_stop_skip_attach_and_the_cost_report(env: Env) -> None:
     """service.runs re-exports attach (libtmux) and the cost report (pricing, the recipe
-    catalogue) at their first read: a launch and a stop never read them; nor the data
-    commands' packer and downloads (service.datasets), which a launch's data advice is apart
-    from (service.data_advice)."""
+    catalogue) at their first read: a launch never reads them; nor the data commands' packer
+    and downloads (service.datasets), which a launch's data advice is apart from
+    (service.data_advice). A stop loads service.stopping, without the launch machinery."""
     heavy_for_them = (
         "spotrun.service.attach",
         "spotrun.cost.cost_report",
@@ -156,6 +156,9 @@ def test_launch_and_stop_skip_attach_and_the_cost_report(env: Env) -> None:
     # a stop asks the run's controller; one made before it claimed the run drives it here
     wait_for(lambda: env.runs()[0]["state"] == "running", 120, "the run to be running")
     found = _loaded(env, "stop", "live")
-    assert found["code"] == 0
-    assert "libtmux" not in found["loaded"] and "spotrun.service.runs" in found["ours"]
-    assert not [m for m in heavy_for_them if m in found["ours"]], found["ours"]
+    assert found["code"] == 0 and "spotrun.service.stopping" in found["ours"]
+    # a stop is service.stopping's alone: not the library surface, nor launching's machinery
+    launching = ("spotrun.service.runs", "spotrun.service.prepare", "spotrun.recipes")
+    assert not [m for m in (*heavy_for_them, *launching) if m in found["ours"]], found["ours"]
+    assert "libtmux" not in found["loaded"], found["loaded"]
+    assert env.runs()[0]["state"] == "stopped"
