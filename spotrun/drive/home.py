@@ -52,11 +52,12 @@ def running_pid(settings: Settings) -> int | None:
     return pid if lock_is_held(path, pid) else None
 
 
-def acquire(settings: Settings) -> IO[str] | None:
-    """Become the home's controller: the lock held open (keep the handle), with this
-    process's pid in it; None if another process holds it."""
-    settings.home.mkdir(parents=True, exist_ok=True)
-    fh = try_lock(lock_path(settings))
+def acquire(home: Path) -> IO[str] | None:
+    """Become the controller of `home` (a SPOTRUN_HOME): the lock held open (keep the handle),
+    with this process's pid in it; None if another process holds it. Takes a path, not the
+    settings, so that a controller can try it before it loads the settings (pydantic)."""
+    home.mkdir(parents=True, exist_ok=True)
+    fh = try_lock(home / CONTROLLER_LOCK_FILE)
     if fh is None:
         return None
     os.ftruncate(fh.fileno(), 0)  # opened for appending: the pid lands at 0

@@ -29,12 +29,11 @@ import signal
 import sys
 import threading
 import time
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from spotrun.control.controller import RunController
-from spotrun.control.write_faults import WriteFaultGaveWay
-from spotrun.core.config import Settings, load_settings
 from spotrun.core.errors import LedgerWriteError, SpotrunError, StateError
+from spotrun.core.home import default_home
+from spotrun.core.lazy import lazy_module
 from spotrun.core.locks import try_lock
 from spotrun.core.rundir import SUPERVISOR_LOCK_FILE
 from spotrun.drive.driver_process import end_on_term_or_hangup, log_to_stdout
@@ -46,12 +45,25 @@ from spotrun.drive.home import (
     spawn_controller,
     take_write_fault,
 )
-from spotrun.notify.outbox import OutboxWorker
-from spotrun.store.adopt import adopt_run_folders
-from spotrun.store.ledger import Ledger
-from spotrun.store.sweeps import SweepState, SweepStore
-from spotrun.sweep.packs import run_provider
-from spotrun.sweep.supervisor import SweepSupervisor
+
+if TYPE_CHECKING:
+    from spotrun.control import controller, write_faults
+    from spotrun.core import config
+    from spotrun.notify import outbox
+    from spotrun.store import adopt, ledger, sweeps
+    from spotrun.sweep import packs, supervisor
+else:
+    # The settings and the run machinery (~0.3 s of CPU) load once the home's lock is ours: a
+    # controller started beside a running one (two commands a moment apart) exits without them.
+    config = lazy_module("spotrun.core.config")
+    ledger = lazy_module("spotrun.store.ledger")
+    sweeps = lazy_module("spotrun.store.sweeps")
+    adopt = lazy_module("spotrun.store.adopt")
+    outbox = lazy_module("spotrun.notify.outbox")
+    write_faults = lazy_module("spotrun.control.write_faults")
+    controller = lazy_module("spotrun.control.controller")
+    packs = lazy_module("spotrun.sweep.packs")
+    supervisor = lazy_module("spotrun.sweep.supervisor")  # a sweep's: when one is live
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +78,11 @@ class RunThread(threading.Thread):
     that is letting go."""
 
     def __init__(
-        self, settings: Settings, run_id: str, home: HomeController, lock_wait_s: float = 0.0
+        self,
+        settings: config.Settings,
+        run_id: str,
+        home: HomeController,
+        lock_wait_s: float = 0.0,
     ) -> None:
         super().__init__(name=f"run-{run_id}", daemon=True)
         self.settings = settings
@@ -77,12 +93,12 @@ class RunThread(threading.Thread):
 
     def run(self) -> None:
         try:
-            ledger = Ledger(self.settings)
+            runs = ledger.Ledger(self.settings)
         except LedgerWriteError as exc:
             log.error("run %s: %s", self.run_id, exc.user_message())
             return  # tried again after RESTART_S
         try:
-            run = ledger.get_run(self.run_id)
+            run = runs.get_run(self.run_id)
             # a run recorded before its folder (an older spotrun) is driven, not retried forever
             run.run_dir.mkdir(parents=True, exist_ok=True)
             lock = try_lock(run.run_dir / SUPERVISOR_LOCK_FILE, wait_s=self.lock_wait_s)
@@ -90,32 +106,32 @@ class RunThread(threading.Thread):
                 log.info("another process drives run %s; leaving it to that one", self.run_id)
                 return
             try:
-                unnamed = _name_driver(ledger, self.run_id)
+                unnamed = _name_driver(runs, self.run_id)
                 log.info("driving run %s from state %s", self.run_id, run.state)
-                provider = run_provider(ledger, run)  # a pack trial's: its share of the pack
-                controller = RunController(ledger, self.run_id, provider=provider)
+                provider = packs.run_provider(runs, run)  # a pack trial's: its pack share
+                driver = controller.RunController(runs, self.run_id, provider=provider)
                 for began_at, fault in (self.inherited, unnamed):
                     if fault:
-                        controller.write_faults.inherit(fault, began_at)
-                final = controller.drive()
+                        driver.write_faults.inherit(fault, began_at)
+                final = driver.drive()
                 log.info("run %s ended: %s %s", self.run_id, final.state, final.message or "")
             finally:
                 lock.close()
-        except WriteFaultGaveWay as exc:  # waited out past its bound: nothing failed or ended
+        except write_faults.WriteFaultGaveWay as exc:  # waited out past its bound: nothing failed
             log.error("run %s: the controller gives way: %s", self.run_id, exc.user_message())
             self.home.gave_way(exc)
         except Exception:  # its controller has recorded the failure; the other runs go on
             log.exception("run %s: its controller stopped with an error", self.run_id)
         finally:
-            ledger.close()
+            runs.close()
 
 
-def _name_driver(ledger: Ledger, run_id: str) -> tuple[float, str]:
+def _name_driver(runs: ledger.Ledger, run_id: str) -> tuple[float, str]:
     """The run's supervisor_pid: this process. Only a name (its lock is the proof), so a
     ledger that cannot be written now does not hold the run up: its controller waits it out.
     The fault met, to record once writes work (when, what), or (0, "")."""
     try:
-        ledger.set_supervisor(run_id, os.getpid())
+        runs.set_supervisor(run_id, os.getpid())
     except LedgerWriteError as exc:
         log.warning("run %s: not named its driver: %s", run_id, exc.message)
         return time.time(), exc.user_message()
@@ -126,15 +142,15 @@ class SweepThread(threading.Thread):
     """Drives one sweep (its trials in threads of their own), holding the sweep's lock; a
     sweep's own supervisor calls `run()` in its main thread, as RunThread's."""
 
-    def __init__(self, settings: Settings, sweep_id: str, lock_wait_s: float = 0.0) -> None:
+    def __init__(self, settings: config.Settings, sweep_id: str, lock_wait_s: float = 0.0) -> None:
         super().__init__(name=f"sweep-{sweep_id}", daemon=True)
         self.settings = settings
         self.sweep_id = sweep_id
         self.lock_wait_s = lock_wait_s
 
     def run(self) -> None:
-        ledger = Ledger(self.settings)
-        store = SweepStore(ledger)
+        runs = ledger.Ledger(self.settings)
+        store = sweeps.SweepStore(runs)
         try:
             sweep = store.get(self.sweep_id)
             lock = try_lock(sweep.sweep_dir / SUPERVISOR_LOCK_FILE, wait_s=self.lock_wait_s)
@@ -143,36 +159,36 @@ class SweepThread(threading.Thread):
                 return
             try:
                 store.set_supervisor(self.sweep_id, os.getpid())
-                final = SweepSupervisor(self.settings, self.sweep_id).drive()
+                final = supervisor.SweepSupervisor(self.settings, self.sweep_id).drive()
                 log.info("sweep %s ended: %s %s", self.sweep_id, final.state, final.message or "")
             except SpotrunError as exc:
                 log.error("sweep %s failed: %s", self.sweep_id, exc.user_message())
                 with contextlib.suppress(StateError):  # it had ended meanwhile
-                    store.end(self.sweep_id, SweepState.FAILED, exc.user_message())
+                    store.end(self.sweep_id, sweeps.SweepState.FAILED, exc.user_message())
             finally:
                 lock.close()
         except Exception:
             log.exception("sweep %s: its supervisor stopped with an error", self.sweep_id)
         finally:
-            ledger.close()
+            runs.close()
 
 
 class HomeController:
     def __init__(
         self,
-        settings: Settings,
+        settings: config.Settings,
         wake: threading.Event | None = None,
         write_fault: tuple[float, str] = (0.0, ""),
     ) -> None:
         self.settings = settings
         self.write_fault = write_fault  # one its predecessor gave way to: (since, what)
-        self.ledger = Ledger(settings)
+        self.ledger = ledger.Ledger(settings)
         self.threads: dict[str, threading.Thread] = {}
         self.started_at: dict[str, float] = {}
         self.wake = wake if wake is not None else threading.Event()
         self.give_way = threading.Event()
-        self.gave_way_to: WriteFaultGaveWay | None = None
-        self.outbox = OutboxWorker(settings)  # notifications, sent from this process
+        self.gave_way_to: write_faults.WriteFaultGaveWay | None = None
+        self.outbox = outbox.OutboxWorker(settings)  # notifications, sent from this process
 
     def _start(self, key: str, thread: threading.Thread) -> None:
         known = self.threads.get(key)
@@ -186,22 +202,22 @@ class HomeController:
 
     def tick(self) -> int:
         """Start a thread for every live sweep and run that has none; how many are live."""
-        sweeps = SweepStore(self.ledger).live()
-        for sweep in sweeps:
+        live = sweeps.SweepStore(self.ledger).live()
+        for sweep in live:
             self._start(f"sweep:{sweep.id}", SweepThread(self.settings, sweep.id))
-        swept = {s.id for s in sweeps}  # their trials are theirs to drive
+        swept = {s.id for s in live}  # their trials are theirs to drive
         active = self.ledger.active_run_sweeps()
         runs = [run_id for run_id, sweep_id in active.items() if sweep_id not in swept]
         for run_id in runs:
             self._start(f"run:{run_id}", RunThread(self.settings, run_id, self))
         self.write_fault = (0.0, "")  # handed to the runs live at the start only
         alive = sum(1 for t in self.threads.values() if t.is_alive())
-        return len(sweeps) + len(runs) + alive
+        return len(live) + len(runs) + alive
 
     def adopt(self) -> None:
         """Runs whose folders the ledger lost (a damaged ledger) recorded again, to drive."""
         try:
-            adopted = adopt_run_folders(self.ledger)
+            adopted = adopt.adopt_run_folders(self.ledger)
         except LedgerWriteError as exc:
             log.warning("run folders the ledger does not know not adopted: %s", exc.message)
             return
@@ -213,7 +229,7 @@ class HomeController:
             )
 
     def _anything_live(self) -> bool:
-        return bool(self.ledger.active_run_sweeps() or SweepStore(self.ledger).live())
+        return bool(self.ledger.active_run_sweeps() or sweeps.SweepStore(self.ledger).live())
 
     def serve(self, lock: IO[str]) -> int:
         idle_since: float | None = None
@@ -232,14 +248,14 @@ class HomeController:
                     if not self._anything_live():
                         log.info("nothing live: the controller exits")
                         return 0
-                    again = acquire(self.settings)
+                    again = acquire(self.settings.home)
                     if again is None:  # a new controller has taken over
                         return 0
                     lock, idle_since = again, None
             self.wake.wait(POLL_S)
             self.wake.clear()
 
-    def gave_way(self, exc: WriteFaultGaveWay) -> None:
+    def gave_way(self, exc: write_faults.WriteFaultGaveWay) -> None:
         """A run thread waited on a write fault past its bound: the whole process gives way."""
         if self.gave_way_to is None:
             self.gave_way_to = exc
@@ -270,19 +286,23 @@ def main() -> int:
     # command may send WAKE, and SIGUSR1's default action would kill the controller unseen.
     woken = threading.Event()
     signal.signal(WAKE, lambda _s, _f: woken.set())
-    settings = load_settings()
-    lock = acquire(settings)
+    home = default_home().absolute()  # the settings' home: config.toml cannot set it
+    lock = acquire(home)
     if lock is None:
-        log.info("another controller holds %s; leaving it to that one", settings.home)
+        log.info("another controller holds %s; leaving it to that one", home)
         return 0
     end_on_term_or_hangup()  # the controller only: the runs go on
+    settings = config.load_settings(home)
+    # Ready to drive before the first look: a launch starts its controller while it plans,
+    # so that its run is driven the moment it is handed over (spotrun.drive.supervisor).
+    _ = controller.RunController, packs.run_provider
     told = sys.argv[1:4]
     write_fault = (float(told[1]), told[2]) if told[:1] == [AFTER_WRITE_FAULT] else (0.0, "")
     write_fault = take_write_fault(settings) or write_fault  # left by the one that gave way
-    controller = HomeController(settings, wake=woken, write_fault=write_fault)
+    home_controller = HomeController(settings, wake=woken, write_fault=write_fault)
     log.info("controller of %s (pid %d)", settings.home, os.getpid())
-    controller.adopt()
-    return controller.serve(lock)
+    home_controller.adopt()
+    return home_controller.serve(lock)
 
 
 if __name__ == "__main__":

@@ -25,10 +25,10 @@ from spotrun.core.errors import LedgerWriteError
 from spotrun.core.locks import lock_is_held, process_running
 from spotrun.core.rundir import HOME_VAR, SUPERVISOR_LOCK_FILE, SUPERVISOR_LOG_FILE
 from spotrun.drive.home import AFTER_WRITE_FAULT, ensure_controller, running_pid
-from spotrun.store.ledger import Ledger, RunRecord
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the home's controller imports this before it has the home
     from spotrun.core.config import Settings
+    from spotrun.store.ledger import Ledger, RunRecord
 
 MODULE = "spotrun.drive.run_supervisor"
 PREWARM = "--prewarm"  # `MODULE --prewarm CLOUD`: warm up first, then read the run id on stdin
