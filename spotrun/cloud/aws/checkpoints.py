@@ -20,16 +20,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
-from boto3.exceptions import S3UploadFailedError
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from spotrun.cloud.aws.errors import aws_call, error_code
 from spotrun.core.checkpoint_files import checkpoint_is_complete
 from spotrun.core.errors import CloudError, UsageError
+from spotrun.core.lazy import lazy_module
 from spotrun.core.rundir import (
     CHECKPOINT_NAME,
     CHECKPOINTS_DIR,
@@ -42,6 +40,18 @@ from spotrun.core.rundir import (
 from spotrun.core.safe_paths import safe_join
 from spotrun.core.waiting import repeat
 
+if TYPE_CHECKING:
+    import boto3.exceptions as boto3_errors
+    import boto3.session as boto3_session
+    import botocore.config as botocore_config
+else:
+    # boto3 and its S3 client (~0.5 s of CPU): the instance's pusher loads them at its first
+    # upload, and a job that writes nothing durable (an own command without checkpoints or
+    # metrics) never makes one
+    boto3_errors = lazy_module("boto3.exceptions")
+    boto3_session = lazy_module("boto3.session")
+    botocore_config = lazy_module("botocore.config")
+
 # What the durable store keeps: the checkpoints, these files, and TensorBoard's event files.
 CHECKPOINTS_PREFIX = CHECKPOINTS_DIR + "/"
 DURABLE_FILES = (METRICS_FILE, RECIPE_FILE)
@@ -53,8 +63,22 @@ def run_prefix(run_id: str) -> str:
 
 def s3_client(region: str) -> Any:
     """An S3 client for the instance's own calls (its instance profile's credentials)."""
-    config = Config(region_name=region, retries={"mode": "standard", "total_max_attempts": 8})
-    return boto3.session.Session().client("s3", config=config)
+    retries = {"mode": "standard", "total_max_attempts": 8}
+    config = botocore_config.Config(region_name=region, retries=retries)
+    return boto3_session.Session().client("s3", config=config)
+
+
+class ClientAtFirstUse:
+    """s3_client(region), made when first used."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+        self._client: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            self._client = s3_client(self.region)
+        return getattr(self._client, name)
 
 
 def check_bucket(s3: Any, bucket: str, region: str) -> None:
@@ -115,7 +139,7 @@ def push(s3: Any, bucket: str, run_id: str, run_dir: Path, region: str) -> PushR
         with aws_call("s3", "PutObject", region):
             try:
                 s3.upload_file(str(path), bucket, run_prefix(run_id) + rel)
-            except S3UploadFailedError as exc:  # S3 kept refusing (SlowDown) past the retries
+            except boto3_errors.S3UploadFailedError as exc:  # SlowDown past the retries
                 raise CloudError(f"storing {rel} in s3://{bucket} failed: {exc}") from exc
         state[rel] = mark
         uploaded.append(rel)
@@ -312,7 +336,7 @@ def main(argv: list[str]) -> int:
         print(fetched.to_json(), flush=True)
         return 0
     started = args.since if args.since is not None else time.time()
-    s3 = s3_client(args.region)
+    s3 = ClientAtFirstUse(args.region)
     failed = False
 
     def push_once() -> bool:

@@ -101,3 +101,27 @@ def test_the_instance_watcher_polls_without_boto3(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+PUSHER_PROBE = """
+import json, sys
+from spotrun.cloud.aws import checkpoints
+code = checkpoints.main(["push", "--run-dir", sys.argv[1], "--run-id", "probe0000001",
+                         "--bucket", "a-bucket", "--region", "eu-west-1"])
+print(json.dumps([code, sorted({m.split(".")[0] for m in sys.modules} & {"boto3"})]))
+"""
+
+
+def test_the_checkpoint_pusher_loads_boto3_only_for_something_to_upload(tmp_path: Path) -> None:
+    """A job that wrote nothing durable (no checkpoint, no metrics): the instance's pusher
+    looks and uploads nothing, without boto3 (tests/e2e/test_aws_launch.py sees it upload)."""
+    (tmp_path / "job.log").write_text("an own command's output\n")  # not a durable file
+    done = subprocess.run(
+        [sys.executable, "-c", PUSHER_PROBE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120 * WAIT_SCALE,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [0, []]
