@@ -3,6 +3,7 @@ code bundle, the shipped price table."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import tarfile
 from datetime import datetime, timezone
@@ -139,8 +140,16 @@ def test_code_bundle_is_the_package_and_deterministic() -> None:
     with tarfile.open(bundle.path) as tar:
         names = tar.getnames()
         assert {m.mtime for m in tar.getmembers()} == {0}
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
     assert "spotrun/provision/provision.sh" in names and "spotrun/cli/main.py" in names
-    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    # No bytecode of this checkout's: only bytecode made from the archive's own sources, which
+    # python checks against its source's hash at each import (spotrun/remote/provision.py)
+    for name, data in files.items():
+        if "__pycache__" in name or name.endswith((".pyc", ".pyo")):
+            folder, _, pyc = name.partition("/__pycache__/")
+            source = files[f"{folder}/{pyc.split('.')[0]}.py"]
+            assert data[:4] == importlib.util.MAGIC_NUMBER and data[4:8] == b"\x03\0\0\0", name
+            assert data[8:16] == importlib.util.source_hash(source), name
     code_bundle.cache_clear()
     assert code_bundle().digest == bundle.digest
 
