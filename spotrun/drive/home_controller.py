@@ -1,7 +1,8 @@
 """The one controller of a SPOTRUN_HOME: every live run and sweep, each a thread of this process.
 
 `python -m spotrun.drive.home_controller` (started detached by any command that finds something
-live and no controller: spotrun.drive.home) takes SPOTRUN_HOME/controller.lock, then every
+live and no controller: spotrun.drive.home) takes SPOTRUN_HOME/controller.lock first (one
+started beside a running one leaves before loading anything heavy), then every
 second (at once when a command wakes it with SIGUSR1) looks at the ledger: each live sweep gets
 a thread running its SweepSupervisor (which drives its trials in threads of its own), and each
 other live run a thread running its RunController, with the run's own lock held, exactly as a
