@@ -8,20 +8,24 @@ groups hand their parameters this one.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from typer._click import Context, Parameter
 from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
+from typer._param_types import coerce_cli_choice, lenient_issubclass
 from typer.core import _TyperParameter
 
 
 @dataclass(frozen=True)
 class PlainValueParam(RuntimeParam):
     """A value already what typer's adapter returns is kept: a str for a str, an int for an
-    int, a float for a float, strs for a list of str (as a list, as the adapter makes it).
-    Anything else (a number given as text, a path, a choice, a parser, a range) goes to
-    typer's own, built at first need. typer's RuntimeParam.coerce answers an unset value
+    int, a float for a float, strs for a list of str (as a list, as the adapter makes it); a
+    word among an Enum's choices is that choice. Anything else (a number given as text, a
+    path, a word not among the choices, a parser, a range) goes to typer's own, built at
+    first need. typer's RuntimeParam.coerce answers an unset value
     itself, before either."""
 
     descriptor: TypeDescriptor
@@ -34,6 +38,16 @@ class PlainValueParam(RuntimeParam):
         strs = isinstance(value, (list, tuple)) and all(type(item) is str for item in value)
         if plain and annotation == list[str] and strs:
             return list(value)
+        if plain and lenient_issubclass(annotation, Enum):
+            # typer's adapter for a choice is this function inside pydantic; a word that is
+            # not a choice goes to typer's own below, for its error message
+            with suppress(ValueError):
+                return coerce_cli_choice(
+                    value,
+                    choices=list(annotation),
+                    case_sensitive=self.parameter_info.case_sensitive,
+                    ctx=ctx,
+                )
         full = build_runtime_param(self.descriptor)
         return full._coerce_value(value, param=param, ctx=ctx)
 

@@ -2,7 +2,7 @@
 
 Every parameter of every command: its default and a few words a user types, coerced by the
 PlainValueParam each parameter carries and by typer's own (pydantic) coercion, give the same
-value, or the same error.
+value, or the same error; so do a choice parameter's choices.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def test_every_parameter_coerces_as_typer_does() -> None:
         assert isinstance(plain, PlainValueParam), (path, param.name)
         typers_own = build_runtime_param(param.type_descriptor)
         values: list[Any] = [param.default, *WORDS, list(WORDS), tuple(WORDS)]
+        for choice in param.type_descriptor.choices or ():  # each choice, as typed and shouted
+            values += [choice, str(choice.value), str(choice.value).upper()]
         for value in values:
             if callable(value):
                 continue
