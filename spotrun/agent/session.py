@@ -1,17 +1,12 @@
-"""The run's tmux session on the machine the job runs on, through the tmux command itself.
-
-Plain `tmux` calls, not libtmux: every `spotrun agent` call (start, stop, exec, each a process
-of its own) asks tmux one or two questions, and importing libtmux took 0.14 s of such a call's
-0.2 s of CPU (measured), where starting a tmux client takes a few milliseconds.
-"""
+"""The run's tmux session on the machine the job runs on, through libtmux."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
-from spotrun.core.errors import RemoteCommandError
+import libtmux
+from libtmux.exc import LibTmuxException
 
 SESSION_PREFIX = "spotrun-"
 
@@ -34,28 +29,14 @@ def tmux_argv() -> list[str]:
     return ["tmux", "-S", str(socket_path())]
 
 
-def _tmux(*args: str) -> subprocess.CompletedProcess[str]:
-    """One tmux command on spotrun's server; $TMUX left out, as a nested client refuses some
-    commands inside another server's pane."""
-    env = {k: v for k, v in os.environ.items() if k != "TMUX"}
-    try:
-        return subprocess.run(
-            [*tmux_argv(), *args],
-            capture_output=True,
-            text=True,
-            errors="backslashreplace",
-            env=env,
-            check=False,
-        )
-    except OSError as exc:  # no tmux on this machine
-        raise RemoteCommandError(f"tmux could not be run: {exc}") from exc
+def _server() -> libtmux.Server:
+    return libtmux.Server(socket_path=socket_path())
 
 
 def session_exists(name: str) -> bool:
-    """True if the session `name` (exactly that name, not a prefix of another) is live."""
     try:
-        return _tmux("has-session", "-t", f"={name}").returncode == 0
-    except RemoteCommandError:
+        return bool(_server().has_session(name, exact=True))
+    except LibTmuxException:
         return False
 
 
@@ -65,27 +46,35 @@ def start_session(name: str, command: str, cwd: str) -> None:
     file instead)."""
     # tmux makes its socket folder itself only when it picks the path; with -S we make it.
     socket_path().parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    window = ["-n", "job", "-c", str(Path(cwd).expanduser()), "-x", "200", "-y", "50"]
-    done = _tmux("new-session", "-d", "-s", name, *window, command)
-    if done.returncode != 0 or done.stderr.strip():
-        raise RemoteCommandError(f"tmux new-session {name}: {done.stderr.strip()}")
+    _server().new_session(
+        session_name=name,
+        window_name="job",
+        window_command=command,
+        start_directory=cwd,
+        attach=False,
+        x=200,
+        y=50,
+    )
 
 
 def kill_session(name: str) -> bool:
     """Kill the session if it exists; True if it did."""
     if not session_exists(name):
         return False
-    if _tmux("kill-session", "-t", f"={name}").returncode != 0:
+    try:
+        _server().kill_session(name)
+    except LibTmuxException:
         return session_exists(name) is False
     return True
 
 
 def capture(name: str, lines: int = 2000) -> str:
     """The session's visible history (the last `lines` lines)."""
-    out = _tmux("capture-pane", "-p", "-t", f"={name}:", "-S", f"-{lines}").stdout
-    return out.rstrip("\n")
+    server = _server()
+    result = server.cmd("capture-pane", "-p", "-t", f"={name}:", "-S", f"-{lines}")
+    return "\n".join(result.stdout)
 
 
 def new_window(session: str, window: str, command: str, cwd: str) -> None:
     """A new window in `session` running `command` (it inherits the session's environment)."""
-    _tmux("new-window", "-d", "-t", f"={session}:", "-n", window, "-c", cwd, command)
+    _server().cmd("new-window", "-d", "-t", f"={session}:", "-n", window, "-c", cwd, command)

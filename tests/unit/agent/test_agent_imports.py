@@ -17,7 +17,8 @@ from pathlib import Path
 from spotlab.harness import REPO, Env
 from tests.helpers import WAIT_SCALE, wait_for
 
-HEAVY = ("libtmux", "boto3", "botocore", "torch", "pydantic", "paramiko", "typer", "rich")
+# libtmux is the agent's own way to drive tmux: the rest has no business in it
+HEAVY = ("boto3", "botocore", "torch", "pydantic", "paramiko", "typer", "rich")
 
 # Runs `python -m spotrun ARGS...` as the controller does, then says which heavy packages it
 # loaded (atexit: the agent ends with sys.exit).
@@ -47,7 +48,9 @@ def _agent(env: Env, *args: str) -> tuple[str, list[str]]:
     return done.stdout, json.loads(line.removeprefix("LOADED "))
 
 
-def test_agent_start_exec_and_stop_drive_tmux_without_libtmux(env: Env, tmp_path: Path) -> None:
+def test_agent_start_exec_and_stop_load_no_cloud_torch_or_cli_packages(
+    env: Env, tmp_path: Path
+) -> None:
     run_dir = tmp_path / "run"
     session = "spotrun-probe0000001"
     where = ["--session", session, "--run-dir", str(run_dir)]
