@@ -11,14 +11,16 @@ from spotrun.core.lazy import lazy_module
 from spotrun.core.waiting import WaitTimeout, wait_until
 from spotrun.drive import supervisor
 from spotrun.store.ledger import Ledger, RunRecord
-from spotrun.sweep.packs import run_provider
 
 if TYPE_CHECKING:
     from spotrun.control import controller as run_control
+    from spotrun.sweep import packs
 else:
-    # the run controller (36 modules, ssl and http among them) only when no supervisor
-    # stops the run
+    # the run controller (36 modules, ssl and http among them) and the run's provider (a
+    # pack's share, through the sweep's packs and the agent's tmux sessions) only when no
+    # supervisor stops the run
     run_control = lazy_module("spotrun.control.controller")
+    packs = lazy_module("spotrun.sweep.packs")
 
 
 def stop(ledger: Ledger, ref: str, *, timeout_s: float = 120.0) -> RunRecord:
@@ -38,7 +40,9 @@ def stop(ledger: Ledger, ref: str, *, timeout_s: float = 120.0) -> RunRecord:
                 "stop",
                 f"supervisor did not stop the run in {timeout_s:.0f} s; stopping it here",
             )
-    return run_control.RunController(ledger, run.id, provider=run_provider(ledger, run)).drive()
+    return run_control.RunController(
+        ledger, run.id, provider=packs.run_provider(ledger, run)
+    ).drive()
 
 
 def _ended(ledger: Ledger, run_id: str) -> RunRecord | None:
