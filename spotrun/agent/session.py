@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import libtmux
-from libtmux.exc import LibTmuxException
+from spotrun.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import libtmux
+    from libtmux import exc as libtmux_exc
+else:  # libtmux (~70 ms): paid by the calls that talk to tmux, not by every importer (a launch)
+    libtmux = lazy_module("libtmux")
+    libtmux_exc = lazy_module("libtmux.exc")
 
 SESSION_PREFIX = "spotrun-"
 
@@ -36,7 +43,7 @@ def _server() -> libtmux.Server:
 def session_exists(name: str) -> bool:
     try:
         return bool(_server().has_session(name, exact=True))
-    except LibTmuxException:
+    except libtmux_exc.LibTmuxException:
         return False
 
 
@@ -63,7 +70,7 @@ def kill_session(name: str) -> bool:
         return False
     try:
         _server().kill_session(name)
-    except LibTmuxException:
+    except libtmux_exc.LibTmuxException:
         return session_exists(name) is False
     return True
 
