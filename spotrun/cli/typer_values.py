@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import typer
 from typer._click import Context, Parameter
 from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
 from typer._param_types import coerce_cli_choice, lenient_issubclass
@@ -52,8 +53,16 @@ class PlainValueParam(RuntimeParam):
         return full._coerce_value(value, param=param, ctx=ctx)
 
 
+# The private pieces above (RuntimeParam, build_runtime_param, a parameter's _runtime_param) were
+# checked against this typer series (tests/unit/cli/test_typer_values.py): another release keeps
+# typer's own coercion rather than risk a changed private API failing every command.
+CHECKED_TYPER_SERIES = "0.29."
+
+
 def plain_values_without_pydantic(params: list[Parameter]) -> None:
-    """Give each typer parameter (files aside) a PlainValueParam."""
+    """Give each typer parameter (files aside) a PlainValueParam, on the checked typer series."""
+    if not typer.__version__.startswith(CHECKED_TYPER_SERIES):
+        return
     for param in params:
         if isinstance(param, _TyperParameter) and param.type_descriptor.file_annotation is None:
             param._runtime_param = PlainValueParam(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import typer
 import typer.main
 from typer._click import Context, Parameter
 from typer._click.exceptions import BadParameter
@@ -17,7 +18,7 @@ from typer.core import TyperGroup, _TyperParameter
 
 from spotrun.cli.main import COMMANDS, app
 from spotrun.cli.typer_app import LazyCommand
-from spotrun.cli.typer_values import PlainValueParam
+from spotrun.cli.typer_values import CHECKED_TYPER_SERIES, PlainValueParam
 
 WORDS = ("x", "5", "0.5", "-1", "yes", "")
 
@@ -66,3 +67,14 @@ def test_every_parameter_coerces_as_typer_does() -> None:
             )
             checked += 1
     assert checked > 500  # every command's parameters, not a few
+
+
+def test_the_installed_typer_is_the_series_the_coercion_was_checked_against() -> None:
+    """On another typer series every command keeps typer's own coercion (and pays pydantic):
+    re-run this file against it, then move CHECKED_TYPER_SERIES."""
+    assert typer.__version__.startswith(CHECKED_TYPER_SERIES), typer.__version__
+    command = typer.main.get_command(app)
+    assert any(
+        isinstance(getattr(p, "_runtime_param", None), PlainValueParam)
+        for _, p in _parameters(command)
+    )
