@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from spotlab.harness import REPO, Env
 from tests.helpers import WAIT_SCALE, wait_for
@@ -92,18 +93,23 @@ print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & {"boto3", "boto
 """
 
 
-def test_the_instance_watcher_polls_without_boto3(tmp_path: Path) -> None:
-    """boto3 loads only when the watcher uploads or ends its instance (tests/e2e/
-    test_spot_watcher.py drives both against the lab's S3 and EC2)."""
+def _probe(script: str, folder: Path) -> Any:
+    """Run a probe script in a fresh interpreter; what its last line says (JSON)."""
     done = subprocess.run(
-        [sys.executable, "-c", WATCHER_PROBE, str(tmp_path)],
+        [sys.executable, "-c", script, str(folder)],
         capture_output=True,
         text=True,
         cwd=REPO,
         timeout=120 * WAIT_SCALE,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == []
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_instance_watcher_polls_without_boto3(tmp_path: Path) -> None:
+    """boto3 loads only when the watcher uploads or ends its instance (tests/e2e/
+    test_spot_watcher.py drives both against the lab's S3 and EC2)."""
+    assert _probe(WATCHER_PROBE, tmp_path) == []
 
 
 PUSHER_PROBE = """
@@ -119,12 +125,4 @@ def test_the_checkpoint_pusher_loads_boto3_only_for_something_to_upload(tmp_path
     """A job that wrote nothing durable (no checkpoint, no metrics): the instance's pusher
     looks and uploads nothing, without boto3 (tests/e2e/test_aws_launch.py sees it upload)."""
     (tmp_path / "job.log").write_text("an own command's output\n")  # not a durable file
-    done = subprocess.run(
-        [sys.executable, "-c", PUSHER_PROBE, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120 * WAIT_SCALE,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == [0, []]
+    assert _probe(PUSHER_PROBE, tmp_path) == [0, []]
