@@ -288,7 +288,8 @@ def notice_while_booting(s: Scenario) -> None:
     if first in s.lab.hosts:
         raise AssertionError(f"{first} booted before its notice")
     s.notice(first, notice_s=0.5)
-    s._wait(lambda: not s.lab.instances(s.run_id, states=("running",)), 60, f"{first} reclaimed")
+    # spotrun may have its replacement running before EC2 has ended the first: wait on the first
+    s._wait(lambda: s.ec2_state(first) != "running", 60, f"{first} reclaimed")
     s.lab.hosts.boot_s = usual  # the replacement boots as the lab's instances do
     s.wait_running_on_new(first)
 

@@ -401,6 +401,9 @@ class SweepSupervisor:
     def _finish(self) -> SweepRecord:
         for thread in self.threads.values():
             thread.join(timeout=60)
+        # a trial may have ended after this round's telling: the study hears of it before the
+        # sweep is marked over, so a reader of the ended sweep finds every trial told
+        self._tell_search()
         self.packs.close_idle(more_to_come=False)
         state, message = self.ending or (SweepState.COMPLETED, self._summary())
         try:
