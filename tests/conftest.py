@@ -16,7 +16,13 @@ import pytest
 from spotlab.harness import REPO, Env
 from tests.cpu_record import install as install_cpu_record
 from tests.immutable_files import ImmutableFiles
-from tests.suite_order import load_durations, slow_first_order, suite_order, suite_test
+from tests.suite_order import (
+    load_cpu_seconds,
+    load_durations,
+    slow_first_order,
+    suite_order,
+    suite_test,
+)
 
 # torch's OpenMP threads spin while they wait for work by default: on this 2-core machine,
 # with several tests training at once, the spinning was half of a training's CPU time (digits-fast
@@ -61,7 +67,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         order = slow_first_order(tests)
     else:
         workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # set in xdist's workers
-        order = suite_order(tests, load_durations(), workers)
+        order = suite_order(tests, load_durations(), workers, load_cpu_seconds())
     items[:] = [items[index] for index in order]
 
 

@@ -9,6 +9,12 @@ other in one chunk: a worker builds such a fixture again each time its module co
 
 tests/durations.json holds each test's recorded time (scripts/record_durations.py writes it); a
 test not in it counts as the median of the recorded ones of its kind (slow-marked or not).
+
+Some long tests mostly wait (a notice's real seconds, a controller's poll): tests/cpu_seconds.json
+holds each test's CPU seconds, and those that are busy for under WAITING_SHARE of their time are
+dealt to the first chunk, so that one worker waits while the others' CPU-bound tests keep both
+cores busy. Dealt by time alone, two of the three workers began the suite waiting (measured: the
+cores ~58% busy for the first three minutes).
 """
 
 from __future__ import annotations
@@ -22,6 +28,11 @@ from pathlib import Path
 import pytest
 
 DURATIONS_FILE = Path(__file__).with_name("durations.json")
+CPU_SECONDS_FILE = Path(__file__).with_name("cpu_seconds.json")
+# A group busy for less than this share of its recorded time mostly waits; only groups of at
+# least WAITING_MIN_S count: a short wait leaves its worker idle for too little to matter.
+WAITING_SHARE = 0.3
+WAITING_MIN_S = 10.0
 
 # Module fixtures whose value pytest-xdist's workers share through a file lock (the first to
 # come trains it, the others read it): their tests may go to any worker at no extra cost.
@@ -59,6 +70,29 @@ def load_durations(path: Path = DURATIONS_FILE) -> dict[str, float]:
         return {}
     recorded: dict[str, float] = json.loads(path.read_text())
     return recorded
+
+
+def load_cpu_seconds(path: Path = CPU_SECONDS_FILE) -> dict[str, float]:
+    """Node id -> recorded CPU seconds (with all it started); none when the file is missing."""
+    return load_durations(path)
+
+
+def waiting_groups(
+    tests: Sequence[SuiteTest],
+    found: list[list[int]],
+    seconds: Sequence[float],
+    cpu: Mapping[str, float],
+) -> set[int]:
+    """The positions in `found` of the groups that mostly wait: long, with every test's CPU
+    recorded, busy for under WAITING_SHARE of their time."""
+    waiting = set()
+    for position, group in enumerate(found):
+        wall = sum(seconds[i] for i in group)
+        if wall < WAITING_MIN_S or any(tests[i].nodeid not in cpu for i in group):
+            continue
+        if sum(cpu[tests[i].nodeid] for i in group) < WAITING_SHARE * wall:
+            waiting.add(position)
+    return waiting
 
 
 def estimates(tests: Sequence[SuiteTest], durations: Mapping[str, float]) -> list[float]:
@@ -103,17 +137,37 @@ def first_chunk_sizes(count: int, workers: int) -> list[int]:
 
 
 def suite_order(
-    tests: Sequence[SuiteTest], durations: Mapping[str, float], workers: int
+    tests: Sequence[SuiteTest],
+    durations: Mapping[str, float],
+    workers: int,
+    cpu: Mapping[str, float] | None = None,
 ) -> list[int]:
     """The indices of `tests` in the order to run them: one chunk per worker (of worksteal's
     first sizes), the groups dealt longest first to the chunk with the least time so far that
-    has room, each chunk longest first. A group keeps its tests' file order."""
+    has room, each chunk longest first. A group keeps its tests' file order. With `cpu`, the
+    groups that mostly wait are dealt first, to the first chunk while they fit its share of the
+    time: that chunk starts with them."""
     seconds = estimates(tests, durations)
-    longest_first = sorted(groups(tests), key=lambda group: -sum(seconds[i] for i in group))
+    found = groups(tests)
+    waiting = waiting_groups(tests, found, seconds, cpu or {}) if workers > 1 else set()
+    by_length = sorted(range(len(found)), key=lambda g: -sum(seconds[i] for i in found[g]))
     room = first_chunk_sizes(len(tests), max(1, workers))
+    share = sum(seconds) / len(room)
     loads = [0.0] * len(room)
     chunks: list[list[int]] = [[] for _ in room]
-    for group in longest_first:
+    # The waiting groups first, longest first, to the first chunk while they fit its share.
+    dealt = set()
+    for position in (g for g in by_length if g in waiting):
+        group = found[position]
+        wall = sum(seconds[i] for i in group)
+        if room[0] >= len(group) and loads[0] + wall <= share:
+            chunks[0] += group
+            room[0] -= len(group)
+            loads[0] += wall
+            dealt.add(position)
+    for position in (g for g in by_length if g not in dealt):
+        group = found[position]
+        wall = sum(seconds[i] for i in group)
         fitting = [w for w in range(len(room)) if room[w] >= len(group)]
         # A group larger than every chunk's room left goes where the most room is: the counts
         # then shift by a few short tests at the chunk's end, which the steals even out.
@@ -124,7 +178,7 @@ def suite_order(
         )
         chunks[worker] += group
         room[worker] -= len(group)
-        loads[worker] += sum(seconds[i] for i in group)
+        loads[worker] += wall
     return [index for chunk in chunks for index in chunk]
 
 

@@ -51,6 +51,49 @@ def test_each_workers_first_chunk_starts_with_one_of_the_long_tests() -> None:
         assert times == sorted(times, reverse=True)  # short ones last, where steals take them
 
 
+def test_long_tests_that_mostly_wait_share_the_first_chunk_while_it_has_time() -> None:
+    # Six long tests: three busy all the time, three that wait (a notice's real seconds). By
+    # time alone each chunk would start with one of each kind; with their CPU recorded, the
+    # waiting ones go to the first chunk and the busy ones lead the others, so that one worker
+    # waits while two keep the cores busy.
+    tests = [_slow(f"busy{i}") for i in range(3)] + [_slow(f"waits{i}") for i in range(3)]
+    tests += [_quick(f"q{i}") for i in range(6)]
+    durations = {t.nodeid: 60.0 - i for i, t in enumerate(tests[:3])}
+    durations |= {t.nodeid: 31.0 - i for i, t in enumerate(tests[3:6])}
+    durations |= {t.nodeid: 1.0 for t in tests[6:]}
+    cpu = {t.nodeid: durations[t.nodeid] * 0.9 for t in tests[:3] + tests[6:]}
+    cpu |= {t.nodeid: 3.0 for t in tests[3:6]}
+    chunks = _chunks(suite_order(tests, durations, workers=3, cpu=cpu), [4, 4, 4])
+    assert sorted(chunks[0][:3]) == [3, 4, 5]  # the three that wait, in the first chunk
+    assert sorted([chunks[1][0], chunks[2][0]]) == [0, 1]  # busy ones lead the other two
+    for chunk in chunks:
+        times = [durations[tests[i].nodeid] for i in chunk]
+        assert times == sorted(times, reverse=True)
+    # Without CPU records (or with one missing) the deal is by time alone.
+    by_time = _chunks(suite_order(tests, durations, workers=3), [4, 4, 4])
+    assert sorted(chunk[0] for chunk in by_time) == [0, 1, 2]
+    del cpu[tests[4].nodeid]
+    partly = _chunks(suite_order(tests, durations, workers=3, cpu=cpu), [4, 4, 4])
+    assert 4 not in partly[0][:2]
+
+
+def test_waiting_tests_fill_the_first_chunk_only_up_to_its_share() -> None:
+    tests = [_slow(f"waits{i}") for i in range(3)] + [_quick(f"q{i}") for i in range(6)]
+    durations = {t.nodeid: 50.0 for t in tests[:3]} | {t.nodeid: 2.0 for t in tests[3:]}
+    cpu = {t.nodeid: 1.0 for t in tests}  # all wait; the first chunk can take one of them
+    chunks = _chunks(suite_order(tests, durations, workers=3, cpu=cpu), [3, 3, 3])
+    assert sorted(chunk[0] for chunk in chunks) == [0, 1, 2]
+
+
+def _chunks(order: list[int], sizes: list[int]) -> list[list[int]]:
+    assert sorted(order) == list(range(sum(sizes)))
+    chunks, start = [], 0
+    for size in sizes:
+        chunks.append(order[start : start + size])
+        start += size
+    return chunks
+
+
 def test_tests_sharing_a_module_fixture_stay_together_in_file_order() -> None:
     served, browser = "tests/unit/test_q.py::served", "tests/unit/test_q.py::browser"
     tests = [_quick("alone"), _quick("a", served), _quick("b", served, browser)]
