@@ -7,7 +7,6 @@ import csv
 import io
 import json
 import re
-import sqlite3
 from typing import Any
 
 import pytest
@@ -15,26 +14,17 @@ import pytest
 from spotrun.core.config import load_settings
 from spotrun.core.errors import UsageError
 from spotrun.core.launch_request import LaunchRequest
-from spotrun.service.sweeps import prepare_sweep
+from spotrun.service.sweeps import counts, prepare_sweep
+from spotrun.store.ledger import Ledger
+from spotrun.store.sweeps import SweepStore
 from tests.conftest import Env
+from tests.e2e.sweep_ledger import sweeps_and_runs
 from tests.helpers import wait_for
 
 TINY = ["--set", "threads=1"]
 # A trial's epochs in the ASHA grid: enough that a hopeless trial's stop at its first rung
 # reaches it before its last epoch on a loaded machine (an epoch of digits takes ~0.5 s).
 GRID_EPOCHS = 8
-
-
-def _counts(env: Env) -> tuple[int, int]:
-    """(sweeps, runs) in the ledger: what bad input must leave at zero."""
-    path = env.home / "ledger.db"
-    if not path.exists():
-        return 0, 0
-    with sqlite3.connect(path) as db:
-        have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        sweeps = db.execute("SELECT COUNT(*) FROM sweeps").fetchone()[0] if "sweeps" in have else 0
-        runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    return sweeps, runs
 
 
 @pytest.mark.parametrize(
@@ -60,7 +50,7 @@ def test_bad_input_is_a_usage_error_before_anything_is_made(
     asked = options.pop("request", {})
     with pytest.raises(UsageError, match=re.escape(message)):
         prepare_sweep(settings, "digits-fast", LaunchRequest(**asked), **options)
-    assert _counts(env) == (0, 0)
+    assert sweeps_and_runs(env) == (0, 0)
 
 
 def test_bad_input_on_the_command_line_exits_2_and_launches_nothing(env: Env) -> None:
@@ -73,7 +63,7 @@ def test_bad_input_on_the_command_line_exits_2_and_launches_nothing(env: Env) ->
     assert proc.returncode == 2 and "did you mean lr?" in proc.stderr, proc.stderr
     proc = env.cli("sweep", "digits-fast", "--grid", "lr=0.1", "--metric", "test_ac")
     assert proc.returncode == 2 and "did you mean test_acc" in proc.stderr, proc.stderr
-    assert _counts(env) == (0, 0) and env.sessions() == []
+    assert sweeps_and_runs(env) == (0, 0) and env.sessions() == []
 
 
 @pytest.mark.slow
@@ -175,10 +165,15 @@ def test_stop_ends_a_sweep_its_live_trials_and_skips_the_rest(env: Env) -> None:
         "-d",
         check=True,
     ).stdout.strip()
+    settings = load_settings(env.home)
 
     def running() -> bool:
-        status = json.loads(env.cli("sweep", "status", sweep_id, "--json").stdout)
-        return status["counts"]["live"] == 1 and env.sessions() != []
+        # `sweep status --json`'s counts, computed here from the ledger: a CLI poll was one
+        # spotrun process after another while the trial started
+        with Ledger(settings) as ledger:
+            store = SweepStore(ledger)
+            live = counts(store, store.get(sweep_id))["live"]
+        return live == 1 and env.sessions() != []
 
     wait_for(running, timeout=60, what="the first trial to run")
     proc = env.cli("sweep", "stop", sweep_id, check=True, timeout=120)
