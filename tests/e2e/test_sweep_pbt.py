@@ -12,6 +12,7 @@ import pytest
 
 from spotrun.core.rundir import CHECKPOINTS_DIR, JOB_LOG_FILE, METRICS_FILE
 from tests.conftest import Env
+from tests.e2e.sweep_ledger import sweeps_and_runs
 
 pytestmark = pytest.mark.slow
 
@@ -105,4 +106,4 @@ def test_bad_pbt_input_exits_2_and_launches_nothing(env: Env) -> None:
     ):
         proc = env.cli("sweep", "digits-fast", *args)
         assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
-    assert env.runs() == [] and env.sessions() == []
+    assert sweeps_and_runs(env) == (0, 0) and env.sessions() == []
