@@ -22,6 +22,7 @@ from spotrun.drive import revive
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepStore
 from tests.conftest import Env
+from tests.e2e.sweep_ledger import sweep_state
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
@@ -83,10 +84,7 @@ def test_a_restarted_controller_keeps_the_study_of_a_tpe_sweep(aws_env: Env, lab
         what="the sweep's three trials to succeed",
     )
     wait_for(
-        lambda: (
-            json.loads(env.cli("sweep", "status", sweep_id, "--json").stdout)["state"]
-            == "completed"
-        ),
+        lambda: sweep_state(env, sweep_id) == "completed",
         timeout=120,
         what="the sweep to complete",
     )
@@ -145,9 +143,7 @@ def test_a_sweep_starts_a_trial_only_when_the_budget_pays_for_it_whole(
         check=True,
     ).stdout.strip()
     wait_for(
-        lambda: (
-            json.loads(env.cli("sweep", "status", sweep_id, "--json").stdout)["state"] != "running"
-        ),
+        lambda: sweep_state(env, sweep_id) != "running",
         timeout=600,
         what="the budget to end the sweep",
     )
