@@ -22,6 +22,7 @@ from spotrun.drive import revive
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepStore
 from tests.conftest import Env
+from tests.e2e.sweep_ledger import sweep_state
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
@@ -79,10 +80,7 @@ def test_pbt_copies_a_checkpoint_across_instances_and_survives_a_restart(
     wait_for(lambda: not revive.is_supervised(sweep), 30, "the controller to die")
     env.cli("sweep", "ls", check=True)  # the next command starts a new controller
     wait_for(
-        lambda: (
-            json.loads(env.cli("sweep", "status", sweep_id, "--json").stdout)["state"]
-            == "completed"
-        ),
+        lambda: sweep_state(env, sweep_id) == "completed",
         timeout=500,
         what="the sweep to complete",
     )
