@@ -17,6 +17,7 @@ import pytest
 from spotlab import Lab
 from spotlab.capacity import CapacitySchedule
 from spotlab.fixtures import use_lab
+from spotrun.core.capacity_note import is_waiting_note
 from spotrun.core.config import load_settings
 from spotrun.store.ledger import Ledger
 from spotrun.store.sweeps import SweepRecord, SweepStore
@@ -26,6 +27,12 @@ from tests.helpers import wait_for
 pytestmark = pytest.mark.slow
 
 SHORT = ["--set", "epochs=1"]
+# Where a test asserts nothing of training, the run is your own command on a CPU instance, as
+# digits-fast asks for (no torch start-up, no epochs): one that ends at once, or one that runs
+# until the test says go (`spotrun exec` makes the file), so an interruption always finds it.
+AT_ONCE = "echo done"
+STARTED = "/tmp/job-started"  # on the host's own /tmp: a replacement starts without it
+UNTIL_GO = f"touch {STARTED}; while [ ! -e go ]; do sleep 0.2; done"
 FAST_ASKS = {"capacity_ask_first_s": 1.0, "capacity_ask_max_s": 2.0}
 NOTE = re.compile(r"waiting for capacity: .+; next ask in \d+ s; gives up in \S+")
 
@@ -68,6 +75,12 @@ def _state(env: Env, run_id: str) -> str:
 
 
 def _waiting(env: Env, run_id: str) -> str | None:
+    """The wait `ls --json` shows for the run; the CLI is asked only once the ledger holds a
+    waiting note (a poll of the ledger costs no spotrun process)."""
+    with Ledger(load_settings(env.home)) as ledger:
+        run = ledger.get_run(run_id)
+    if run.state.value != "requested" or not is_waiting_note(run.message):
+        return None
     row = _run(env, run_id)
     return row["waiting_for_capacity"] if row["state"] == "requested" else None
 
@@ -84,6 +97,17 @@ def _launch(env: Env, *flags: str) -> str:
     proc = env.cli("launch", "digits-fast", "--cloud", "aws", "--detach", *SHORT, *flags)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout.strip()
+
+
+def _launch_command(env: Env, command: str, *flags: str) -> str:
+    proc = env.cli("launch", "--cmd", command, "--gpus", "0", "--cloud", "aws", "--detach", *flags)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.strip()
+
+
+def _job_started(lab: Lab, instance_id: str) -> bool:
+    host = lab.hosts.get(instance_id)
+    return host is not None and host.path(STARTED).exists()
 
 
 def _events(env: Env, run_id: str) -> list[str]:
@@ -106,7 +130,7 @@ def test_a_first_launch_waits_for_capacity_shows_it_and_starts_when_it_returns(
     next), asks again and again, and starts once the schedule brings capacity back."""
     clock = TestClock()
     _dry_then(lab, clock)
-    run_id = _launch(weather_env, "--wait-for-capacity", "10m")
+    run_id = _launch_command(weather_env, AT_ONCE, "--wait-for-capacity", "10m")
     note = wait_for(lambda: _waiting(weather_env, run_id), timeout=60, what="the wait shown")
     assert NOTE.fullmatch(note), note
     assert "c6i.large" in note and "(spot)" in note, note
@@ -194,12 +218,9 @@ def test_auto_takes_on_demand_after_the_wait_and_spot_again_at_the_next_replacem
     gets it, now that spot is back."""
     clock = TestClock()
     _dry_then(lab, clock)
-    proc = weather_env.cli(
-        "launch", "digits-fast", "--cloud", "aws", "--detach", "--set", "epochs=8",
-        "--spot-policy", "auto", "--wait-for-capacity", "3s",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    run_id = proc.stdout.strip()
+    run_id = _launch_command(
+        weather_env, UNTIL_GO, "--spot-policy", "auto", "--wait-for-capacity", "3s"
+    )
     wait_for(lambda: _reached(weather_env, run_id, "running"), timeout=120, what="running")
     (first,) = lab.instances(run_id)
     assert "InstanceLifecycle" not in first, first  # on-demand in EC2's own words
@@ -217,6 +238,12 @@ def test_auto_takes_on_demand_after_the_wait_and_spot_again_at_the_next_replacem
     wait_for(lambda: len(lab.instances(run_id)) == 2, timeout=120, what="a replacement")
     second = next(i for i in lab.instances(run_id) if i["InstanceId"] != first["InstanceId"])
     assert second.get("InstanceLifecycle") == "spot", second
+    wait_for(
+        lambda: _job_started(lab, second["InstanceId"]),
+        timeout=120,
+        what="the job on the replacement",
+    )
+    weather_env.cli("exec", run_id, "--cmd", "touch go", check=True)
     wait_for(lambda: _reached(weather_env, run_id, "succeeded"), timeout=240, what="the end")
     cost = json.loads(weather_env.cli("cost", "--json", check=True).stdout)
     rows = cost["rows"] if isinstance(cost, dict) and "rows" in cost else cost
