@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
 from spotrun.train.device import PrecisionProbe, cpu_capabilities
 from tests.conftest import Env
 from tests.helpers import wait_for
@@ -21,6 +23,21 @@ LONG = ["--set", "epochs=400"]  # minutes of training: long enough to look at, s
 
 def _run(env: Env, ref: str) -> dict:
     return next(r for r in env.runs() if r["id"] == ref or r["name"] == ref)
+
+
+def _state(env: Env, run_id: str) -> str:
+    """The run's state, read from the ledger here (a CLI call every 0.2 s costs a core)."""
+    with Ledger(load_settings(env.home)) as ledger:
+        return ledger.get_run(run_id).state.value
+
+
+def _epochs(run_dir: Path) -> int:
+    """The newest evaluated epoch in the run's metrics.jsonl (0: none yet)."""
+    try:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    except FileNotFoundError:
+        return 0
+    return int(json.loads(lines[-1])["epoch"]) if lines else 0
 
 
 def test_launch_digits_fast_end_to_end(env: Env) -> None:
@@ -93,13 +110,20 @@ def test_detached_run_ls_logs_stop(env: Env) -> None:
     run_id = proc.stdout.strip()
     assert len(run_id) == 12
 
-    wait_for(lambda: _run(env, run_id)["state"] == "running", what="run to be running")
+    wait_for(lambda: _state(env, run_id) == "running", what="run to be running")
     assert f"spotrun-{run_id}" in env.sessions()
-    wait_for(
-        lambda: _run(env, "long-one")["metrics"].get("epoch", 0) >= 2,
-        timeout=180,
-        what="two epochs",
+    wait_for(lambda: _epochs(env.home / "runs" / run_id) >= 2, timeout=180, what="two epochs")
+    # ls lists it by name, running, with the epochs it has evaluated (once its controller has
+    # reported them: asked once a second, not at the file's pace)
+    listed = wait_for(
+        lambda: [
+            r for r in env.runs() if r["name"] == "long-one" and r["metrics"].get("epoch", 0) >= 2
+        ],
+        timeout=60,
+        what="ls to show two epochs",
+        interval=1.0,
     )
+    assert [(r["id"], r["state"]) for r in listed] == [(run_id, "running")], listed
 
     follower = env.popen("logs", "-f", "long-one")
     # It follows once it has printed the log so far: stop the run only then. (One reader for
@@ -136,7 +160,7 @@ def test_detached_run_ls_logs_stop(env: Env) -> None:
 def test_attach_puts_a_terminal_in_the_session(env: Env) -> None:
     run_id = env.cli("launch", "digits-fast", "--detach", *LONG, check=True).stdout.strip()
     session = f"spotrun-{run_id}"
-    wait_for(lambda: _run(env, run_id)["state"] == "running", what="running")
+    wait_for(lambda: _state(env, run_id) == "running", what="running")
     # A terminal of our own: a second tmux server whose pane runs `spotrun attach`.
     env.tmux(
         "-L",
