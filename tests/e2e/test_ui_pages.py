@@ -26,6 +26,9 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
 
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
+from spotrun.store.sweeps import SweepStore
 from tests.conftest import Env
 from tests.e2e.ui_browser import (
     Served,
@@ -136,6 +139,12 @@ def _fetch(url: str, **headers: str) -> tuple[int, str]:
 
 def _sweep(home: Env) -> dict[str, Any]:
     return dict(json.loads(home.cli("sweep", "status", "grid", "--json", check=True).stdout))
+
+
+def _sweep_over(home: Env) -> bool:
+    """The sweep's end, read from the ledger here (`sweep status` every 0.2 s costs a core)."""
+    with Ledger(load_settings(home.home)) as ledger:
+        return SweepStore(ledger).resolve("grid").is_over
 
 
 def test_runs_table_fills_and_filters(
@@ -259,11 +268,13 @@ def test_compare_overlays_the_selected_runs(
 def test_the_sweep_view_greys_a_pruned_trial(
     home: Env, served: Served, browser: webdriver.Chrome
 ) -> None:
-    wait_for(lambda: _sweep(home)["state"] != "running", 180, "the sweep to end")
-    board = _sweep(home)["leaderboard"]
+    wait_for(lambda: _sweep_over(home), 180, "the sweep to end")
+    sweep = _sweep(home)
+    assert sweep["state"] != "running", sweep
+    board = sweep["leaderboard"]
     (pruned,) = [t for t in board if t["status"] == "pruned"]
     assert pruned["params"] == {"lr": "0.0005"} and "at epoch 1 " in pruned["reason"], board
-    browser.get(served.page(f"/sweep/{_sweep(home)['id']}"))
+    browser.get(served.page(f"/sweep/{sweep['id']}"))
     wait_seen(browser, "tr.trial-row.pruned", "the pruned trial's row")
     (row,) = seen(browser, "tr.trial-row.pruned")
     assert "ASHA" in row["text"]  # the reason, beside the trial
