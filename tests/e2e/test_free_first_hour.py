@@ -92,7 +92,8 @@ def _running_attempt(env: Env, lab: Lab, run_id: str, attempt: int) -> str:
                 return str(item["InstanceId"])
         return None
 
-    return str(wait_for(there, 120, f"attempt {attempt} of run {run_id} running"))
+    # once a second: each look asks the lab's EC2, and nothing asserted needs it sooner
+    return str(wait_for(there, 120, f"attempt {attempt} of run {run_id} running", interval=1.0))
 
 
 def _announce(lab: Lab, instance_id: str, acts_in_s: float) -> None:
