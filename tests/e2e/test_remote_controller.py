@@ -141,7 +141,8 @@ def test_a_run_and_a_sweep_finish_on_the_controller_host_while_the_laptop_is_awa
         live = lab.instances(run_id, states=("running",))
         return live[0]["InstanceId"] if len(live) == 1 else None
 
-    first = wait_for(one_instance, 180, "the run's instance")
+    # once a second: each look asks the lab's EC2; the first epoch is waited for next anyway
+    first = wait_for(one_instance, 180, "the run's instance", interval=1.0)
     wait_for(lambda: _host_metrics_epoch(host, lab, run_id, first) >= 1, 240, "a first epoch")
     # a spot notice, EC2 reclaims it after
     lab.interruptions.interrupt(first, notice_s=spotlab.NOTICE_S)
