@@ -113,9 +113,11 @@ def _story(env: Env, run_id: str) -> str:
     return f"{_status(env, run_id)}\n{log.read_text()[-3000:] if log.exists() else ''}"
 
 
-def _wait(env: Env, run_id: str, predicate: Any, timeout: float, what: str) -> Any:
+def _wait(
+    env: Env, run_id: str, predicate: Any, timeout: float, what: str, interval: float = 0.2
+) -> Any:
     try:
-        return wait_for(predicate, timeout, what)
+        return wait_for(predicate, timeout, what, interval=interval)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{_story(env, run_id)}") from None
 
@@ -191,6 +193,7 @@ def test_a_big_checkpoint_is_stored_within_the_notices_own_time(
         lambda: _state(env, run_id) in ("succeeded", "failed", "stopped"),
         300,
         "the run to resume and end",
+        interval=1.0,  # minutes of notice and recovery: a look a second is plenty
     )
     run = _status(env, run_id)
     assert run["state"] == "succeeded", (run["message"], run["events"])
@@ -233,7 +236,13 @@ def test_an_instance_clock_two_hours_behind_still_ends_the_job_at_max_hours(
         (item,) = lab.instances(run_id)
         return str(item["State"]["Name"])
 
-    wait_for(lambda: state() in ("shutting-down", "terminated"), 180, "the agent's self-end")
+    # EC2 asked once a second: when the instance ended does not matter here, that it did
+    wait_for(
+        lambda: state() in ("shutting-down", "terminated"),
+        180,
+        "the agent's self-end",
+        interval=1.0,
+    )
     record = json.loads(ended.read_text())
     assert record["why"] == "deadline" and record["instance_id"] == instance_id, record
 
@@ -261,6 +270,7 @@ def test_the_controller_waits_out_a_notice_longer_than_its_old_fixed_wait(
         lambda: _state(env, run_id) in ("succeeded", "failed", "stopped"),
         400,
         "the run to resume and end",
+        interval=1.0,  # minutes of notice and recovery: a look a second is plenty
     )
     run = _status(env, run_id)
     assert run["state"] == "succeeded", (run["message"], run["events"])
