@@ -25,7 +25,8 @@ from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
-OVERRIDES = ["epochs=3", "threads=1"]
+# Two epochs: the nodes train across an epoch boundary (a new shuffle, the schedule goes on)
+OVERRIDES = ["epochs=2", "threads=1"]
 # The interrupted run trains longer and wider, so each of its losses lands mid-training
 LONGER = ["epochs=12", "threads=1", "model_options.width=64"]
 COMPARED = ("step", "epoch", "train_loss", "test_loss", "test_acc", "lr")
