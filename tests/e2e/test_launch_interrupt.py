@@ -207,51 +207,40 @@ def test_ctrl_c_while_the_run_is_being_recorded_leaves_nothing_half_made(env: En
     """Another process holds the ledger's write lock (a user's sqlite3 shell, a backup), so the
     launch waits inside recording its run, its folder already made; Ctrl-C there takes the
     folder away again and says nothing was launched. The launch gets that far because what it
-    reads before (the pools' history for its plan) opens the ledger without a write lock."""
+    reads before (the pools' history for its plan) opens the ledger without a write lock: the
+    lock is taken before the launch starts, so nothing races."""
     env.home.mkdir(parents=True, exist_ok=True)
     (env.home / "config.toml").write_text('controller = "per-run"\n')
-    for attempt in range(3):  # a loaded machine may let the launch record its run first
-        name = f"held{attempt}"
-        folders_before = _folders(env)
-        launch = Launch.start(env, name)
+    env.cli("ls", check=True)  # the ledger made and current: opening it takes no write lock
+    folders_before = _folders(env)
+    holder = sqlite3.connect(env.home / "ledger.db", timeout=60, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    launch = Launch.start(env, "held")
+    try:
         try:
-            # The warm supervisor is started after the launch opened its ledger: take the
-            # write lock then, while the launch still prepares.
             prewarmed = wait_for(
-                lambda launch=launch: _prewarmed_child(launch.proc.pid),
+                lambda: _prewarmed_child(launch.proc.pid),
                 timeout=60,
                 what="the launch's warm supervisor",
                 interval=0.01,
             )
-            holder = sqlite3.connect(env.home / "ledger.db", timeout=60, isolation_level=None)
-            holder.execute("BEGIN IMMEDIATE")
-            if holder.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone():
-                holder.execute("ROLLBACK")
-                holder.close()
-                launch.interrupt()
-                env.cli("stop", name)
-                continue
-            try:
-                wait_for(
-                    lambda before=folders_before: _folders(env) - before,
-                    timeout=30,
-                    what="the launch to make its run folder and wait for the ledger",
-                    interval=0.01,
-                )
-                code = launch.interrupt()  # while the ledger is still held
-                assert _folders(env) == folders_before, "the run folder was taken away"
-            finally:
-                holder.execute("ROLLBACK")
-                holder.close()
+            wait_for(
+                lambda: _folders(env) - folders_before,
+                timeout=60,
+                what="the launch to make its run folder and wait for the ledger",
+                interval=0.01,
+            )
+            assert launch.proc.poll() is None, "the launch ended without the ledger"
+            code = launch.interrupt()  # while the ledger is still held
+            assert _folders(env) == folders_before, "the run folder was taken away"
         finally:
-            if launch.proc.poll() is None:
-                launch.proc.kill()
-        err = "".join(launch.err)
-        assert code == 130 and NOTHING in err and "detached" not in err, (code, err)
-        assert name not in {run["name"] for run in env.runs()}
-        assert _folders(env) == folders_before
-        wait_for(
-            lambda pid=prewarmed: not _alive(pid), timeout=60, what="the warm supervisor to exit"
-        )
-        return
-    pytest.fail("the launch recorded its run before the ledger could be held, 3 times")
+            holder.execute("ROLLBACK")
+            holder.close()
+    finally:
+        if launch.proc.poll() is None:
+            launch.proc.kill()
+    err = "".join(launch.err)
+    assert code == 130 and NOTHING in err and "detached" not in err, (code, err)
+    assert "held" not in {run["name"] for run in env.runs()}
+    assert _folders(env) == folders_before
+    wait_for(lambda: not _alive(prewarmed), timeout=60, what="the warm supervisor to exit")
