@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spotrun.core.config import load_settings
+from spotrun.store.ledger import Ledger
+
 REPO = Path(__file__).resolve().parent.parent
 
 # A bound is how long a test waits before calling a thing missing, not how long the thing may
@@ -77,6 +80,12 @@ class Env:
     def runs(self) -> list[dict[str, Any]]:
         proc = self.cli("ls", "--all", "--json", check=True)
         return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+    def run_state(self, run_id: str) -> str:
+        """The run's state, read from the ledger in this process: what a wait polls (a CLI
+        call is a spotrun process, ~0.4 CPU-s, each time)."""
+        with Ledger(load_settings(self.home)) as ledger:
+            return ledger.get_run(run_id).state.value
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["tmux", *args], capture_output=True, text=True, env=self.vars)

@@ -35,11 +35,6 @@ TINY_IMAGE_RECIPE = [
 ]
 
 
-def _state(env: Env, run_id: str) -> str:
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
-
-
 def _status(env: Env, ref: str) -> dict[str, Any]:
     return json.loads(env.cli("status", ref, "--json", check=True).stdout)
 
@@ -69,7 +64,7 @@ def test_push_a_folder_then_a_run_stages_it_on_the_instance_and_trains(
         check=True,
     ).stdout.strip()  # fmt: skip
     wait_for(
-        lambda: _state(env, run_id) in ("succeeded", "failed"), timeout=150, what="the run to end"
+        lambda: env.run_state(run_id) in ("succeeded", "failed"), timeout=150, what="the run to end"
     )
     status = _status(env, run_id)
     events = [e["message"] for e in status["events"]]

@@ -15,20 +15,12 @@ import pytest
 
 from spotlab import Lab
 from spotlab.fixtures import use_lab
-from spotrun.core.config import load_settings
-from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
 SHORT = ["--set", "epochs=2"]
-
-
-def _state(env: Env, run_id: str) -> str:
-    """The run's state, read from the ledger here (polling the CLI would load the machine)."""
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
 
 
 def _run(env: Env, ref: str) -> dict[str, Any]:
@@ -61,7 +53,7 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     assert "carrying MLFLOW_EXPERIMENT_NAME into the job's environment" in launched.stderr
     run_id = launched.stdout.strip()
     wait_for(
-        lambda: _state(env, run_id) in ("running", "syncing", "succeeded"),
+        lambda: env.run_state(run_id) in ("running", "syncing", "succeeded"),
         timeout=60,
         what="the job to start on the instance",
     )
@@ -100,14 +92,14 @@ def test_launch_digits_fast_on_aws_end_to_end(aws_env: Env, lab: Lab) -> None:
     # The job runs in tmux on the host (its own tmux server), not on this machine.
     session = f"spotrun-{run_id}"
     host = lab.hosts.of(instance_id)
-    if _state(env, run_id) == "running":
+    if env.run_state(run_id) == "running":
         assert (
             session in _host_tmux(lab, instance_id, "list-sessions", "-F", "#{session_name}").stdout
         )
     assert session not in env.sessions()
 
     wait_for(
-        lambda: _state(env, run_id) in ("succeeded", "failed"), timeout=120, what="the run to end"
+        lambda: env.run_state(run_id) in ("succeeded", "failed"), timeout=120, what="the run to end"
     )
     run = _run(env, run_id)
     status = _status(env, run_id)
@@ -191,7 +183,7 @@ def _crash_after_ec2_made_it(env: Env, lab: Lab) -> str:
     ).stdout.strip()
     wait_for(lambda: held.wait_arrived(0.1), timeout=60, what="the supervisor's RunInstances")
     wait_for(lambda: lab.instances(run_id), timeout=30, what="EC2 to make the instance")
-    assert _state(env, run_id) == "requested"
+    assert env.run_state(run_id) == "requested"
     os.kill(_supervisor_pid(env, run_id), signal.SIGKILL)
     held.release()  # the answer goes to a dead process
     env.cli("ls", check=True)  # any command notices the dead supervisor and starts another
@@ -200,12 +192,12 @@ def _crash_after_ec2_made_it(env: Env, lab: Lab) -> str:
 
 def _goes_on_with_the_one_instance(env: Env, lab: Lab, run_id: str) -> None:
     wait_for(
-        lambda: _state(env, run_id) in ("running", "syncing", "succeeded", "failed"),
+        lambda: env.run_state(run_id) in ("running", "syncing", "succeeded", "failed"),
         timeout=60,
         what="the restarted supervisor to start the job",
     )
     status = _status(env, run_id)
-    assert _state(env, run_id) != "failed", [
+    assert env.run_state(run_id) != "failed", [
         status["message"],
         *[e["message"] for e in status["events"]],
     ]
@@ -288,7 +280,7 @@ def test_attach_follow_logs_and_stop_on_aws(aws_env: Env, lab: Lab) -> None:
         "epochs=400",
         check=True,
     ).stdout.strip()
-    wait_for(lambda: _state(env, run_id) == "running", timeout=60, what="the job to start")
+    wait_for(lambda: env.run_state(run_id) == "running", timeout=60, what="the job to start")
     (item,) = lab.instances(run_id)
     instance_id = item["InstanceId"]
     session = f"spotrun-{run_id}"
@@ -329,7 +321,7 @@ def test_attach_follow_logs_and_stop_on_aws(aws_env: Env, lab: Lab) -> None:
     out, _ = follower.communicate(timeout=60)  # returns by itself once the run has ended
     assert "training digits-fast" in out and "epoch 1/400" in out
 
-    assert _state(env, run_id) == "stopped"
+    assert env.run_state(run_id) == "stopped"
     run_dir = env.home / "runs" / run_id
     assert list((run_dir / "checkpoints").glob("ckpt-*.pt")), "the trainer checkpointed on stop"
     assert "stop requested by SIGTERM" in (run_dir / "job.log").read_text()

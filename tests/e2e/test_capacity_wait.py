@@ -69,11 +69,6 @@ def _run(env: Env, run_id: str) -> dict[str, Any]:
     return next(r for r in env.runs() if r["id"] == run_id)
 
 
-def _state(env: Env, run_id: str) -> str:
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
-
-
 def _waiting(env: Env, run_id: str) -> str | None:
     """The wait `ls --json` shows for the run; the CLI is asked only once the ledger holds a
     waiting note (a poll of the ledger costs no spotrun process)."""
@@ -87,7 +82,7 @@ def _waiting(env: Env, run_id: str) -> str | None:
 
 def _reached(env: Env, run_id: str, *states: str) -> bool:
     """Whether the run is in one of `states`; a run that ended otherwise fails the test."""
-    state = _state(env, run_id)
+    state = env.run_state(run_id)
     if state in ("failed", "stopped") and state not in states:
         raise AssertionError(f"the run ended {state}: {_run(env, run_id)['message']}")
     return state in states
@@ -158,7 +153,7 @@ def test_the_bound_passing_fails_the_run_with_what_was_tried(weather_env: Env, l
     clock = TestClock()
     _dry_then(lab, clock, back_at=1e9)
     run_id = _launch(weather_env, "--wait-for-capacity", "5s")
-    wait_for(lambda: _state(weather_env, run_id) == "failed", timeout=90, what="the run to fail")
+    wait_for(lambda: weather_env.run_state(run_id) == "failed", timeout=90, what="the run to fail")
     message = _run(weather_env, run_id)["message"]
     assert re.match(r"no capacity within 5s \(\d+ asks? in \S+\); tried ", message), message
     for zone in ("us-east-1a", "us-east-1b", "us-east-1c"):
@@ -177,7 +172,7 @@ def test_stop_while_waiting_stops_at_once(weather_env: Env, lab: Lab) -> None:
     wait_for(lambda: _waiting(weather_env, run_id), timeout=60, what="the wait shown")
     stop = weather_env.cli("stop", run_id)
     assert stop.returncode == 0, stop.stdout + stop.stderr
-    wait_for(lambda: _state(weather_env, run_id) == "stopped", timeout=60, what="the stop")
+    wait_for(lambda: weather_env.run_state(run_id) == "stopped", timeout=60, what="the stop")
     row = _run(weather_env, run_id)
     assert row["message"] == "stopped by the user", row
     assert row["waiting_for_capacity"] is None
@@ -289,7 +284,7 @@ def test_a_sweeps_trials_wait_for_capacity_and_run_when_it_returns(
     wait_for(lambda: _sweep(weather_env, sweep_id).is_over, timeout=300, what="the sweep's end")
     assert _sweep(weather_env, sweep_id).state.value == "completed"
     for run_id in runs:
-        assert _state(weather_env, run_id) == "succeeded", _run(weather_env, run_id)
+        assert weather_env.run_state(run_id) == "succeeded", _run(weather_env, run_id)
         _nothing_left(lab, run_id)
 
 

@@ -19,8 +19,6 @@ from spotlab import Lab
 from spotlab.clock import offset_env
 from spotlab.fixtures import use_lab
 from spotlab.spot import Scenario
-from spotrun.core.config import load_settings
-from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
 
@@ -97,11 +95,6 @@ def fast_env(env: Env, lab: Lab) -> Iterator[Env]:
         yield env
 
 
-def _state(env: Env, run_id: str) -> str:
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
-
-
 def _status(env: Env, run_id: str) -> dict[str, Any]:
     status: dict[str, Any] = json.loads(env.cli("status", run_id, "--json", check=True).stdout)
     return status
@@ -157,10 +150,10 @@ def test_a_laptop_clock_two_hours_behind_leaves_the_job_its_max_hours(
         f"the watcher's rounds (its log: {watcher_log.read_text()[-800:]})",
     )
     assert not _host_file(lab, instance_id, run_id, "self-terminated.json").exists()
-    assert _state(env, run_id) == "running"
+    assert env.run_state(run_id) == "running"
 
     env.cli("exec", run_id, "--cmd", "touch go", check=True)
-    wait_for(lambda: _state(env, run_id) in ("succeeded", "failed", "stopped"), 120, "the end")
+    wait_for(lambda: env.run_state(run_id) in ("succeeded", "failed", "stopped"), 120, "the end")
     run = _status(env, run_id)
     assert run["state"] == "succeeded", (run["message"], run["events"])
     assert "done" in (env.home / "runs" / run_id / "job.log").read_text()
@@ -190,7 +183,7 @@ def test_a_big_checkpoint_is_stored_within_the_notices_own_time(
     _wait(
         env,
         run_id,
-        lambda: _state(env, run_id) in ("succeeded", "failed", "stopped"),
+        lambda: env.run_state(run_id) in ("succeeded", "failed", "stopped"),
         300,
         "the run to resume and end",
         interval=1.0,  # minutes of notice and recovery: a look a second is plenty
@@ -230,7 +223,7 @@ def test_an_instance_clock_two_hours_behind_still_ends_the_job_at_max_hours(
     scenario.run_id = run_id
     assert scenario.kill_supervisor(), "the run's supervisor was not there to kill"
     # No spotrun command from here on: any would bring the supervisor back.
-    assert _state(env, run_id) == "running", "the controller ended the run before it was gone"
+    assert env.run_state(run_id) == "running", "the controller ended the run before it was gone"
 
     def state() -> str:
         (item,) = lab.instances(run_id)
@@ -267,7 +260,7 @@ def test_the_controller_waits_out_a_notice_longer_than_its_old_fixed_wait(
     _wait(
         env,
         run_id,
-        lambda: _state(env, run_id) in ("succeeded", "failed", "stopped"),
+        lambda: env.run_state(run_id) in ("succeeded", "failed", "stopped"),
         400,
         "the run to resume and end",
         interval=1.0,  # minutes of notice and recovery: a look a second is plenty

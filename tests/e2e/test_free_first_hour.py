@@ -61,11 +61,6 @@ def _task(root: Path) -> Path:
     return task
 
 
-def _state(env: Env, run_id: str) -> str:
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
-
-
 def _events(env: Env, run_id: str) -> list[str]:
     with Ledger(load_settings(env.home)) as ledger:
         return [f"{e.kind}: {e.message}" for e in ledger.events(run_id)]
@@ -105,7 +100,7 @@ def _announce(lab: Lab, instance_id: str, acts_in_s: float) -> None:
 
 def _finish(env: Env, run_id: str) -> None:
     env.cli("exec", run_id, "--cmd", "touch go", check=True)
-    wait_for(lambda: _state(env, run_id) == "succeeded", 120, f"run {run_id} to succeed")
+    wait_for(lambda: env.run_state(run_id) == "succeeded", 120, f"run {run_id} to succeed")
 
 
 def _compute_by_instance(env: Env, run_id: str) -> dict[str, float]:
@@ -159,7 +154,7 @@ def test_interrupted_in_first_hour_is_left_to_ec2_and_free_a_stop_is_billed(
         _finish(env, interrupted)
 
         env.cli("stop", stopped, check=True)
-        wait_for(lambda: _state(env, stopped) == "stopped", 120, "the stopped run's end")
+        wait_for(lambda: env.run_state(stopped) == "stopped", 120, "the stopped run's end")
 
         assert SPOT_RECLAIM in _end_reason(env, interrupted, first)
         compute = _compute_by_instance(env, interrupted)
@@ -190,7 +185,7 @@ def test_a_notice_ec2_does_not_follow_is_ended_by_spotrun(
         _event(env, run_id, f"terminated {first}: EC2 did not reclaim it")
         (item,) = [i for i in lab.instances(run_id) if i["InstanceId"] == first]
         assert item["State"]["Name"] == "terminated"
-        assert _state(env, run_id) == "running"  # ended while the run goes on, not by its end
+        assert env.run_state(run_id) == "running"  # ended while the run goes on, not by its end
         _running_attempt(env, lab, run_id, 2)
         _finish(env, run_id)
         reason = _end_reason(env, run_id, first)
@@ -226,5 +221,5 @@ def test_an_instance_clock_hours_off_still_leaves_it_to_ec2_within_the_notice(
             assert not [e for e in _events(env, run_id) if "EC2 did not reclaim" in e]
         for run_id in firsts:
             env.cli("stop", run_id, check=True)
-            wait_for(lambda r=run_id: _state(env, r) == "stopped", 120, f"run {run_id} to stop")
+            wait_for(lambda r=run_id: env.run_state(r) == "stopped", 120, f"run {run_id} to stop")
             assert lab.instances(run_id, states=LIVE) == []

@@ -36,11 +36,8 @@ def _ended(env: Env, run_id: str) -> dict[str, Any]:
     """The ended run's `status --json`: its end waited for in the ledger (a CLI call every
     0.2 s was most of these tests' CPU), then the CLI asked once."""
 
-    def ended() -> bool:
-        with Ledger(load_settings(env.home)) as ledger:
-            return ledger.get_run(run_id).state.value in ("succeeded", "failed", "stopped")
-
-    wait_for(ended, 180, f"run {run_id} to end")
+    ended = ("succeeded", "failed", "stopped")
+    wait_for(lambda: env.run_state(run_id) in ended, 180, f"run {run_id} to end")
     return _status(env, run_id)
 
 

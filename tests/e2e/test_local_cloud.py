@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.core.config import load_settings
-from spotrun.store.ledger import Ledger
 from spotrun.train.device import PrecisionProbe, cpu_capabilities
 from tests.conftest import Env
 from tests.helpers import wait_for
@@ -23,12 +21,6 @@ LONG = ["--set", "epochs=400"]  # minutes of training: long enough to look at, s
 
 def _run(env: Env, ref: str) -> dict:
     return next(r for r in env.runs() if r["id"] == ref or r["name"] == ref)
-
-
-def _state(env: Env, run_id: str) -> str:
-    """The run's state, read from the ledger here (a CLI call every 0.2 s costs a core)."""
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
 
 
 def _epochs(run_dir: Path) -> int:
@@ -110,7 +102,7 @@ def test_detached_run_ls_logs_stop(env: Env) -> None:
     run_id = proc.stdout.strip()
     assert len(run_id) == 12
 
-    wait_for(lambda: _state(env, run_id) == "running", what="run to be running")
+    wait_for(lambda: env.run_state(run_id) == "running", what="run to be running")
     assert f"spotrun-{run_id}" in env.sessions()
     wait_for(lambda: _epochs(env.home / "runs" / run_id) >= 2, timeout=180, what="two epochs")
     # ls lists it by name, running, with the epochs it has evaluated (once its controller has
@@ -160,7 +152,7 @@ def test_detached_run_ls_logs_stop(env: Env) -> None:
 def test_attach_puts_a_terminal_in_the_session(env: Env) -> None:
     run_id = env.cli("launch", "digits-fast", "--detach", *LONG, check=True).stdout.strip()
     session = f"spotrun-{run_id}"
-    wait_for(lambda: _state(env, run_id) == "running", what="running")
+    wait_for(lambda: env.run_state(run_id) == "running", what="running")
     # A terminal of our own: a second tmux server whose pane runs `spotrun attach`.
     env.tmux(
         "-L",

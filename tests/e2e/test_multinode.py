@@ -38,11 +38,6 @@ def _set_args(overrides: list[str] = OVERRIDES) -> list[str]:
     return [arg for item in overrides for arg in ("--set", item)]
 
 
-def _state(env: Env, run_id: str) -> str:
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
-
-
 def _final(path: Path) -> dict[str, Any]:
     last = json.loads(path.read_text().splitlines()[-1])
     return {k: last[k] for k in COMPARED}
@@ -83,7 +78,7 @@ def test_two_nodes_train_with_torchrun_across_the_lab(
             check=True,
         ).stdout.strip()  # fmt: skip
         wait_for(
-            lambda: _state(env, run_id) in ("succeeded", "failed"),
+            lambda: env.run_state(run_id) in ("succeeded", "failed"),
             timeout=300,
             what="the two-node run to end",
         )
@@ -249,7 +244,7 @@ def test_a_vcpu_quota_too_small_for_the_cluster_launches_nothing(aws_env: Env, l
         "-d",
         check=True,
     ).stdout.strip()
-    wait_for(lambda: _state(aws_env, run_id) == "failed", timeout=60, what="the run to fail")
+    wait_for(lambda: aws_env.run_state(run_id) == "failed", timeout=60, what="the run to fail")
     status = json.loads(aws_env.cli("status", run_id, "--json", check=True).stdout)
     assert "vCPU quota" in status["message"], status
     assert status["message"].startswith("MaxSpotInstanceCountExceeded"), status
@@ -287,7 +282,7 @@ def test_lost_nodes_are_replaced_in_their_zone_and_then_the_whole_cluster_moves(
         lab.faults.ec2("RunInstances", "InsufficientInstanceCapacity", times=None, zone=zone)
         lab.interruptions.interrupt(second, notice_s=8.0)
         wait_for(
-            lambda: _state(env, run_id) in ("succeeded", "failed"),
+            lambda: env.run_state(run_id) in ("succeeded", "failed"),
             timeout=400,
             what="the moved run to end",
         )
@@ -435,7 +430,7 @@ def test_your_own_command_on_two_nodes_from_a_task_file(env: Env, lab: Lab, tmp_
     with use_lab(env, lab, **CLUSTER):
         run_id = env.cli("launch", str(task), "--cloud", "aws", "-d", check=True).stdout.strip()
         wait_for(
-            lambda: _state(env, run_id) in ("succeeded", "failed"),
+            lambda: env.run_state(run_id) in ("succeeded", "failed"),
             timeout=240,
             what="the task to end",
         )

@@ -99,11 +99,6 @@ def lab_env(env: Env, shared_lab: Lab) -> Iterator[Env]:
         yield env
 
 
-def _state(env: Env, run_id: str) -> str:
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
-
-
 def _run(env: Env, run_id: str) -> dict[str, Any]:
     return json.loads(env.cli("status", run_id, "--json", check=True).stdout)
 
@@ -111,7 +106,7 @@ def _run(env: Env, run_id: str) -> dict[str, Any]:
 def _ended(env: Env, run_id: str) -> dict[str, Any]:
     try:
         wait_for(
-            lambda: _state(env, run_id) in ("succeeded", "failed", "stopped"),
+            lambda: env.run_state(run_id) in ("succeeded", "failed", "stopped"),
             timeout=90,
             what=f"run {run_id} to end",
         )
@@ -172,7 +167,7 @@ def test_task_in_the_lab_outputs_checkpoint_restart_exec_and_sigterm(
 
     # Outputs and checkpoints come back while the job runs, not only at the end.
     wait_for(lambda: _results(env, main, "attempt-2.json"), timeout=90, what="the restart")
-    assert _state(env, main) == "running"
+    assert env.run_state(main) == "running"
     (item,) = lab.instances(main)  # the restart reused the same instance
     assert item["State"]["Name"] == "running"
     second = _results(env, main, "attempt-2.json")

@@ -25,12 +25,6 @@ def _run(env: Env, ref: str) -> dict[str, Any]:
     return json.loads(env.cli("status", ref, "--json", check=True).stdout)
 
 
-def _state(env: Env, run_id: str) -> str:
-    """The run's state, read from the ledger here (a CLI call every 0.2 s costs a core)."""
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
-
-
 def _metrics(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -141,7 +135,7 @@ def test_task_name_is_the_run_name_and_its_output_streams_in_the_foreground(
     said = "took the name 'my-task'; the ended run that had it is now 'my-task-1'"
     assert f"note: {said}" in again.stderr
     second = again.stdout.strip()
-    wait_for(lambda: _state(env, second) == "succeeded", what="the second run's end")
+    wait_for(lambda: env.run_state(second) == "succeeded", what="the second run's end")
     quiet = env.cli("launch", str(task), "--name", "other", "--quiet", timeout=120)
     assert quiet.returncode == 0, quiet.stderr
     assert "succeeded" in quiet.stdout and "running" in quiet.stdout  # the stages
@@ -184,7 +178,7 @@ def test_a_run_stops_at_its_max_hours_and_resume_gives_it_more(env: Env) -> None
     launched = env.cli("launch", "digits-fast", *args)
     assert launched.returncode == 0, launched.stderr
     run_dir = env.home / "runs" / launched.stdout.strip()
-    wait_for(lambda: _state(env, run_dir.name) == "stopped", timeout=240, what="the stop")
+    wait_for(lambda: env.run_state(run_dir.name) == "stopped", timeout=240, what="the stop")
     stopped = _run(env, "timed")
     (last,) = stopped["transitions"][-1:]
     assert last["to"] == "stopped" and "max-hours: its 36s cap is reached" in last["reason"]

@@ -17,8 +17,6 @@ import pytest
 
 from spotlab import Lab
 from spotlab.fixtures import use_lab
-from spotrun.core.config import load_settings
-from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
 
@@ -65,11 +63,6 @@ def _command_lines_holding(canary: bytes) -> list[str]:
     return found
 
 
-def _state(env: Env, run_id: str) -> str:
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
-
-
 def _check_run(env: Env, task: Path, cloud: str) -> str:
     canary = f"canary-{uuid.uuid4().hex}"
     digest = hashlib.sha256(canary.encode()).hexdigest()
@@ -87,8 +80,8 @@ def _check_run(env: Env, task: Path, cloud: str) -> str:
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     done = env.cli("exec", run_id, "--cmd", EXEC)
     assert done.returncode == 0 and f"exec {digest}" in done.stdout, (done.stdout, done.stderr)
-    wait_for(lambda: _state(env, run_id) in ("succeeded", "failed"), timeout=120, what="the end")
-    assert _state(env, run_id) == "succeeded"
+    wait_for(lambda: env.run_state(run_id) in ("succeeded", "failed"), timeout=120, what="the end")
+    assert env.run_state(run_id) == "succeeded"
     seen = env.home / "runs" / run_id / "workdir" / "results" / "seen.txt"
     assert seen.read_text() == digest  # the job got the value itself
     return run_id

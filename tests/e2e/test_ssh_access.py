@@ -12,19 +12,12 @@ from pathlib import Path
 import pytest
 
 from spotlab import Lab
-from spotrun.core.config import load_settings
-from spotrun.store.ledger import Ledger
 from tests.conftest import REPO, Env
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
 LONG = ["--set", "epochs=400", "--set", "threads=1"]  # runs until stopped
-
-
-def _state(env: Env, run_id: str) -> str:
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
 
 
 def _no_tty(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
@@ -64,7 +57,7 @@ def test_ssh_config_spotrun_ssh_and_attach_without_terminal_on_aws(aws_env: Env,
     run_id = env.cli(
         "launch", "digits-fast", "--cloud", "aws", "-d", "--name", "far", *LONG, check=True
     ).stdout.strip()
-    wait_for(lambda: _state(env, run_id) == "running", timeout=90, what="the job to start")
+    wait_for(lambda: env.run_state(run_id) == "running", timeout=90, what="the job to start")
     session = f"spotrun-{run_id}"
     (item,) = lab.instances(run_id)
     instance_id = item["InstanceId"]
@@ -124,7 +117,7 @@ def test_ssh_config_spotrun_ssh_and_attach_without_terminal_on_aws(aws_env: Env,
 def test_ssh_and_attach_without_terminal_on_the_local_cloud(env: Env) -> None:
     run_id = env.cli("launch", "digits-fast", "-d", "--name", "near", *LONG, check=True)
     run_id_text = run_id.stdout.strip()
-    wait_for(lambda: _state(env, run_id_text) == "running", timeout=90, what="the job to start")
+    wait_for(lambda: env.run_state(run_id_text) == "running", timeout=90, what="the job to start")
     try:
         attach = _no_tty(env, "attach", "near")
         assert attach.returncode == 2, attach.stderr
@@ -151,7 +144,7 @@ def test_ssh_and_attach_in_a_terminal_on_the_local_cloud(env: Env) -> None:
     run_id_text = run_id.stdout.strip()
     session = f"spotrun-{run_id_text}"
     run_dir = (env.home / "runs" / run_id_text).resolve()
-    wait_for(lambda: _state(env, run_id_text) == "running", timeout=90, what="the job to start")
+    wait_for(lambda: env.run_state(run_id_text) == "running", timeout=90, what="the job to start")
     names = ("SPOTRUN_HOME", "TMUX_TMPDIR", "PYTHONPATH")
     exports = " ".join(f"{k}={shlex.quote(env.vars[k])}" for k in names)
     spotrun = (
@@ -183,7 +176,7 @@ def test_ssh_and_attach_in_a_terminal_on_the_local_cloud(env: Env) -> None:
             timeout=60,
             what="the detach",
         )
-        assert clients() == [] and _state(env, run_id_text) == "running"  # the job goes on
+        assert clients() == [] and env.run_state(run_id_text) == "running"  # the job goes on
     finally:
         env.tmux("-L", "term", "kill-server")
         env.cli("stop", "here", timeout=180)

@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 
 from spotlab import Lab
-from spotrun.core.config import load_settings
-from spotrun.store.ledger import Ledger
 from tests.conftest import Env
 from tests.helpers import wait_for
 
@@ -46,11 +44,6 @@ echo done > done.txt
 """
 
 
-def _state(env: Env, run_id: str) -> str:
-    with Ledger(load_settings(env.home)) as ledger:
-        return ledger.get_run(run_id).state.value
-
-
 def _status(env: Env, run_id: str) -> dict[str, Any]:
     return dict(json.loads(env.cli("status", run_id, "--json", check=True).stdout))
 
@@ -78,7 +71,7 @@ def test_a_job_writing_what_cannot_come_home_runs_on_its_one_instance(
     )
     env.cli("exec", run_id, "--cmd", 'touch "$SPOTRUN_RUN_DIR/go"', check=True)
     wait_for(
-        lambda: _state(env, run_id) in ("succeeded", "failed", "stopped"),
+        lambda: env.run_state(run_id) in ("succeeded", "failed", "stopped"),
         timeout=180,
         what="the run to end",
     )
