@@ -80,17 +80,16 @@ def load_cpu_seconds(path: Path = CPU_SECONDS_FILE) -> dict[str, float]:
 def waiting_groups(
     tests: Sequence[SuiteTest],
     found: list[list[int]],
-    seconds: Sequence[float],
+    walls: Sequence[float],
     cpu: Mapping[str, float],
 ) -> set[int]:
     """The positions in `found` of the groups that mostly wait: long, with every test's CPU
-    recorded, busy for under WAITING_SHARE of their time."""
+    recorded, busy for under WAITING_SHARE of their time (`walls`: each group's seconds)."""
     waiting = set()
     for position, group in enumerate(found):
-        wall = sum(seconds[i] for i in group)
-        if wall < WAITING_MIN_S or any(tests[i].nodeid not in cpu for i in group):
+        if walls[position] < WAITING_MIN_S or any(tests[i].nodeid not in cpu for i in group):
             continue
-        if sum(cpu[tests[i].nodeid] for i in group) < WAITING_SHARE * wall:
+        if sum(cpu[tests[i].nodeid] for i in group) < WAITING_SHARE * walls[position]:
             waiting.add(position)
     return waiting
 
@@ -149,26 +148,27 @@ def suite_order(
     time: that chunk starts with them."""
     seconds = estimates(tests, durations)
     found = groups(tests)
-    waiting = waiting_groups(tests, found, seconds, cpu or {}) if workers > 1 else set()
-    by_length = sorted(range(len(found)), key=lambda g: -sum(seconds[i] for i in found[g]))
+    walls = [sum(seconds[i] for i in group) for group in found]
+    waiting = waiting_groups(tests, found, walls, cpu or {}) if workers > 1 else set()
+    by_length = sorted(range(len(found)), key=lambda position: -walls[position])
     room = first_chunk_sizes(len(tests), max(1, workers))
     share = sum(seconds) / len(room)
     loads = [0.0] * len(room)
     chunks: list[list[int]] = [[] for _ in room]
+
+    def deal(worker: int, position: int) -> None:
+        chunks[worker] += found[position]
+        room[worker] -= len(found[position])
+        loads[worker] += walls[position]
+
     # The waiting groups first, longest first, to the first chunk while they fit its share.
     dealt = set()
     for position in (g for g in by_length if g in waiting):
-        group = found[position]
-        wall = sum(seconds[i] for i in group)
-        if room[0] >= len(group) and loads[0] + wall <= share:
-            chunks[0] += group
-            room[0] -= len(group)
-            loads[0] += wall
+        if room[0] >= len(found[position]) and loads[0] + walls[position] <= share:
+            deal(0, position)
             dealt.add(position)
     for position in (g for g in by_length if g not in dealt):
-        group = found[position]
-        wall = sum(seconds[i] for i in group)
-        fitting = [w for w in range(len(room)) if room[w] >= len(group)]
+        fitting = [w for w in range(len(room)) if room[w] >= len(found[position])]
         # A group larger than every chunk's room left goes where the most room is: the counts
         # then shift by a few short tests at the chunk's end, which the steals even out.
         worker = (
@@ -176,9 +176,7 @@ def suite_order(
             if fitting
             else max(range(len(room)), key=lambda w: (room[w], -w))
         )
-        chunks[worker] += group
-        room[worker] -= len(group)
-        loads[worker] += wall
+        deal(worker, position)
     return [index for chunk in chunks for index in chunk]
 
 
