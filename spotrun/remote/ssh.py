@@ -98,6 +98,17 @@ class _PinOnFirstUse(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
 SFTP_STALL_S = 60.0  # the longest an SFTP request may wait for an answer
 
 
+def close_channel(channel: paramiko.Channel) -> None:
+    """Close a command's channel, quietly when the connection is already cut: paramiko sends
+    the close through the transport, and a cut socket makes that an EOFError (or OSError) that
+    would escape from a `finally` as the supervisor's "internal error". The transport is
+    closed as well then, so that the next call reconnects."""
+    try:
+        channel.close()
+    except (OSError, EOFError, paramiko.SSHException):
+        channel.get_transport().close()
+
+
 class SshRunner:
     """Runs commands on one instance over one SSH connection, reconnecting when it drops.
 
@@ -267,7 +278,7 @@ class SshRunner:
                 f"lost the connection to {self.where} running a command: {exc}"
             ) from exc
         finally:
-            channel.close()
+            close_channel(channel)
         return code, bytes(out), err.decode(errors="replace")
 
     # ------------------------------------------------------------------ files
