@@ -22,6 +22,7 @@ from spotlab.harness import REPO, Env, wait_for
 from spotlab.probes import children, cmdline, link_target, lost_steps
 from spotrun.core.config import load_settings
 from spotrun.core.locks import process_running
+from spotrun.drive.home import running_pid as home_controller_pid
 from spotrun.drive.supervisor import is_supervised
 from spotrun.store.ledger import Ledger
 
@@ -392,12 +393,23 @@ class Scenario:
             self._act(f"kill: supervisor {pid} was gone")
             return False
         self._act(f"killed supervisor {pid}")
-        # Dead, and its lock released: a command that looks sooner would still see it held.
-        # (Its main thread turns zombie before the others have let go of its files, the lock
-        # among them, so the lock itself is what to watch.)
+        # Dead, and its locks released: a command that looks sooner would still see it alive.
+        # The process first (killed before it took the run's lock, the run's lock alone is free
+        # at once while the process still holds the home's), then the locks (its main thread
+        # turns zombie before the others have let go of its files, the locks among them).
         with self.ledger() as ledger:
             run = ledger.get_run(self.run_id)
-        wait_for(lambda: not is_supervised(run), 30, f"supervisor {pid} to die", interval=0.02)
+        settings = load_settings(self.env.home)
+        wait_for(
+            lambda: (
+                not process_running(pid)
+                and not is_supervised(run)
+                and home_controller_pid(settings) != pid
+            ),
+            30,
+            f"supervisor {pid} to die",
+            interval=0.02,
+        )
         return True
 
     def reconcile(self) -> None:
