@@ -1,12 +1,16 @@
 """A dropped SFTP session (its server process gone, the connection kept) or a dropped
 connection (the host went away) is at worst a RemoteError for a file call, never a bare
-EOFError from closing the dead session; the next call after opens a fresh one."""
+EOFError from closing the dead session; the next call after opens a fresh one. Likewise a
+command's channel closed on a cut connection: paramiko sends the close through the transport,
+so on a cut socket it raises EOFError, which once escaped SshRunner's `finally` and ended a
+healthy run as "internal error: EOFError" (CI, the scenario "SSH dropped while syncing")."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from spotlab import Lab
 from spotlab.hosts import Host
 from spotrun.core.errors import RemoteError
 from spotrun.remote.runner import Runner
+from spotrun.remote.ssh import SshRunner, close_channel
 from tests.conftest import Env
 from tests.e2e.lab_instance import one_instance
 from tests.helpers import wait_for
@@ -71,3 +76,28 @@ def test_file_calls_on_a_dropped_connection_are_remote_errors(
     wait_for(answers, timeout=30, what="the host answering again")
     runner.get("/tmp/back.txt", tmp_path / "third.txt")
     assert (tmp_path / "third.txt").read_text() == "back\n"
+
+
+def test_closing_a_channel_on_a_cut_connection_is_quiet_and_the_runner_reconnects(
+    host: tuple[Runner, Host],
+) -> None:
+    runner, machine = host
+    assert isinstance(runner, SshRunner)
+    assert runner.run("echo up").stdout == "up\n"
+    transport = runner._transport()
+    plain, quiet = (transport.open_session(timeout=10) for _ in range(2))
+    for channel in (plain, quiet):
+        channel.exec_command("sleep 30")
+    # The cut, made so that it stays a cut: the host's sshd is stopped (it cannot answer our
+    # end of stream and close the connection, which would let paramiko's reader thread close
+    # the channels first), and this side can no longer send.
+    machine.hang_ssh()
+    try:
+        transport.sock.shutdown(socket.SHUT_WR)
+        with pytest.raises(EOFError):
+            plain.close()  # what paramiko does: the reason close_channel exists
+        close_channel(quiet)
+        assert not transport.is_active()  # given up, so the next command connects anew
+    finally:
+        machine.hang_ssh(False)
+    assert runner.run("echo again").stdout == "again\n"
