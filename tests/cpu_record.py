@@ -29,6 +29,7 @@ import pytest
 CPU_LOG_VAR = "SPOTRUN_TEST_CPU_LOG"
 CGROUP_V1 = Path("/sys/fs/cgroup/cpuacct")
 CGROUP_V2 = Path("/sys/fs/cgroup")
+GROUP_PREFIX = "spotrun-tests-"
 
 
 @dataclass
@@ -47,6 +48,7 @@ class CpuGroup:
             parent, v1 = CGROUP_V2, False
         else:
             raise OSError("no cgroup v1 cpuacct hierarchy and no cgroup v2 at /sys/fs/cgroup")
+        _remove_stale(parent)
         path = parent / name
         path.mkdir(exist_ok=True)
         (path / "cgroup.procs").write_text(str(os.getpid()))
@@ -68,6 +70,18 @@ class CpuGroup:
             self.path.rmdir()
         except OSError as exc:  # processes a test left behind still run in it
             print(f"cpu_record: {self.path} kept: {exc}", file=sys.stderr)
+
+
+def _remove_stale(parent: Path) -> None:
+    """Groups an earlier run kept (a process it left was still running as it ended) go once
+    their pytest process is gone and nothing runs in them."""
+    for group in parent.glob(f"{GROUP_PREFIX}*"):
+        pid = group.name.removeprefix(GROUP_PREFIX).split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            try:
+                group.rmdir()
+            except OSError:  # something still runs in it: kept for now
+                continue
 
 
 class CpuRecorder:
@@ -97,11 +111,11 @@ def install(config: pytest.Config) -> None:
     is_xdist_controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(
         config, "workerinput"
     )
-    if not log or is_xdist_controller:
-        return
+    if not log or is_xdist_controller or config.option.collectonly:
+        return  # a process that runs no tests has no CPU to record
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
     try:
-        group = CpuGroup.enter(f"spotrun-tests-{os.getpid()}-{worker}")
+        group = CpuGroup.enter(f"{GROUP_PREFIX}{os.getpid()}-{worker}")
     except OSError as exc:
         print(f"cpu_record: not recording CPU ({exc})", file=sys.stderr)
         return

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from spotlab.harness import REPO
-from tests.cpu_record import CGROUP_V1, CPU_LOG_VAR
+from tests.cpu_record import CGROUP_V1, CPU_LOG_VAR, GROUP_PREFIX
 
 INNER = """
 import subprocess, sys
@@ -31,30 +31,23 @@ def test_each_test_line_counts_its_child_processes_cpu(tmp_path: Path) -> None:
         "from tests.cpu_record import install\n\n\ndef pytest_configure(config):\n"
         "    install(config)\n"
     )
-    groups_before = set(CGROUP_V1.glob("spotrun-tests-*"))
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()
+    stale = CGROUP_V1 / f"{GROUP_PREFIX}{gone.pid}-gw9"  # kept by an earlier run, now empty
+    stale.mkdir()
     log = tmp_path / "cpu.tsv"
     env = {**os.environ, CPU_LOG_VAR: str(log), "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:randomly",
-            "-p",
-            "no:cacheprovider",
-            "-n",
-            "0",
-            str(tmp_path),
-        ],
-        capture_output=True,
+    inner = ["-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0", str(tmp_path)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *inner],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
         cwd=tmp_path,
-        timeout=300,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stdout + stderr
     lines = dict(
         (nodeid.split("::")[-1], (float(cpu), float(wall)))
         for nodeid, cpu, wall in (line.split("\t") for line in log.read_text().splitlines())
@@ -63,4 +56,6 @@ def test_each_test_line_counts_its_child_processes_cpu(tmp_path: Path) -> None:
     burned, _ = lines["test_burns_in_a_child"]
     assert burned >= 0.6, lines  # the child's 0.6 s of CPU, and its start-up
     assert lines["test_idle"][0] < burned, lines
-    assert set(CGROUP_V1.glob("spotrun-tests-*")) == groups_before, "its cgroup is removed"
+    # its own group only: the suite's other workers make and remove theirs meanwhile
+    assert not list(CGROUP_V1.glob(f"{GROUP_PREFIX}{proc.pid}-*")), "its cgroup is removed"
+    assert not stale.exists(), "an earlier run's empty group is removed"
